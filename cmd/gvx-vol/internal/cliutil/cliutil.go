@@ -1,0 +1,77 @@
+// Package cliutil holds what every gvx-vol command shares: exit codes,
+// size parsing and JSON output. It holds no storage logic.
+package cliutil
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dsnet/golib/unitconv"
+	"github.com/urfave/cli/v2"
+)
+
+// ExitError carries a process exit code other than 1 (for example fsck's
+// "findings" code).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode maps an error returned by a command to the process exit code.
+func ExitCode(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	var ce cli.ExitCoder
+	if errors.As(err, &ce) {
+		return ce.ExitCode()
+	}
+	return 1
+}
+
+// ParseSize parses sizes such as "8G", "4g", "512M", "1.5T" or plain bytes.
+// Suffixes are binary (G = GiB), as in docker and truncate(1).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "b")
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "i"), "I")
+	if t != "" {
+		switch last := t[len(t)-1]; last {
+		case 'k', 'm', 'g', 't', 'p', 'e':
+			t = t[:len(t)-1] + strings.ToUpper(string(last))
+		}
+		if c := t[len(t)-1]; c >= 'A' && c <= 'Z' {
+			t += "i"
+		}
+	}
+	v, err := unitconv.ParsePrefix(t, unitconv.IEC)
+	if err != nil || v < 0 || v > 1<<62 {
+		return 0, fmt.Errorf("invalid size %q: want a number with an optional K, M, G or T suffix (e.g. 8G)", s)
+	}
+	return int64(v), nil
+}
+
+// FormatSize renders n bytes with a binary prefix ("1.5 GiB").
+func FormatSize(n int64) string {
+	return unitconv.FormatPrefix(float64(n), unitconv.IEC, 1) + "B"
+}
+
+// PrintJSON writes v as indented JSON followed by a newline.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Usage reports a usage error (exit code 2) with the command's usage hint.
+func Usage(c *cli.Context, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &ExitError{Code: 2, Err: fmt.Errorf("%s\nusage: %s %s", msg, c.Command.HelpName, c.Command.ArgsUsage)}
+}
