@@ -1,0 +1,127 @@
+package reflink
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// cloneNew creates the file name as a clone of src with FICLONE.
+func cloneNew(src *os.File, name string, perm fs.FileMode) error {
+	df, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = ignoringEINTR(func() error { return unix.IoctlFileClone(int(df.Fd()), int(src.Fd())) })
+	if err != nil {
+		err = &fs.PathError{Op: "ioctl FICLONE", Path: name, Err: err}
+	}
+	if cerr := df.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// CloneRange makes n bytes of dst at dstOff share the extents of src at
+// srcOff (Linux FICLONERANGE, Windows FSCTL_DUPLICATE_EXTENTS_TO_FILE). The
+// offsets and n must be multiples of the filesystem's block size, except
+// that a range may end at src's end of file. n == 0 means "to the end of
+// src". It never copies: a filesystem that cannot clone gives an error
+// wrapping ErrNotSupported; on macOS, which has no range clone, it always
+// does.
+func CloneRange(dst, src *os.File, dstOff, srcOff, n int64) error {
+	if dstOff < 0 || srcOff < 0 || n < 0 {
+		return fmt.Errorf("reflink: negative offset or length")
+	}
+	arg := unix.FileCloneRange{
+		Src_fd:      int64(src.Fd()),
+		Src_offset:  uint64(srcOff),
+		Src_length:  uint64(n),
+		Dest_offset: uint64(dstOff),
+	}
+	err := ignoringEINTR(func() error { return unix.IoctlFileCloneRange(int(dst.Fd()), &arg) })
+	if err == nil {
+		return nil
+	}
+	if isNotSupported(err) {
+		return notSupported(src.Name(), dst.Name(), err)
+	}
+	return wrapErr(src.Name(), dst.Name(), &fs.PathError{Op: "ioctl FICLONERANGE", Path: dst.Name(), Err: err})
+}
+
+// isNotSupported tells whether a clone failed because it cannot work here
+// (coreutils' cp falls back to copying on the same errors), as opposed to a
+// real failure such as ENOSPC or EIO.
+func isNotSupported(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) ||
+		errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) ||
+		errors.Is(err, unix.ENOSYS)
+}
+
+func isCrossDevice(err error) bool { return errors.Is(err, unix.EXDEV) }
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+// fsMagic names the filesystems users are likely to meet (statfs f_type).
+var fsMagic = map[uint32]string{
+	unix.XFS_SUPER_MAGIC:       "xfs",
+	unix.BTRFS_SUPER_MAGIC:     "btrfs",
+	unix.BCACHEFS_SUPER_MAGIC:  "bcachefs",
+	unix.OCFS2_SUPER_MAGIC:     "ocfs2",
+	unix.EXT4_SUPER_MAGIC:      "ext4",
+	unix.TMPFS_MAGIC:           "tmpfs",
+	unix.OVERLAYFS_SUPER_MAGIC: "overlayfs",
+	unix.NFS_SUPER_MAGIC:       "nfs",
+	unix.FUSE_SUPER_MAGIC:      "fuse",
+	unix.F2FS_SUPER_MAGIC:      "f2fs",
+	unix.SMB2_SUPER_MAGIC:      "smb",
+	unix.CIFS_SUPER_MAGIC:      "cifs",
+	unix.V9FS_MAGIC:            "9p",
+	unix.SQUASHFS_MAGIC:        "squashfs",
+	unix.RAMFS_MAGIC:           "ramfs",
+	0x2fc12fc1:                 "zfs",
+	0x6e736664:                 "virtiofs",
+}
+
+func fsTypeName(path string) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return ""
+	}
+	if n, ok := fsMagic[uint32(st.Type)]; ok {
+		return n
+	}
+	return fmt.Sprintf("statfs type %#x", uint32(st.Type))
+}
+
+// renameNoReplace renames old to new unless new exists (renameat2
+// RENAME_NOREPLACE; link+unlink where the filesystem lacks it).
+func renameNoReplace(oldpath, newpath string) error {
+	err := ignoringEINTR(func() error {
+		return unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+	})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	if err := os.Link(oldpath, newpath); err != nil {
+		return err
+	}
+	return os.Remove(oldpath)
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		err := f()
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

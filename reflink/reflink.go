@@ -1,0 +1,233 @@
+package reflink
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Mode says whether CloneFile may copy data when it cannot clone. The names
+// and meanings are those of cp(1)'s --reflink=WHEN.
+type Mode uint8
+
+const (
+	// Always clones or fails with an error wrapping ErrNotSupported; it
+	// never copies data. It is the zero value: asking for a clone and
+	// silently getting a full copy is the failure this package exists to
+	// prevent.
+	Always Mode = iota
+	// Auto clones when the filesystem can, else makes a sparse copy.
+	Auto
+	// Never makes a sparse copy and never shares extents.
+	Never
+)
+
+var modeNames = [...]string{Always: "always", Auto: "auto", Never: "never"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// ParseMode parses "always", "auto" or "never" (cp's spellings).
+func ParseMode(s string) (Mode, error) {
+	for m, n := range modeNames {
+		if s == n {
+			return Mode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("reflink: unknown mode %q: want always, auto or never", s)
+}
+
+// Method says how a destination was made.
+type Method uint8
+
+const (
+	// MethodClone: the destination shares the source's extents
+	// (copy-on-write); no data was copied.
+	MethodClone Method = iota + 1
+	// MethodCopy: the data was copied, holes kept as holes.
+	MethodCopy
+)
+
+func (m Method) String() string {
+	switch m {
+	case MethodClone:
+		return "clone"
+	case MethodCopy:
+		return "copy"
+	}
+	return fmt.Sprintf("Method(%d)", m)
+}
+
+// MarshalText makes a Method print as "clone" or "copy" in JSON.
+func (m Method) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Options control CloneFile. The zero value clones (Mode Always), refuses to
+// replace an existing destination and makes the result durable.
+type Options struct {
+	// Mode: Always (default), Auto or Never.
+	Mode Mode
+	// Overwrite allows replacing an existing regular file at dst. The
+	// replacement is atomic: readers see the old file or the new one.
+	Overwrite bool
+}
+
+// Result describes what CloneFile did.
+type Result struct {
+	Method Method
+	// Size is the destination's length in bytes.
+	Size int64
+	// Copied is the number of data bytes copied: 0 for a clone, the bytes
+	// in the source's data extents (not its holes) for a copy.
+	Copied int64
+}
+
+// Clone makes dst a copy-on-write clone of src, or fails with an error
+// wrapping ErrNotSupported when the filesystem cannot clone. It never copies
+// data and never replaces an existing dst. It is CloneFile with the zero
+// Options.
+func Clone(src, dst string) error {
+	_, err := CloneFile(src, dst, Options{})
+	return err
+}
+
+// CloneFile makes dst a clone or sparse copy of the regular file src, as
+// opts.Mode allows. dst is published atomically: the data goes to a
+// temporary file in dst's directory, which is fsynced, renamed to dst (never
+// over an existing file unless opts.Overwrite), and the directory is fsynced.
+// On error nothing is left behind and an existing dst is untouched. dst gets
+// src's permission bits (not filtered by the umask).
+func CloneFile(src, dst string, opts Options) (Result, error) {
+	if opts.Mode > Never {
+		return Result{}, fmt.Errorf("reflink: invalid mode %v", opts.Mode)
+	}
+	sf, err := os.Open(src)
+	if err != nil {
+		return Result{}, fmt.Errorf("reflink: %w", err)
+	}
+	defer sf.Close()
+	sfi, err := sf.Stat()
+	if err != nil {
+		return Result{}, fmt.Errorf("reflink: %w", err)
+	}
+	if !sfi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("reflink: %s: %w (%v)", src, ErrNotRegular, sfi.Mode().Type())
+	}
+	if err := checkDst(sfi, dst, opts.Overwrite); err != nil {
+		return Result{}, err
+	}
+	perm := sfi.Mode().Perm()
+	res := Result{Size: sfi.Size()}
+
+	var tmp string
+	if opts.Mode != Never {
+		tmp, err = withTemp(dst, func(name string) error { return cloneNew(sf, name, perm) })
+		if err == nil {
+			res.Method = MethodClone
+		} else if isNotSupported(err) {
+			nse := notSupported(src, dst, err)
+			if opts.Mode == Always {
+				return Result{}, nse
+			}
+		} else {
+			return Result{}, wrapErr(src, dst, err)
+		}
+	}
+	if res.Method == 0 {
+		tmp, err = withTemp(dst, func(name string) error {
+			df, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			res.Copied, err = copyData(df, sf, res.Size, opts.Mode != Never)
+			if cerr := df.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		})
+		if err != nil {
+			return Result{}, wrapErr(src, dst, err)
+		}
+		res.Method = MethodCopy
+	}
+	if err := finish(tmp, dst, perm, opts.Overwrite); err != nil {
+		os.Remove(tmp)
+		return Result{}, wrapErr(src, dst, err)
+	}
+	return res, nil
+}
+
+// checkDst refuses what would go wrong later anyway, before any work: dst
+// is src itself, exists without Overwrite, or is not a regular file.
+func checkDst(sfi fs.FileInfo, dst string, overwrite bool) error {
+	dfi, err := os.Stat(dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reflink: %w", err)
+	}
+	if os.SameFile(sfi, dfi) {
+		return fmt.Errorf("reflink: %s is the source file itself", dst)
+	}
+	if !overwrite {
+		return existErr(dst)
+	}
+	if !dfi.Mode().IsRegular() {
+		return fmt.Errorf("reflink: refusing to replace %s: %w (%v)", dst, ErrNotRegular, dfi.Mode().Type())
+	}
+	return nil
+}
+
+func existErr(dst string) error {
+	return fmt.Errorf("reflink: %s already exists (Overwrite replaces it): %w", dst, fs.ErrExist)
+}
+
+// withTemp calls make with a fresh temporary name beside dst until make does
+// not fail with "exists", and removes the temporary file if make fails.
+func withTemp(dst string, make func(name string) error) (string, error) {
+	dir, base := filepath.Split(dst)
+	var b [6]byte
+	for range 100 {
+		rand.Read(b[:])
+		name := filepath.Join(dir, "."+base+".reflink-"+hex.EncodeToString(b[:]))
+		err := make(name)
+		if err == nil {
+			return name, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		os.Remove(name)
+		return "", err
+	}
+	return "", fmt.Errorf("reflink: no free temporary name beside %s", dst)
+}
+
+// finish sets the permission bits, makes the data durable and publishes tmp
+// as dst.
+func finish(tmp, dst string, perm fs.FileMode, overwrite bool) error {
+	err := syncFile(tmp, perm)
+	if err != nil {
+		return err
+	}
+	if overwrite {
+		err = os.Rename(tmp, dst)
+	} else {
+		err = renameNoReplace(tmp, dst)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return existErr(dst)
+		}
+		return err
+	}
+	return syncDir(filepath.Dir(dst))
+}
