@@ -160,12 +160,17 @@ func (c *comparer) entry(p string, ha, hb *sink.Header) (same bool, err error) {
 			return true, err
 		}
 	}
+	// A second name of a hard link was read through its first name already,
+	// which may have moved its atime; it was compared then.
+	_, seenA := c.linkA[ha.Ino]
+	_, seenB := c.linkB[hb.Ino]
+	relinked := t != sink.TypeDir && seenA && seenB
 	checks := []struct {
 		skip bool
 		name string
 		a, b time.Time
 	}{
-		{c.o.IgnoreAtime, "atime", ha.Atime, hb.Atime},
+		{c.o.IgnoreAtime || relinked, "atime", ha.Atime, hb.Atime},
 		{c.o.IgnoreMtime, "mtime", ha.Mtime, hb.Mtime},
 		{c.o.IgnoreCtime, "ctime", ha.Ctime, hb.Ctime},
 		{c.o.IgnoreCrtime, "crtime", ha.Crtime, hb.Crtime},

@@ -91,6 +91,12 @@ func RandomTree(s sink.Sink, rng *rand.Rand, o TreeOptions) error {
 		o.MaxFileSize = 256 << 10
 	}
 	g := &treeGen{s: s, rng: rng, o: o}
+	root := &sink.Header{Path: ".", Mode: sink.TypeDir | 0o755}
+	g.times(root)
+	g.owner(root, 0, 0)
+	if err := g.mkdir(root); err != nil {
+		return err
+	}
 	dirs := []string{"."}
 	var linkable []string
 	used := map[string]bool{}
