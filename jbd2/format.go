@@ -75,7 +75,16 @@ func checkBlockSize(bs int) error {
 	return nil
 }
 
+const magic = disk.Magic
+
+func putBE32(p []byte, v uint32) {
+	_ = p[3]
+	p[0], p[1], p[2], p[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
+
 func be32(p []byte) uint32 {
 	_ = p[3]
 	return uint32(p[0])<<24 | uint32(p[1])<<16 | uint32(p[2])<<8 | uint32(p[3])
 }
+
+func superblockChecksum(p []byte) uint32 { return disk.SuperblockChecksum(p) }

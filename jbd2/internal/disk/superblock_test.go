@@ -117,3 +117,43 @@ func TestCRC32C(t *testing.T) {
 		t.Fatal("chained crc differs")
 	}
 }
+
+func TestLayoutTag3(t *testing.T)         { checkLayout[Tag3](t, Tag3Size) }
+func TestLayoutTag(t *testing.T)          { checkLayout[Tag](t, TagSize) }
+func TestLayoutCommit(t *testing.T)       { checkLayout[Commit](t, CommitSize) }
+func TestLayoutRevokeHeader(t *testing.T) { checkLayout[RevokeHeader](t, RevokeHdrSize) }
+func TestLayoutTail(t *testing.T)         { checkLayout[Tail](t, TailSize) }
+
+func TestTagBytes(t *testing.T) {
+	for _, c := range []struct {
+		f    IncompatFeature
+		want int
+	}{
+		{0, 8}, {Incompat64Bit, 12}, {IncompatCsumV2, 10}, {IncompatCsumV2 | Incompat64Bit, 14},
+		{IncompatCsumV3, 16}, {IncompatCsumV3 | Incompat64Bit, 16},
+	} {
+		if got := TagBytes(c.f); got != c.want {
+			t.Errorf("TagBytes(%#x) = %d, want %d", c.f, got, c.want)
+		}
+	}
+}
+
+func TestTagRoundTrip(t *testing.T) {
+	for _, f := range []IncompatFeature{0, Incompat64Bit, IncompatCsumV2, IncompatCsumV2 | Incompat64Bit, IncompatCsumV3 | Incompat64Bit} {
+		in := BlockTag{Block: 0x12345678, Flags: FlagSameUUID | FlagLastTag}
+		if f&Incompat64Bit != 0 {
+			in.Block |= 0x9a << 32
+		}
+		switch {
+		case f&IncompatCsumV3 != 0:
+			in.Checksum = 0xdeadbeef
+		case f&IncompatCsumV2 != 0:
+			in.Checksum = 0xbeef
+		}
+		p := bytes.Repeat([]byte{0xff}, TagBytes(f))
+		PutTag(p, f, in)
+		if out := GetTag(p, f); out != in {
+			t.Errorf("features %#x: %+v → %+v", f, in, out)
+		}
+	}
+}

@@ -1,0 +1,279 @@
+package jbd2
+
+import (
+	"fmt"
+
+	"z.gfire.dev/gvx/jbd2/internal/disk"
+)
+
+// Stats describes what Recover did.
+type Stats struct {
+	Transactions int    // committed transactions found and replayed
+	Blocks       int    // blocks written home
+	Revoked      int    // logged blocks skipped because a later revoke covers them
+	RevokeRecord int    // revoke records read
+	StartSeq     uint32 // ID of the first transaction in the log
+	EndSeq       uint32 // first ID not committed: the log ends there
+}
+
+// Recover opens the journal on dev and replays it into home; see
+// (*Journal).Recover.
+func Recover(dev BlockDevice, blockSize int, home HomeWriter, fsBlocks uint64) (Stats, error) {
+	j, err := Open(dev, blockSize)
+	if err != nil {
+		return Stats{}, err
+	}
+	return j.Recover(home, fsBlocks)
+}
+
+// Recover replays the committed transactions a crash left in the journal,
+// as the kernel does in three passes: scan finds the end of the log (the
+// first block that is not the next expected one, or the first commit whose
+// checksum fails) and verifies every committed transaction — descriptor and
+// revoke checksums, data block checksums, block numbers below fsBlocks;
+// revoke collects revoke records; replay writes each logged block home
+// unless a revoke in the same or a later transaction covers it. Then it
+// flushes home and marks the journal clean (s_start = 0, s_sequence = the
+// end ID + 1, as e2fsck does).
+//
+// Nothing is written home unless the scan found every committed transaction
+// intact; a committed transaction that is not intact is an error wrapping
+// ErrCorrupt. A journal that was clean when opened is left as it is.
+func (j *Journal) Recover(home HomeWriter, fsBlocks uint64) (Stats, error) {
+	if j.failed != nil {
+		return Stats{}, fmt.Errorf("jbd2: journal failed earlier, reopen: %w", j.failed)
+	}
+	if !j.dirtyAtOpen {
+		return Stats{}, nil
+	}
+	r := &recovery{j: j, home: home, fsBlocks: fsBlocks, buf: make([]byte, j.bs), data: make([]byte, j.bs)}
+	r.st.StartSeq = j.sb.Sequence
+	if err := r.pass(passScan); err != nil {
+		return r.st, err
+	}
+	if r.st.Transactions > 0 {
+		r.revokes = make(map[uint64]uint32)
+		if err := r.pass(passRevoke); err != nil {
+			return r.st, err
+		}
+		if err := r.pass(passReplay); err != nil {
+			return r.st, err
+		}
+		if err := flush(home); err != nil {
+			return r.st, j.fail(fmt.Errorf("jbd2: flushing home: %w", err))
+		}
+	}
+	j.nextSeq = r.st.EndSeq + 1
+	j.sb.Start = 0
+	j.sb.Sequence = j.nextSeq
+	if err := j.writeSuperblock(true); err != nil {
+		return r.st, err
+	}
+	j.dirtyAtOpen = false
+	j.resetLog()
+	return r.st, nil
+}
+
+type passKind int
+
+const (
+	passScan passKind = iota
+	passRevoke
+	passReplay
+)
+
+type recovery struct {
+	j        *Journal
+	home     HomeWriter
+	fsBlocks uint64
+	buf      []byte
+	data     []byte
+	tags     []disk.BlockTag
+	revokes  map[uint64]uint32 // fs block → newest revoking transaction
+	st       Stats
+}
+
+// tidGT is tid_gt: sequence comparison that survives wraparound.
+func tidGT(x, y uint32) bool { return int32(x-y) > 0 }
+
+// pass walks the log from s_start. The scan pass stops at the end of the
+// log and records it in st.EndSeq; the other passes stop at EndSeq and treat
+// anything unexpected before it as corruption (the device changed under us).
+func (r *recovery) pass(p passKind) error {
+	j := r.j
+	blk, seq := j.sb.Start, j.sb.Sequence
+	logLen := j.logLen()
+	var visited uint32
+	var txErr error // first problem in the current, not yet committed, transaction
+
+	// end stops the scan; in later passes an early end is corruption.
+	end := func(why string) error {
+		if p == passScan {
+			r.st.EndSeq = seq
+			return nil
+		}
+		return corruptf(blk, "log changed between recovery passes: %s", why)
+	}
+	for {
+		if p != passScan && seq == r.st.EndSeq {
+			return nil
+		}
+		if visited >= logLen {
+			return end("log wraps onto itself")
+		}
+		if err := j.dev.ReadBlock(blk, r.buf); err != nil {
+			return fmt.Errorf("jbd2: reading journal block %d: %w", blk, err)
+		}
+		visited++
+		h := disk.ReadHeader(r.buf)
+		if h.Magic != disk.Magic || h.Sequence != seq {
+			return end("no next block")
+		}
+		switch h.BlockType {
+		case disk.BlockDescriptor:
+			if j.csum && !disk.TailChecksumOK(j.seed, r.buf) {
+				return end("descriptor checksum")
+			}
+			r.parseTags()
+			if uint32(len(r.tags)) > logLen-visited {
+				return end("descriptor runs past the log")
+			}
+			dataBlk := j.next(blk)
+			for _, t := range r.tags {
+				if err := r.dataBlock(p, seq, dataBlk, t, &txErr); err != nil {
+					return err
+				}
+				dataBlk = j.next(dataBlk)
+				visited++
+			}
+			blk = dataBlk
+		case disk.BlockRevoke:
+			if err := r.revokeBlock(p, seq, blk, &txErr); err != nil {
+				return err
+			}
+			blk = j.next(blk)
+		case disk.BlockCommit:
+			if j.csum && !disk.CommitChecksumOK(j.seed, r.buf) {
+				return end("commit checksum")
+			}
+			if p == passScan {
+				if txErr != nil {
+					return txErr
+				}
+				r.st.Transactions++
+			}
+			txErr = nil
+			seq++
+			blk = j.next(blk)
+		default:
+			return end("unknown block type")
+		}
+	}
+}
+
+// parseTags decodes the descriptor in r.buf into r.tags, as count_tags
+// does: tags until LAST_TAG or the end of the block (minus its tail).
+func (r *recovery) parseTags() {
+	j := r.j
+	r.tags = r.tags[:0]
+	size := j.bs - j.tailSize()
+	for off := disk.HeaderSize; off+j.tagBytes <= size; {
+		t := disk.GetTag(r.buf[off:], j.feat)
+		off += j.tagBytes
+		if t.Flags&disk.FlagSameUUID == 0 {
+			off += disk.UUIDSize
+		}
+		r.tags = append(r.tags, t)
+		if t.Flags&disk.FlagLastTag != 0 {
+			break
+		}
+	}
+}
+
+func (r *recovery) dataBlock(p passKind, seq, at uint32, t disk.BlockTag, txErr *error) error {
+	j := r.j
+	switch p {
+	case passScan:
+		if *txErr != nil {
+			return nil
+		}
+		if t.Block >= r.fsBlocks {
+			*txErr = corruptf(at, "transaction %d logs block %d, filesystem has %d", seq, t.Block, r.fsBlocks)
+			return nil
+		}
+		if !j.csum {
+			return nil
+		}
+		if err := j.dev.ReadBlock(at, r.data); err != nil {
+			return fmt.Errorf("jbd2: reading journal block %d: %w", at, err)
+		}
+		if !r.tagChecksumOK(seq, t) {
+			*txErr = corruptf(at, "transaction %d: checksum of logged block %d fails", seq, t.Block)
+		}
+	case passReplay:
+		if t.Block >= r.fsBlocks { // checked by the scan; keep the promise regardless
+			return corruptf(at, "block %d past the filesystem's end", t.Block)
+		}
+		if rs, ok := r.revokes[t.Block]; ok && !tidGT(seq, rs) {
+			r.st.Revoked++
+			return nil
+		}
+		if err := j.dev.ReadBlock(at, r.data); err != nil {
+			return fmt.Errorf("jbd2: reading journal block %d: %w", at, err)
+		}
+		if j.csum && !r.tagChecksumOK(seq, t) {
+			return corruptf(at, "log changed between recovery passes: checksum of block %d", t.Block)
+		}
+		if t.Flags&disk.FlagEscape != 0 {
+			putBE32(r.data, magic)
+		}
+		if err := r.home.WriteHome(t.Block, r.data); err != nil {
+			return j.fail(fmt.Errorf("jbd2: replaying block %d: %w", t.Block, err))
+		}
+		r.st.Blocks++
+	}
+	return nil
+}
+
+func (r *recovery) tagChecksumOK(seq uint32, t disk.BlockTag) bool {
+	c := disk.BlockTagChecksum(r.j.seed, seq, r.data)
+	if r.j.feat&disk.IncompatCsumV3 == 0 {
+		c &= 0xffff
+	}
+	return c == t.Checksum
+}
+
+func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error) error {
+	j := r.j
+	if p == passReplay || (p == passScan && *txErr != nil) {
+		return nil
+	}
+	var h disk.RevokeHeader
+	h.Unmarshal(r.buf)
+	bad := ""
+	switch {
+	case j.csum && !disk.TailChecksumOK(j.seed, r.buf):
+		bad = "revoke block checksum fails"
+	case h.Count < disk.RevokeHdrSize || int(h.Count) > j.bs-j.tailSize():
+		bad = fmt.Sprintf("revoke r_count %d out of range", h.Count)
+	}
+	if bad != "" {
+		if p == passScan {
+			*txErr = corruptf(at, "transaction %d: %s", seq, bad)
+			return nil
+		}
+		return corruptf(at, "log changed between recovery passes: %s", bad)
+	}
+	if p == passScan {
+		return nil
+	}
+	recsz := disk.RevokeRecordSize(j.feat)
+	for off := disk.RevokeHdrSize; off+recsz <= int(h.Count); off += recsz {
+		b := disk.GetRevokeRecord(r.buf[off:], j.feat)
+		r.st.RevokeRecord++
+		if old, ok := r.revokes[b]; !ok || tidGT(seq, old) {
+			r.revokes[b] = seq
+		}
+	}
+	return nil
+}
