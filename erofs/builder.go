@@ -1,0 +1,508 @@
+package erofs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"z.gfire.dev/gvx/erofs/internal/disk"
+	"z.gfire.dev/gvx/sink"
+)
+
+// Profile selects what an image may hold.
+type Profile int
+
+const (
+	// ProfileFull keeps everything EROFS can store: tail-packed inline data
+	// (FLAT_INLINE) and xattrs, inline and shared. For the kernel and
+	// erofs-utils.
+	ProfileFull Profile = iota
+	// ProfileRuntime writes what gVisor's Sentry mounts: FLAT_PLAIN data
+	// only, no inline tails, no xattrs. Dropped xattrs are listed in the
+	// Report's Warnings, never silently lost.
+	ProfileRuntime
+)
+
+func (p Profile) String() string {
+	switch p {
+	case ProfileFull:
+		return "full"
+	case ProfileRuntime:
+		return "runtime"
+	}
+	return fmt.Sprintf("Profile(%d)", int(p))
+}
+
+// ParseProfile parses "full" or "runtime".
+func ParseProfile(s string) (Profile, error) {
+	switch s {
+	case "full":
+		return ProfileFull, nil
+	case "runtime":
+		return ProfileRuntime, nil
+	}
+	return 0, fmt.Errorf("erofs: unknown profile %q (want full or runtime)", s)
+}
+
+// Options configure a Builder. The zero value is a full-profile builder
+// that holds up to 64 MiB of file data in memory before spooling to a
+// temporary file in os.TempDir.
+type Options struct {
+	Profile Profile
+	// Epoch is the image's base time: the superblock's build time and the
+	// mtime of every compact inode. Zero means the most common mtime in
+	// the tree (earliest on ties), which makes the most inodes compact and
+	// keeps output a function of the tree alone.
+	Epoch time.Time
+	// UUID and VolumeName go to the superblock verbatim.
+	UUID       [16]byte
+	VolumeName string
+	// TempDir is where file data is spooled; "" means os.TempDir().
+	TempDir string
+	// MemoryLimit is how many bytes of file data are kept in memory before
+	// spooling; 0 means 64 MiB, negative means always spool.
+	MemoryLimit int64
+	// Path is where Finish publishes the image (atomically).
+	Path string
+}
+
+// Report describes a built image.
+type Report struct {
+	Profile  Profile  `json:"profile"`
+	Inodes   int64    `json:"inodes"`
+	Blocks   int64    `json:"blocks"`
+	Bytes    int64    `json:"bytes"`
+	Warnings []string `json:"warnings,omitempty"` // what the profile dropped
+	// Dropped counts every dropped item, even past the Warnings cap.
+	Dropped int `json:"dropped"`
+}
+
+const maxWarnings = 1000
+
+// Builder is an in-memory tree that becomes an EROFS image. It implements
+// sink.Sink (so any walker can fill it), sink.Source (so it can be compared
+// with what is read back) and sink.Finisher. It is not safe for concurrent
+// use. Close it to remove its spool file.
+type Builder struct {
+	opts   Options
+	root   *inode
+	spool  spool
+	nextID uint64
+	report Report
+	closed bool
+}
+
+// inode is one file of the tree; hard links share it.
+type inode struct {
+	id     uint64 // creation order: Header.Ino of the builder's view
+	mode   uint32
+	uid    uint32
+	gid    uint32
+	mtime  time.Time
+	xattrs map[string][]byte
+	nlink  uint32 // non-directories: names pointing here
+
+	size    int64 // regular files
+	dataOff int64 // regular files: offset in the spool
+	link    string
+	rdev    uint32
+
+	kids   map[string]*inode // directories
+	parent *inode            // directories
+
+	l layout // filled when the image is laid out
+}
+
+var (
+	_ sink.Sink     = (*Builder)(nil)
+	_ sink.Source   = (*Builder)(nil)
+	_ sink.Finisher = (*Builder)(nil)
+)
+
+// NewBuilder returns an empty tree whose root is a directory with mode 0755
+// owned by 0:0 at the Unix epoch.
+func NewBuilder(opts Options) *Builder {
+	b := &Builder{opts: opts}
+	b.spool.dir = opts.TempDir
+	switch {
+	case opts.MemoryLimit == 0:
+		b.spool.limit = 64 << 20
+	case opts.MemoryLimit > 0:
+		b.spool.limit = opts.MemoryLimit
+	}
+	b.root = b.newInode(sink.TypeDir|0o755, &sink.Header{})
+	b.root.kids = map[string]*inode{}
+	b.root.parent = b.root
+	b.report.Profile = opts.Profile
+	return b
+}
+
+// Close releases the spool. The builder is unusable afterwards.
+func (b *Builder) Close() error {
+	b.closed = true
+	return b.spool.close()
+}
+
+// Report returns what the builder dropped so far and, after WriteTo, the
+// image's geometry.
+func (b *Builder) Report() Report {
+	r := b.report
+	r.Warnings = slices.Clone(r.Warnings)
+	return r
+}
+
+func (b *Builder) warnf(format string, args ...any) {
+	b.report.Dropped++
+	if len(b.report.Warnings) < maxWarnings {
+		b.report.Warnings = append(b.report.Warnings, fmt.Sprintf(format, args...))
+	}
+}
+
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Unix(0, 0)
+	}
+	return time.Unix(t.Unix(), int64(t.Nanosecond()))
+}
+
+func (b *Builder) newInode(mode uint32, h *sink.Header) *inode {
+	b.nextID++
+	return &inode{id: b.nextID, mode: mode, uid: h.UID, gid: h.GID, mtime: normTime(h.Mtime), nlink: 1}
+}
+
+// setMeta applies h's owner, times, permission bits and xattrs to n.
+func (b *Builder) setMeta(n *inode, h *sink.Header) error {
+	x, err := b.checkXattrs(h)
+	if err != nil {
+		return err
+	}
+	n.mode = n.mode&sink.TypeMask | h.Mode&sink.ModePerm
+	n.uid, n.gid = h.UID, h.GID
+	n.mtime = normTime(h.Mtime)
+	n.xattrs = x
+	return nil
+}
+
+func (b *Builder) checkXattrs(h *sink.Header) (map[string][]byte, error) {
+	if len(h.Xattrs) == 0 {
+		return nil, nil
+	}
+	if b.opts.Profile == ProfileRuntime {
+		for _, k := range slices.Sorted(maps.Keys(h.Xattrs)) {
+			b.warnf("%s: dropped xattr %s (runtime profile stores no xattrs)", h.Path, k)
+		}
+		return nil, nil
+	}
+	x := make(map[string][]byte, len(h.Xattrs))
+	for k, v := range h.Xattrs {
+		if _, _, err := xattrSplit(k); err != nil {
+			return nil, &fs.PathError{Op: "setxattr", Path: h.Path, Err: err}
+		}
+		if len(v) > disk.XattrValueMax {
+			return nil, &fs.PathError{Op: "setxattr", Path: h.Path,
+				Err: fmt.Errorf("%w: xattr %s value of %d bytes (EROFS holds at most %d)", ErrUnsupported, k, len(v), disk.XattrValueMax)}
+		}
+		x[k] = bytes.Clone(v)
+	}
+	return x, nil
+}
+
+var errNotDir = errors.New("not a directory")
+
+// checkPath enforces package sink's path rules.
+func checkPath(op, p string) error {
+	if p == "." {
+		return nil
+	}
+	if p == "" || strings.HasPrefix(p, "/") {
+		return &fs.PathError{Op: op, Path: p, Err: fs.ErrInvalid}
+	}
+	for e := range strings.SplitSeq(p, "/") {
+		if e == "" || e == "." || e == ".." {
+			return &fs.PathError{Op: op, Path: p, Err: fs.ErrInvalid}
+		}
+		if len(e) > disk.NameLen {
+			return &fs.PathError{Op: op, Path: p, Err: fmt.Errorf("%w: name longer than %d bytes", ErrUnsupported, disk.NameLen)}
+		}
+		if strings.IndexByte(e, 0) >= 0 {
+			return &fs.PathError{Op: op, Path: p, Err: fs.ErrInvalid}
+		}
+	}
+	return nil
+}
+
+// resolveParent returns the directory that holds p's last element, and
+// that element. No symlink is followed.
+func (b *Builder) resolveParent(op, p string) (*inode, string, error) {
+	if b.closed {
+		return nil, "", errors.New("erofs: builder is closed")
+	}
+	if err := checkPath(op, p); err != nil {
+		return nil, "", err
+	}
+	if p == "." {
+		return nil, ".", nil
+	}
+	dir := b.root
+	rest := p
+	for {
+		elem, tail, more := strings.Cut(rest, "/")
+		if !more {
+			return dir, elem, nil
+		}
+		next := dir.kids[elem]
+		switch {
+		case next == nil:
+			return nil, "", &fs.PathError{Op: op, Path: p, Err: fs.ErrNotExist}
+		case next.mode&sink.TypeMask == sink.TypeSymlink:
+			return nil, "", &fs.PathError{Op: op, Path: p, Err: sink.ErrSymlinkInPath}
+		case next.kids == nil:
+			return nil, "", &fs.PathError{Op: op, Path: p, Err: errNotDir}
+		}
+		dir, rest = next, tail
+	}
+}
+
+func (b *Builder) lookup(op, p string) (*inode, error) {
+	dir, name, err := b.resolveParent(op, p)
+	if err != nil {
+		return nil, err
+	}
+	if dir == nil {
+		return b.root, nil
+	}
+	n := dir.kids[name]
+	if n == nil {
+		return nil, &fs.PathError{Op: op, Path: p, Err: fs.ErrNotExist}
+	}
+	return n, nil
+}
+
+// place links n at p, replacing a non-directory; a directory there is an
+// error.
+func (b *Builder) place(op, p string, n *inode) error {
+	dir, name, err := b.resolveParent(op, p)
+	if err != nil {
+		return err
+	}
+	if dir == nil {
+		return &fs.PathError{Op: op, Path: p, Err: fs.ErrExist}
+	}
+	if old := dir.kids[name]; old != nil {
+		if old.kids != nil {
+			return &fs.PathError{Op: op, Path: p, Err: fmt.Errorf("%w: a directory is in the way", fs.ErrExist)}
+		}
+		old.nlink--
+	}
+	dir.kids[name] = n
+	return nil
+}
+
+// Mkdir implements sink.Sink.
+func (b *Builder) Mkdir(h *sink.Header) error {
+	if t := h.Type(); t != 0 && t != sink.TypeDir {
+		return &fs.PathError{Op: "mkdir", Path: h.Path, Err: fmt.Errorf("mode %#o is not a directory: %w", h.Mode, fs.ErrInvalid)}
+	}
+	dir, name, err := b.resolveParent("mkdir", h.Path)
+	if err != nil {
+		return err
+	}
+	var existing *inode
+	if dir == nil {
+		existing = b.root
+	} else if old := dir.kids[name]; old != nil && old.kids != nil {
+		existing = old
+	}
+	if existing != nil {
+		return b.setMeta(existing, h)
+	}
+	n := b.newInode(sink.TypeDir, h)
+	if err := b.setMeta(n, h); err != nil {
+		return err
+	}
+	n.kids = map[string]*inode{}
+	n.parent = dir
+	return b.place("mkdir", h.Path, n)
+}
+
+// WriteFile implements sink.Sink. The data is spooled; all of h.Size bytes
+// must come from r.
+func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
+	if t := h.Type(); t != 0 && t != sink.TypeReg {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("mode %#o is not a regular file: %w", h.Mode, fs.ErrInvalid)}
+	}
+	if h.Size < 0 {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("negative size %d: %w", h.Size, fs.ErrInvalid)}
+	}
+	if _, _, err := b.resolveParent("write", h.Path); err != nil {
+		return err
+	}
+	n := b.newInode(sink.TypeReg, h)
+	if err := b.setMeta(n, h); err != nil {
+		return err
+	}
+	off, err := b.spool.add(r, h.Size)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: err}
+	}
+	n.size, n.dataOff = h.Size, off
+	return b.place("write", h.Path, n)
+}
+
+// Symlink implements sink.Sink.
+func (b *Builder) Symlink(h *sink.Header) error {
+	if t := h.Type(); t != 0 && t != sink.TypeSymlink {
+		return &fs.PathError{Op: "symlink", Path: h.Path, Err: fmt.Errorf("mode %#o is not a symlink: %w", h.Mode, fs.ErrInvalid)}
+	}
+	if h.Linkname == "" || len(h.Linkname) >= disk.BlockSize {
+		return &fs.PathError{Op: "symlink", Path: h.Path, Err: fmt.Errorf("target of %d bytes (want 1..%d): %w", len(h.Linkname), disk.BlockSize-1, fs.ErrInvalid)}
+	}
+	n := b.newInode(sink.TypeSymlink, h)
+	if err := b.setMeta(n, h); err != nil {
+		return err
+	}
+	if h.Mode&sink.ModePerm == 0 {
+		n.mode |= 0o777
+	}
+	n.link = h.Linkname
+	return b.place("symlink", h.Path, n)
+}
+
+// Mknod implements sink.Sink.
+func (b *Builder) Mknod(h *sink.Header) error {
+	t := h.Type()
+	switch t {
+	case sink.TypeChar, sink.TypeBlock:
+		if h.Devmajor > 0xfff || h.Devminor > 0xfffff {
+			return &fs.PathError{Op: "mknod", Path: h.Path, Err: fmt.Errorf("%w: device %d:%d does not fit 12:20 bits", ErrUnsupported, h.Devmajor, h.Devminor)}
+		}
+	case sink.TypeFifo, sink.TypeSocket:
+	default:
+		return &fs.PathError{Op: "mknod", Path: h.Path, Err: fmt.Errorf("mode %#o is not a device, fifo or socket: %w", h.Mode, fs.ErrInvalid)}
+	}
+	n := b.newInode(t, h)
+	if err := b.setMeta(n, h); err != nil {
+		return err
+	}
+	if t == sink.TypeChar || t == sink.TypeBlock {
+		n.rdev = disk.EncodeDev(h.Devmajor, h.Devminor)
+	}
+	return b.place("mknod", h.Path, n)
+}
+
+// Link implements sink.Sink.
+func (b *Builder) Link(oldname, newname string) error {
+	old, err := b.lookup("link", oldname)
+	if err != nil {
+		return err
+	}
+	if old.kids != nil {
+		return &fs.PathError{Op: "link", Path: oldname, Err: fmt.Errorf("%w: hard link to a directory", fs.ErrInvalid)}
+	}
+	if cur, err := b.lookup("link", newname); err == nil && cur == old {
+		return nil
+	}
+	if err := b.place("link", newname, old); err != nil {
+		return err
+	}
+	old.nlink++
+	return nil
+}
+
+// RemoveAll implements sink.Sink. RemoveAll(".") empties the root.
+func (b *Builder) RemoveAll(p string) error {
+	dir, name, err := b.resolveParent("removeall", p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if dir == nil {
+		clear(b.root.kids)
+		return nil
+	}
+	if n := dir.kids[name]; n != nil {
+		n.nlink--
+		delete(dir.kids, name)
+	}
+	return nil
+}
+
+// Lstat implements sink.Sink and sink.Source. Ino is the builder's own
+// identity of the inode (hard links share it).
+func (b *Builder) Lstat(p string) (*sink.Header, error) {
+	n, err := b.lookup("lstat", p)
+	if err != nil {
+		return nil, err
+	}
+	h := &sink.Header{
+		Path: p, Mode: n.mode, UID: n.uid, GID: n.gid, Mtime: n.mtime,
+		Linkname: n.link, Ino: n.id, Nlink: n.nlink,
+	}
+	switch n.mode & sink.TypeMask {
+	case sink.TypeReg:
+		h.Size = n.size
+	case sink.TypeDir:
+		h.Nlink = 2
+		for _, k := range n.kids {
+			if k.kids != nil {
+				h.Nlink++
+			}
+		}
+	case sink.TypeChar, sink.TypeBlock:
+		h.Devmajor, h.Devminor = disk.DecodeDev(n.rdev)
+	}
+	if len(n.xattrs) > 0 {
+		h.Xattrs = maps.Clone(n.xattrs)
+	}
+	return h, nil
+}
+
+// ReadDir implements sink.Sink and sink.Source.
+func (b *Builder) ReadDir(p string) ([]string, error) {
+	n, err := b.lookup("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	if n.kids == nil {
+		return nil, &fs.PathError{Op: "readdir", Path: p, Err: errNotDir}
+	}
+	return slices.Sorted(maps.Keys(n.kids)), nil
+}
+
+// Open implements sink.Source.
+func (b *Builder) Open(p string) (io.ReadCloser, error) {
+	n, err := b.lookup("open", p)
+	if err != nil {
+		return nil, err
+	}
+	if n.mode&sink.TypeMask != sink.TypeReg {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
+	}
+	return io.NopCloser(io.NewSectionReader(&b.spool, n.dataOff, n.size)), nil
+}
+
+// Finish implements sink.Finisher: it publishes the image at Options.Path
+// atomically (temporary file, fsync, rename, fsync of the directory) and
+// closes the builder.
+func (b *Builder) Finish() error {
+	if b.opts.Path == "" {
+		return errors.New("erofs: Finish needs Options.Path (or call WriteTo)")
+	}
+	err := WriteFileAtomic(b.opts.Path, func(f *os.File) error {
+		_, err := b.WriteTo(f)
+		return err
+	})
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

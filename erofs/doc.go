@@ -1,0 +1,52 @@
+// Package erofs writes and reads EROFS images: the read-only, page-cache
+// friendly filesystem gvx keeps base images in, mounted natively by
+// gVisor's Sentry (gvisor.dev/gvisor/pkg/erofs) and by the Linux kernel.
+//
+// The writer is a Builder: an in-memory tree that implements sink.Sink, so
+// any walker (tar import, OCI layers via package overlay, a host
+// directory) can fill it; file contents are spooled to a temporary file
+// past Options.MemoryLimit. WriteTo then streams the image:
+//
+//   - 4 KiB blocks, superblock at 1024 with its crc32c (SB_CHKSUM); no
+//     incompatible feature bits at all, so every EROFS reader mounts it;
+//   - compact (32 B) inodes where nothing is lost, extended (64 B) ones to
+//     keep ids above 65535, large nlink, sizes of 4 GiB and more, and any
+//     mtime other than the image's epoch, to the nanosecond;
+//   - FLAT_INLINE (tail packed after the inode) or FLAT_PLAIN data;
+//     directories with "." and "..", sorted by name bytes across blocks;
+//     symlinks, devices, fifos, sockets; hard links as one inode;
+//   - xattrs inline and shared (a name/value pair used by several inodes
+//     is stored once), for user., trusted., security. and
+//     system.posix_acl_*; names up to 255 bytes.
+//
+// Output is deterministic: the same tree and options give the same bytes
+// (sorted entries and xattrs, no time of day; the epoch comes from
+// Options or from the tree).
+//
+// ProfileRuntime writes what gVisor accepts: FLAT_PLAIN only and no
+// xattrs. Whatever it drops is listed in Report().Warnings.
+//
+// Open reads an image (ours or mkfs.erofs's, uncompressed) from an
+// io.ReaderAt as a sink.Source. It trusts nothing: the superblock is
+// checked at Open (magic, checksum, feature masks, geometry) and every
+// inode, directory block and xattr when reached, with overflow-safe range
+// checks. Damage is reported as a *FormatError wrapping ErrCorrupt,
+// unknown features as ErrUnsupported; never a panic or an allocation
+// beyond one block or one inode's xattr body.
+//
+// Spec: https://docs.kernel.org/filesystems/erofs.html and erofs-utils'
+// include/erofs_fs.h.
+//
+// Example:
+//
+//	b := erofs.NewBuilder(erofs.Options{Profile: erofs.ProfileRuntime, Path: "rootfs.erofs"})
+//	defer b.Close()
+//	_ = b.Mkdir(&sink.Header{Path: "etc", Mode: sink.TypeDir | 0o755})
+//	_ = b.WriteFile(&sink.Header{Path: "etc/hostname", Mode: 0o644, Size: 4}, strings.NewReader("gvx\n"))
+//	if err := b.Finish(); err != nil { // temp file, fsync, rename, fsync dir
+//		return err
+//	}
+//	f, _ := os.Open("rootfs.erofs")
+//	st, _ := f.Stat()
+//	img, err := erofs.Open(f, st.Size())
+package erofs

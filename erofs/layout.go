@@ -1,0 +1,273 @@
+package erofs
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"z.gfire.dev/gvx/erofs/internal/disk"
+	"z.gfire.dev/gvx/sink"
+)
+
+// layout is where one inode goes in the image.
+type layout struct {
+	ino      uint32 // i_ino: 1-based position in nid order
+	nid      uint64
+	extended bool
+	nlink    uint32
+	inline   []xattrKV // inline xattrs, sorted by name
+	shared   []uint32  // shared xattr ids, sorted by name
+	xsize    int       // xattr ibody bytes
+	size     int64     // i_size
+	tail     int       // bytes of data packed after the inode (FLAT_INLINE)
+	blkaddr  uint32    // first data block
+	nblocks  int64     // data blocks
+	dir      [][]dirent
+}
+
+type xattrKV struct {
+	name  string
+	index uint8
+	sfx   string
+	value []byte
+}
+
+func (x *xattrKV) entryLen() int { return disk.XattrEntryLen(len(x.sfx), len(x.value)) }
+
+type dirent struct {
+	name string
+	n    *inode
+}
+
+// plan is the whole image's geometry.
+type plan struct {
+	inodes     []*inode // in nid order; inodes[0] is the root
+	epoch      time.Time
+	shared     []xattrKV // the shared xattr area, in order
+	metaBlocks uint32
+	xattrBlk   uint32 // 0 when there are no shared xattrs
+	xattrLen   int64
+	blocks     uint32
+}
+
+// order lists the inodes breadth-first, children by name: the root first
+// (its nid must fit the superblock's 16 bits), each hard-linked inode once.
+func (b *Builder) order() []*inode {
+	q := []*inode{b.root}
+	seen := map[*inode]struct{}{b.root: {}}
+	for i := 0; i < len(q); i++ {
+		n := q[i]
+		if n.kids == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(n.kids)) {
+			k := n.kids[name]
+			if _, ok := seen[k]; !ok {
+				seen[k] = struct{}{}
+				q = append(q, k)
+			}
+		}
+	}
+	return q
+}
+
+// chooseEpoch returns the most common mtime (earliest on ties).
+func chooseEpoch(ns []*inode) time.Time {
+	count := map[time.Time]int{}
+	var best time.Time
+	bestN := 0
+	for _, n := range ns {
+		c := count[n.mtime] + 1
+		count[n.mtime] = c
+		if c > bestN || c == bestN && n.mtime.Before(best) {
+			best, bestN = n.mtime, c
+		}
+	}
+	return best
+}
+
+func fileType(mode uint32) uint8 {
+	switch mode & sink.TypeMask {
+	case sink.TypeReg:
+		return disk.FTRegFile
+	case sink.TypeDir:
+		return disk.FTDir
+	case sink.TypeChar:
+		return disk.FTChrdev
+	case sink.TypeBlock:
+		return disk.FTBlkdev
+	case sink.TypeFifo:
+		return disk.FTFifo
+	case sink.TypeSocket:
+		return disk.FTSock
+	case sink.TypeSymlink:
+		return disk.FTSymlink
+	}
+	return disk.FTUnknown
+}
+
+// dirBlocks packs a directory's entries, "." and ".." included, sorted by
+// name bytes, into blocks, and returns the directory's i_size.
+func dirBlocks(n *inode) ([][]dirent, int64) {
+	all := make([]dirent, 0, len(n.kids)+2)
+	all = append(all, dirent{".", n}, dirent{"..", n.parent})
+	for name, k := range n.kids {
+		all = append(all, dirent{name, k})
+	}
+	slices.SortFunc(all, func(a, b dirent) int { return cmp.Compare(a.name, b.name) })
+	var blocks [][]dirent
+	used, start := 0, 0
+	for i, e := range all {
+		need := disk.DirentSize + len(e.name)
+		if used+need > disk.BlockSize {
+			blocks = append(blocks, all[start:i])
+			start, used = i, 0
+		}
+		used += need
+	}
+	blocks = append(blocks, all[start:])
+	return blocks, int64(len(blocks)-1)*disk.BlockSize + int64(used)
+}
+
+func xattrKey(name string, v []byte) string { return name + "\x00" + string(v) }
+
+// plan lays the tree out: metadata (superblock, then inodes with their
+// xattrs and inline tails) from offset 0, the shared xattr area, then data
+// blocks in nid order.
+func (b *Builder) plan() (*plan, error) {
+	p := &plan{inodes: b.order()}
+	p.epoch = normTime(b.opts.Epoch)
+	if b.opts.Epoch.IsZero() {
+		p.epoch = chooseEpoch(p.inodes)
+	}
+	full := b.opts.Profile == ProfileFull
+
+	// Xattr (name, value) pairs on more than one inode are shared.
+	uses := map[string]int{}
+	for _, n := range p.inodes {
+		for k, v := range n.xattrs {
+			uses[xattrKey(k, v)]++
+		}
+	}
+	sharedID := map[string]uint32{}
+	var sharedKeys []xattrKV
+	for _, n := range p.inodes {
+		for k, v := range n.xattrs {
+			key := xattrKey(k, v)
+			if _, ok := sharedID[key]; !ok && uses[key] > 1 {
+				sharedID[key] = 0
+				idx, sfx, _ := xattrSplit(k)
+				sharedKeys = append(sharedKeys, xattrKV{k, idx, sfx, v})
+			}
+		}
+	}
+	slices.SortFunc(sharedKeys, func(a, b xattrKV) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), slices.Compare(a.value, b.value))
+	})
+	var off int64
+	for _, x := range sharedKeys {
+		sharedID[xattrKey(x.name, x.value)] = uint32(off / 4)
+		off += int64(x.entryLen())
+	}
+	if off > 4*int64(^uint32(0)) {
+		return nil, fmt.Errorf("%w: shared xattr area of %d bytes", ErrNoSpace, off)
+	}
+	p.shared, p.xattrLen = sharedKeys, off
+
+	// Inode sizes and data sizes.
+	for i, n := range p.inodes {
+		l := &n.l
+		*l = layout{ino: uint32(i + 1), nlink: n.nlink}
+		switch n.mode & sink.TypeMask {
+		case sink.TypeReg:
+			l.size = n.size
+		case sink.TypeSymlink:
+			l.size = int64(len(n.link))
+		case sink.TypeDir:
+			l.dir, l.size = dirBlocks(n)
+			l.nlink = 2
+			for _, k := range n.kids {
+				if k.kids != nil {
+					l.nlink++
+				}
+			}
+		}
+		l.extended = n.uid > 0xffff || n.gid > 0xffff || l.nlink > 0xffff ||
+			l.size > 0xffffffff || !n.mtime.Equal(p.epoch)
+		if len(n.xattrs) > 0 {
+			l.xsize = disk.XattrIbodyHeaderSize
+			for _, k := range slices.Sorted(maps.Keys(n.xattrs)) {
+				v := n.xattrs[k]
+				if id, ok := sharedID[xattrKey(k, v)]; ok && len(l.shared) < 255 {
+					l.shared = append(l.shared, id)
+					l.xsize += 4
+					continue
+				}
+				idx, sfx, _ := xattrSplit(k)
+				x := xattrKV{k, idx, sfx, v}
+				l.inline = append(l.inline, x)
+				l.xsize += x.entryLen()
+			}
+			if disk.XattrIbodySize(disk.XattrIbodyMaxIcount) < l.xsize {
+				return nil, fmt.Errorf("%w: %d bytes of xattrs on one inode (EROFS holds %d)", ErrUnsupported, l.xsize, disk.XattrIbodySize(disk.XattrIbodyMaxIcount))
+			}
+		}
+		if t := int(l.size % disk.BlockSize); full && t != 0 {
+			switch n.mode & sink.TypeMask {
+			case sink.TypeReg, sink.TypeDir, sink.TypeSymlink:
+				l.tail = t
+			}
+		}
+	}
+
+	// Metadata: inodes from just past the superblock, 32-byte aligned. An
+	// inode with inline data keeps inode, xattrs and tail in one block
+	// (what the kernel and gVisor require of the tail); when it would
+	// straddle, it moves to the next block, or gives up inlining if it
+	// cannot fit a block at all.
+	cur := int64(disk.SuperOffset + disk.SuperSize)
+	for _, n := range p.inodes {
+		l := &n.l
+		cur = (cur + disk.SlotSize - 1) &^ (disk.SlotSize - 1)
+		base := int64(disk.InodeCompactSize + l.xsize)
+		if l.extended {
+			base = int64(disk.InodeExtendedSize + l.xsize)
+		}
+		if l.tail > 0 && cur%disk.BlockSize+base+int64(l.tail) > disk.BlockSize {
+			if base+int64(l.tail) <= disk.BlockSize {
+				cur = (cur + disk.BlockSize - 1) &^ (disk.BlockSize - 1)
+			} else {
+				l.tail = 0
+			}
+		}
+		l.nid = uint64(cur >> disk.SlotBits)
+		cur += base + int64(l.tail)
+	}
+	if p.inodes[0].l.nid > 0xffff {
+		panic("erofs: root nid beyond 16 bits") // the root is laid out first
+	}
+	metaBlocks := (cur + disk.BlockSize - 1) / disk.BlockSize
+	next := metaBlocks
+	if p.xattrLen > 0 {
+		p.xattrBlk = uint32(next)
+		next += (p.xattrLen + disk.BlockSize - 1) / disk.BlockSize
+	}
+	p.metaBlocks = uint32(metaBlocks)
+
+	// Data blocks, in nid order.
+	for _, n := range p.inodes {
+		l := &n.l
+		l.nblocks = (l.size - int64(l.tail) + disk.BlockSize - 1) / disk.BlockSize
+		if l.nblocks > 0 {
+			l.blkaddr = uint32(next)
+			next += l.nblocks
+		}
+		if next > int64(^uint32(0)) {
+			return nil, fmt.Errorf("%w: more than 2^32 blocks", ErrNoSpace)
+		}
+	}
+	p.blocks = uint32(next)
+	return p, nil
+}
