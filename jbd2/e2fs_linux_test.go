@@ -1,6 +1,7 @@
 package jbd2
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -205,4 +206,83 @@ func zeroJournal(t testing.TB, d *imageDevice) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func copyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// maskExt4Super zeroes the ext4 superblock fields a replay may set apart
+// from the blocks it replays: s_wtime (0x30), s_kbytes_written (0x178) and
+// s_checksum (0x3FC) — e2fsck stamps the first two when it writes.
+func maskExt4Super(img []byte) {
+	sb := img[ext4SbOff : ext4SbOff+1024]
+	clear(sb[0x30:0x34])
+	clear(sb[0x178:0x180])
+	clear(sb[ext4OffChecksum : ext4OffChecksum+4])
+}
+
+// sameImages requires two image files to be byte-identical apart from
+// maskExt4Super's fields, naming the 4 KiB blocks that differ.
+func sameImages(t testing.TB, a, b string) {
+	t.Helper()
+	pa, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pa) != len(pb) {
+		t.Fatalf("image sizes %d and %d", len(pa), len(pb))
+	}
+	maskExt4Super(pa)
+	maskExt4Super(pb)
+	var diff []string
+	for off := 0; off < len(pa); off += 4096 {
+		if !bytes.Equal(pa[off:off+4096], pb[off:off+4096]) {
+			for i := off; i < off+4096; i++ {
+				if pa[i] != pb[i] {
+					diff = append(diff, fmt.Sprintf("block %d (first at byte %#x)", off/4096, i-off))
+					break
+				}
+			}
+		}
+	}
+	if len(diff) > 0 {
+		t.Fatalf("%s and %s differ in %d blocks: %s", filepath.Base(a), filepath.Base(b), len(diff), strings.Join(diff[:min(len(diff), 20)], ", "))
+	}
+}
+
+// replayBoth recovers img with our Recover into one copy and with
+// `e2fsck -E journal_only` into another, and requires identical results.
+// It returns our copy and our stats.
+func replayBoth(t testing.TB, img string) (string, Stats) {
+	t.Helper()
+	dir := t.TempDir()
+	ours, theirs := filepath.Join(dir, "ours.img"), filepath.Join(dir, "e2fsck.img")
+	copyFile(t, img, ours)
+	copyFile(t, img, theirs)
+
+	dev := openImageDevice(t, ours)
+	st, err := Recover(dev, dev.bs, dev, fsBlocksCount(t, ours))
+	if err != nil {
+		t.Fatalf("our recovery: %v", err)
+	}
+	setNeedsRecovery(t, ours, false)
+
+	out, err := exec.Command("e2fsck", "-y", "-E", "journal_only", theirs).CombinedOutput()
+	if err != nil {
+		t.Fatalf("e2fsck -E journal_only: %v\n%s", err, out)
+	}
+	sameImages(t, ours, theirs)
+	return ours, st
 }
