@@ -95,6 +95,7 @@ type Builder struct {
 	root   *inode
 	spool  spool
 	nextID uint64
+	gen    uint64 // bumped by every change, for callers caching a view
 	report Report
 	closed bool
 }
@@ -106,6 +107,7 @@ type inode struct {
 	uid    uint32
 	gid    uint32
 	mtime  time.Time
+	atime  time.Time // kept for Lstat only: EROFS stores one time, mtime
 	xattrs map[string][]byte
 	nlink  uint32 // non-directories: names pointing here
 
@@ -174,7 +176,7 @@ func normTime(t time.Time) time.Time {
 
 func (b *Builder) newInode(mode uint32, h *sink.Header) *inode {
 	b.nextID++
-	return &inode{id: b.nextID, mode: mode, uid: h.UID, gid: h.GID, mtime: normTime(h.Mtime), nlink: 1}
+	return &inode{id: b.nextID, mode: mode, uid: h.UID, gid: h.GID, mtime: normTime(h.Mtime), atime: normTime(h.Atime), nlink: 1}
 }
 
 // setMeta applies h's owner, times, permission bits and xattrs to n.
@@ -186,7 +188,9 @@ func (b *Builder) setMeta(n *inode, h *sink.Header) error {
 	n.mode = n.mode&sink.TypeMask | h.Mode&sink.ModePerm
 	n.uid, n.gid = h.UID, h.GID
 	n.mtime = normTime(h.Mtime)
+	n.atime = normTime(h.Atime)
 	n.xattrs = x
+	b.gen++
 	return nil
 }
 
@@ -302,6 +306,7 @@ func (b *Builder) place(op, p string, n *inode) error {
 		old.nlink--
 	}
 	dir.kids[name] = n
+	b.gen++
 	return nil
 }
 
@@ -425,15 +430,27 @@ func (b *Builder) RemoveAll(p string) error {
 		}
 		return err
 	}
+	b.gen++
 	if dir == nil {
-		clear(b.root.kids)
+		unlinkAll(b.root)
 		return nil
 	}
 	if n := dir.kids[name]; n != nil {
+		unlinkAll(n)
 		n.nlink--
 		delete(dir.kids, name)
 	}
 	return nil
+}
+
+// unlinkAll drops the names below directory n, so hard links elsewhere
+// count right.
+func unlinkAll(n *inode) {
+	for name, k := range n.kids {
+		unlinkAll(k)
+		k.nlink--
+		delete(n.kids, name)
+	}
 }
 
 // Lstat implements sink.Sink and sink.Source. Ino is the builder's own
@@ -444,7 +461,7 @@ func (b *Builder) Lstat(p string) (*sink.Header, error) {
 		return nil, err
 	}
 	h := &sink.Header{
-		Path: p, Mode: n.mode, UID: n.uid, GID: n.gid, Mtime: n.mtime,
+		Path: p, Mode: n.mode, UID: n.uid, GID: n.gid, Mtime: n.mtime, Atime: n.atime,
 		Linkname: n.link, Ino: n.id, Nlink: n.nlink,
 	}
 	switch n.mode & sink.TypeMask {

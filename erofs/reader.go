@@ -286,7 +286,8 @@ func (im *Image) Lstat(p string) (*sink.Header, error) {
 		return nil, err
 	}
 	h := &sink.Header{
-		Path: p, Mode: n.mode, UID: n.uid, GID: n.gid, Mtime: n.mtime,
+		Path: p, Mode: n.mode, UID: n.uid, GID: n.gid,
+		Mtime: n.mtime, Atime: n.mtime, Ctime: n.mtime, // as the kernel reports them
 		Ino: n.nid, Nlink: n.nlink,
 	}
 	switch n.typ() {
