@@ -37,6 +37,13 @@ type NotSupportedError struct {
 }
 
 func (e *NotSupportedError) Error() string {
+	return fmt.Sprintf("reflink: cannot clone %s to %s: %s; use mode auto to fall "+
+		"back to a sparse copy, or %s", e.Src, e.Dst, e.Reason(), Remedy)
+}
+
+// Reason says why the clone was refused, for example "the ext4 filesystem
+// does not support reflinks (operation not supported)".
+func (e *NotSupportedError) Reason() string {
 	var why string
 	switch {
 	case e.CrossDevice:
@@ -46,11 +53,13 @@ func (e *NotSupportedError) Error() string {
 	default:
 		why = "the filesystem does not support reflinks"
 	}
-	return fmt.Sprintf("reflink: cannot clone %s to %s: %s (%v); "+
-		"use mode auto to fall back to a sparse copy, or keep golden and episode "+
-		"files on one reflink filesystem: XFS made with -m reflink=1, Btrfs, "+
-		"bcachefs, APFS or ReFS/Dev Drive", e.Src, e.Dst, why, e.Err)
+	return fmt.Sprintf("%s (%v)", why, e.Err)
 }
+
+// Remedy is the advice for a filesystem that cannot clone.
+const Remedy = "keep golden and episode files together on a filesystem that " +
+	"clones: XFS made with -m reflink=1 (the default since xfsprogs 5.1), " +
+	"Btrfs, bcachefs, APFS, or ReFS/Dev Drive"
 
 // Unwrap returns ErrNotSupported and the system error.
 func (e *NotSupportedError) Unwrap() []error { return []error{ErrNotSupported, e.Err} }

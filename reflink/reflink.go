@@ -69,6 +69,19 @@ func (m Method) String() string {
 // MarshalText makes a Method print as "clone" or "copy" in JSON.
 func (m Method) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
+// UnmarshalText parses "clone" or "copy".
+func (m *Method) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "clone":
+		*m = MethodClone
+	case "copy":
+		*m = MethodCopy
+	default:
+		return fmt.Errorf("reflink: unknown method %q: want clone or copy", b)
+	}
+	return nil
+}
+
 // Options control CloneFile. The zero value clones (Mode Always), refuses to
 // replace an existing destination and makes the result durable.
 type Options struct {

@@ -11,76 +11,13 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/reflink/reflinktest"
 )
 
 // The cross-checks below mount real filesystems made by their own mkfs on
 // loop devices (root only) and check clones with the kernel's view of them:
 // statfs free space, FIEMAP's shared flag through filefrag(8), st_blocks.
-
-// mountFS makes a kind filesystem ("xfs", "btrfs", "ext4" on a sparse image
-// file under t.TempDir(), or "tmpfs"), mounts it and returns the mount point.
-// Everything is unmounted and the loop device detached in t.Cleanup.
-func mountFS(t testing.TB, kind string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("mounting a loop %s needs root (CI runs these as root)", kind)
-	}
-	var mkfs []string
-	switch kind {
-	case "xfs":
-		mkfs = []string{"mkfs.xfs", "-q", "-m", "reflink=1"}
-	case "btrfs":
-		mkfs = []string{"mkfs.btrfs", "-q"}
-	case "ext4":
-		mkfs = []string{"mkfs.ext4", "-q", "-F"}
-	}
-	tools := []string{"mount", "umount", "losetup"}
-	if mkfs != nil {
-		tools = append(tools, mkfs[0])
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (Debian: xfsprogs, btrfs-progs, e2fsprogs, mount): %v", tool, err)
-		}
-	}
-	base := t.TempDir()
-	mnt := filepath.Join(base, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	if kind == "tmpfs" {
-		args = []string{"-t", "tmpfs", "-o", "size=256m", "tmpfs", mnt}
-	} else {
-		img := filepath.Join(base, kind+".img")
-		f, err := os.Create(img)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Truncate(512 << 20)
-		f.Close()
-		run(t, append(mkfs, img)...)
-		args = []string{"-o", "loop", img, mnt}
-		t.Cleanup(func() {
-			// mount -o loop sets autoclear; detach anything left anyway.
-			out, _ := exec.Command("losetup", "-j", img).Output()
-			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-				if dev, _, ok := strings.Cut(line, ":"); ok {
-					exec.Command("losetup", "-d", dev).Run()
-				}
-			}
-		})
-	}
-	if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount %s here (kernel without it, or no loop devices): %v: %s", kind, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	return mnt
-}
 
 func run(t testing.TB, argv ...string) string {
 	t.Helper()
@@ -160,7 +97,7 @@ const goldenSize = 96 << 20 // 96 MiB logical, 16 MiB of data
 func TestCloneSharesExtentsOnReflinkFS(t *testing.T) {
 	for _, kind := range []string{"xfs", "btrfs"} {
 		t.Run(kind, func(t *testing.T) {
-			mnt := mountFS(t, kind)
+			mnt := reflinktest.Mount(t, kind)
 			golden := filepath.Join(mnt, "golden-docker.ext4")
 			want := makeSparse(t, golden, goldenSize, goldenRegions, 0o640)
 			data := dataLen(goldenRegions)
@@ -243,7 +180,7 @@ func TestCloneSharesExtentsOnReflinkFS(t *testing.T) {
 }
 
 func TestCloneRangeOnXFS(t *testing.T) {
-	mnt := mountFS(t, "xfs")
+	mnt := reflinktest.Mount(t, "xfs")
 	src := filepath.Join(mnt, "src")
 	want := makeSparse(t, src, 8<<20, []region{{0, 8 << 20}}, 0o600)
 	sf, err := os.Open(src)
@@ -278,7 +215,7 @@ func TestCloneRangeOnXFS(t *testing.T) {
 func TestNoCloneFS(t *testing.T) {
 	for _, kind := range []string{"ext4", "tmpfs"} {
 		t.Run(kind, func(t *testing.T) {
-			mnt := mountFS(t, kind)
+			mnt := reflinktest.Mount(t, kind)
 			golden := filepath.Join(mnt, "golden-docker.ext4")
 			want := makeSparse(t, golden, goldenSize, goldenRegions, 0o644)
 			ep := filepath.Join(mnt, "ep-0000.ext4")
@@ -314,8 +251,8 @@ func TestNoCloneFS(t *testing.T) {
 }
 
 func TestAcrossFilesystems(t *testing.T) {
-	x := mountFS(t, "xfs")
-	tm := mountFS(t, "tmpfs")
+	x := reflinktest.Mount(t, "xfs")
+	tm := reflinktest.Mount(t, "tmpfs")
 	golden := filepath.Join(x, "golden")
 	want := makeSparse(t, golden, 8<<20, []region{{1 << 20, 1 << 20}}, 0o644)
 	_, err := CloneFile(golden, filepath.Join(tm, "ep"), Options{})
