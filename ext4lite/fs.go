@@ -1,0 +1,267 @@
+package ext4lite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+)
+
+// Features ext4lite reads and writes. A volume with any other incompat
+// feature is refused; with any other ro_compat feature it opens read-only.
+const (
+	supportedIncompat = disk.IncompatFiletype | disk.IncompatExtents | disk.Incompat64bit |
+		disk.IncompatFlexBG | disk.IncompatCsumSeed | disk.IncompatRecover
+	supportedROCompat = disk.ROCompatSparseSuper | disk.ROCompatLargeFile | disk.ROCompatHugeFile |
+		disk.ROCompatGdtCsum | disk.ROCompatDirNlink | disk.ROCompatExtraIsize |
+		disk.ROCompatMetadataCsum | disk.ROCompatBtreeDir
+)
+
+// FS is an open ext4 volume. Its methods are safe for concurrent use; one
+// lock serializes them.
+type FS struct {
+	mu       sync.Mutex
+	dev      Device
+	file     *os.File // non-nil when FS owns an open file
+	readOnly bool
+	closed   bool
+
+	sb             *disk.Superblock
+	bs             int    // block size in bytes
+	blocksCount    uint64 // s_blocks_count
+	firstDataBlock uint64
+	blocksPerGroup uint32
+	inodesPerGroup uint32
+	inodeSize      int
+	descSize       int
+	groupCount     uint32
+	gdtBlocks      uint32 // blocks of group descriptors in each copy
+	csum           bool   // metadata_csum
+	gdtCsum        bool   // uninit_bg (crc16 descriptors)
+	seed           uint32 // checksum seed
+	hashVersion    uint8  // default htree hash, signedness applied
+	hashSeed       [4]uint32
+
+	groups []*group
+	inodes map[uint32]*inode
+	dirs   map[uint32]*dir
+
+	buf         []byte // copy buffer for WriteFile
+	allocCursor uint64 // next block to try when no better goal is known
+	inodeCursor uint32 // group to try first for new inodes
+	sbDirty     bool
+	opts        Options
+}
+
+// Open opens the volume in the file at path. With ReadOnly unset the file
+// is opened for writing and the volume is marked in use until Close.
+func Open(path string, opts *Options) (*FS, error) {
+	o := opts.orDefault()
+	flag := os.O_RDWR
+	if o.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	v, err := OpenDevice(f, &o)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v.file = f
+	return v, nil
+}
+
+// OpenDevice opens the volume held by dev.
+func OpenDevice(dev Device, opts *Options) (*FS, error) {
+	o := opts.orDefault()
+	v := &FS{dev: dev, readOnly: o.ReadOnly, opts: o,
+		inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}}
+	buf := make([]byte, disk.SuperblockSize)
+	if n, err := dev.ReadAt(buf, disk.SuperblockOffset); n != len(buf) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: file too small to hold a superblock", ErrNotExt4)
+		}
+		return nil, err
+	}
+	sb, err := disk.DecodeSuperblock(buf)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Magic != disk.Magic {
+		return nil, fmt.Errorf("%w: no ext2/3/4 superblock magic at byte 1080", ErrNotExt4)
+	}
+	if err := v.loadSuperblock(sb, buf); err != nil {
+		return nil, err
+	}
+	if err := v.loadGroupDescs(); err != nil {
+		return nil, err
+	}
+	if sb.FeatureIncompat&disk.IncompatRecover != 0 {
+		// Replaying the journal comes with jbd2; until then a volume that
+		// needs recovery is only readable, never silently written.
+		if !v.readOnly {
+			return nil, fmt.Errorf("%w: the volume's journal needs recovery (needs_recovery); run e2fsck -fy on it first", ErrUnsupported)
+		}
+	}
+	if !v.readOnly {
+		v.sb.State &^= disk.StateValid
+		if err := v.writeSuperblock(); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func (v *FS) loadSuperblock(sb *disk.Superblock, raw []byte) error {
+	if sb.FeatureROCompat&disk.ROCompatMetadataCsum != 0 {
+		if sb.ChecksumType != disk.ChecksumCRC32c {
+			return corruptf(disk.SuperblockOffset, 0, "unknown checksum type %d", sb.ChecksumType)
+		}
+		if got := disk.SuperblockChecksum(raw); got != sb.Checksum {
+			return corruptf(disk.SuperblockOffset, 0, "superblock checksum %#x, computed %#x", sb.Checksum, got)
+		}
+	}
+	if sb.RevLevel < 1 {
+		return fmt.Errorf("%w: revision 0 (ext2 good-old) filesystems", ErrUnsupported)
+	}
+	if bad := sb.FeatureIncompat &^ supportedIncompat; bad != 0 {
+		return fmt.Errorf("%w: incompatible feature(s) %s", ErrUnsupported, disk.FeatureString(bad.Names()))
+	}
+	if bad := sb.FeatureROCompat &^ supportedROCompat; bad != 0 && !v.readOnly {
+		return fmt.Errorf("%w: read-only-compatible feature(s) %s (open read-only to read it)", ErrUnsupported, disk.FeatureString(bad.Names()))
+	}
+	if sb.FeatureIncompat&disk.IncompatExtents == 0 && !v.readOnly {
+		return fmt.Errorf("%w: volumes without the extent feature (ext2/ext3 block maps) can only be opened read-only", ErrUnsupported)
+	}
+	if sb.LogBlockSize > 6 {
+		return corruptf(disk.SuperblockOffset, 0, "block size 2^%d KiB", sb.LogBlockSize)
+	}
+	if sb.LogClusterSize != sb.LogBlockSize {
+		return fmt.Errorf("%w: bigalloc clusters", ErrUnsupported)
+	}
+	v.sb = sb
+	v.bs = sb.BlockSize()
+	v.blocksCount = sb.BlocksCount()
+	if sb.FeatureIncompat&disk.Incompat64bit == 0 {
+		v.blocksCount = uint64(sb.BlocksCountLo)
+	}
+	v.firstDataBlock = uint64(sb.FirstDataBlock)
+	v.blocksPerGroup = sb.BlocksPerGroup
+	v.inodesPerGroup = sb.InodesPerGroup
+	v.inodeSize = int(sb.InodeSize)
+	if v.blocksPerGroup == 0 || v.blocksPerGroup > uint32(v.bs*8) || v.blocksPerGroup%8 != 0 {
+		return corruptf(disk.SuperblockOffset, 0, "%d blocks per group", v.blocksPerGroup)
+	}
+	if v.inodesPerGroup == 0 || v.inodesPerGroup > uint32(v.bs*8) || v.inodesPerGroup%8 != 0 {
+		return corruptf(disk.SuperblockOffset, 0, "%d inodes per group", v.inodesPerGroup)
+	}
+	if v.inodeSize < disk.GoodOldInodeSize || v.inodeSize > v.bs || v.inodeSize&(v.inodeSize-1) != 0 {
+		return corruptf(disk.SuperblockOffset, 0, "inode size %d", v.inodeSize)
+	}
+	if v.firstDataBlock >= v.blocksCount || (v.bs == 1024) != (v.firstDataBlock == 1) {
+		return corruptf(disk.SuperblockOffset, 0, "first data block %d with %d-byte blocks", v.firstDataBlock, v.bs)
+	}
+	v.groupCount = uint32((v.blocksCount - v.firstDataBlock + uint64(v.blocksPerGroup) - 1) / uint64(v.blocksPerGroup))
+	if uint64(v.groupCount)*uint64(v.inodesPerGroup) != uint64(sb.InodesCount) {
+		return corruptf(disk.SuperblockOffset, 0, "%d inodes for %d groups of %d", sb.InodesCount, v.groupCount, v.inodesPerGroup)
+	}
+	if sb.FirstIno < disk.GoodOldFirstIno || sb.FirstIno >= sb.InodesCount {
+		return corruptf(disk.SuperblockOffset, 0, "first inode %d", sb.FirstIno)
+	}
+	v.descSize = disk.GroupDescSize32
+	if sb.FeatureIncompat&disk.Incompat64bit != 0 {
+		v.descSize = int(sb.DescSize)
+		if v.descSize < disk.GroupDescSize64 || v.descSize > 1024 || v.descSize&(v.descSize-1) != 0 {
+			return corruptf(disk.SuperblockOffset, 0, "group descriptor size %d", v.descSize)
+		}
+	}
+	if sb.FeatureIncompat&disk.IncompatMetaBG != 0 {
+		return fmt.Errorf("%w: meta_bg", ErrUnsupported)
+	}
+	v.gdtBlocks = uint32((uint64(v.groupCount)*uint64(v.descSize) + uint64(v.bs) - 1) / uint64(v.bs))
+	if uint64(v.gdtBlocks)+v.firstDataBlock+1 >= v.blocksCount {
+		return corruptf(disk.SuperblockOffset, 0, "group descriptor table does not fit")
+	}
+	v.csum = sb.FeatureROCompat&disk.ROCompatMetadataCsum != 0
+	v.gdtCsum = !v.csum && sb.FeatureROCompat&disk.ROCompatGdtCsum != 0
+	if v.csum {
+		if sb.FeatureIncompat&disk.IncompatCsumSeed != 0 {
+			v.seed = sb.ChecksumSeed
+		} else {
+			v.seed = disk.CRC32c(^uint32(0), sb.UUID[:])
+		}
+	}
+	v.hashSeed = sb.HashSeed
+	v.hashVersion = sb.DefHashVersion
+	if v.hashVersion <= disk.HashTea && sb.Flags&disk.FlagUnsignedHash != 0 {
+		v.hashVersion += 3
+	}
+	return nil
+}
+
+// writeSuperblock writes the primary superblock.
+func (v *FS) writeSuperblock() error {
+	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+}
+
+// Sync writes every pending change to the device and flushes it.
+func (v *FS) Sync() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.syncLocked()
+}
+
+func (v *FS) syncLocked() error {
+	if v.closed {
+		return ErrClosed
+	}
+	if v.readOnly {
+		return nil
+	}
+	if err := v.flushMetadata(); err != nil {
+		return err
+	}
+	if s, ok := v.dev.(syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+// Close writes pending changes, marks the volume clean and closes it.
+func (v *FS) Close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return ErrClosed
+	}
+	var err error
+	if !v.readOnly {
+		err = v.flushMetadata()
+		if err == nil {
+			v.sb.State |= disk.StateValid
+			err = v.writeSuperblock()
+		}
+		if err == nil {
+			err = v.writeBackupSuperblocks()
+		}
+		if s, ok := v.dev.(syncer); ok && err == nil {
+			err = s.Sync()
+		}
+	}
+	v.closed = true
+	if v.file != nil {
+		if cerr := v.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// BlockSize is the volume's block size in bytes.
+func (v *FS) BlockSize() int { return v.bs }

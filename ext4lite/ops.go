@@ -1,0 +1,602 @@
+package ext4lite
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"time"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
+)
+
+func (v *FS) writable() error {
+	if v.closed {
+		return ErrClosed
+	}
+	if v.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// touch sets a directory's mtime and ctime after its entries changed.
+func (v *FS) touch(in *inode) {
+	t := v.opts.now()
+	in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(t)
+	in.d.Ctime, in.d.CtimeExtra = disk.EncodeTime(t)
+	in.dirty = true
+}
+
+func (v *FS) touchCtime(in *inode) {
+	in.d.Ctime, in.d.CtimeExtra = disk.EncodeTime(v.opts.now())
+	in.dirty = true
+}
+
+// incLinks and decLinks keep i_links_count, with dir_nlink's rule that a
+// directory past EXT4_LINK_MAX counts 1.
+func (v *FS) incLinks(in *inode) error {
+	if in.d.LinksCount >= disk.MaxLinks-1 {
+		if in.isDir() && v.sb.FeatureROCompat&disk.ROCompatDirNlink != 0 {
+			in.d.LinksCount = 1
+			in.dirty = true
+			return nil
+		}
+		return errTooMany
+	}
+	if !(in.isDir() && in.d.LinksCount == 1) {
+		in.d.LinksCount++
+	}
+	in.dirty = true
+	return nil
+}
+
+func decLinks(in *inode) {
+	if in.isDir() && in.d.LinksCount == 1 {
+		return // dir_nlink: "many"; stays 1
+	}
+	if in.d.LinksCount > 0 {
+		in.d.LinksCount--
+	}
+	in.dirty = true
+}
+
+// link adds name → child to directory pin.
+func (v *FS) link(pin *inode, d *dir, name string, child *inode) error {
+	if len(name) > disk.MaxNameLen {
+		return errTooLong
+	}
+	d.entries[name] = dirent{ino: child.ino, ft: disk.FileTypeOfMode(child.d.Mode)}
+	d.dirty = true
+	v.touch(pin)
+	if child.isDir() {
+		if err := v.incLinks(pin); err != nil {
+			delete(d.entries, name)
+			return err
+		}
+	}
+	return nil
+}
+
+// unlink removes name from directory pin and drops child's link, freeing
+// it when no link is left.
+func (v *FS) unlink(pin *inode, d *dir, name string, child *inode) error {
+	delete(d.entries, name)
+	d.dirty = true
+	v.touch(pin)
+	if child.isDir() {
+		decLinks(pin)
+		child.d.LinksCount = 0
+		return v.release(child)
+	}
+	decLinks(child)
+	v.touchCtime(child)
+	if child.d.LinksCount == 0 {
+		return v.release(child)
+	}
+	return nil
+}
+
+// release frees an inode with no links: data, extent tree, xattr block and
+// the inode itself.
+func (v *FS) release(in *inode) error {
+	if usesBlockData(in) {
+		m, err := v.loadExtents(in)
+		if err != nil {
+			return err
+		}
+		for _, r := range m.truncate(0) {
+			if err := v.freeBlocks(r[0], r[1]); err != nil {
+				return err
+			}
+		}
+		for _, b := range m.tree {
+			if err := v.freeBlocks(b, 1); err != nil {
+				return err
+			}
+		}
+		m.tree = nil
+	}
+	if err := v.releaseXattrBlock(in); err != nil {
+		return err
+	}
+	if err := v.freeInode(in.ino, in.isDir()); err != nil {
+		return err
+	}
+	in.d.LinksCount = 0
+	in.d.Dtime, _ = disk.EncodeTime(v.opts.now())
+	in.d.SetSize(0)
+	in.d.SetBlocks(0)
+	in.d.SetFileACL(0)
+	clear(in.d.Block[:])
+	if in.d.Flags&disk.FlagExtents != 0 {
+		disk.ExtentHeader{Magic: disk.ExtentMagic, Max: disk.ExtentsInInode}.EncodeInto(in.d.Block[:])
+	}
+	err := v.writeInode(in)
+	delete(v.inodes, in.ino)
+	delete(v.dirs, in.ino)
+	return err
+}
+
+// prepareCreate resolves p's parent and clears the way for a new entry of
+// type typ: an existing non-directory is unlinked (replaced); an existing
+// directory is returned as existing when typ is a directory, else refused.
+func (v *FS) prepareCreate(p string, typ uint32) (pin *inode, d *dir, name string, existing *inode, err error) {
+	pin, d, name, err = v.parentOf(p)
+	if err != nil {
+		return
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return
+	}
+	old, err := v.getInode(de.ino)
+	if err != nil {
+		return
+	}
+	if old.isDir() {
+		if typ == disk.ModeDir {
+			return pin, d, name, old, nil
+		}
+		return nil, nil, "", nil, errIsDir
+	}
+	err = v.unlink(pin, d, name, old)
+	return
+}
+
+// applyHeader sets permissions, owner, times and xattrs from h.
+func (v *FS) applyHeader(in *inode, h *sink.Header) error {
+	in.d.Mode = uint16(in.fileType() | h.Mode&sink.ModePerm)
+	in.d.SetOwner(h.UID, h.GID)
+	epoch := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Unix(0, 0)
+		}
+		return t
+	}
+	v.setTimes(in, epoch(h.Atime), epoch(h.Mtime), epoch(h.Ctime), epoch(h.Crtime))
+	return v.setAllXattrs(in, h.Xattrs)
+}
+
+func (v *FS) setAllXattrs(in *inode, m map[string][]byte) error {
+	if !in.xattrsOK && len(m) == 0 && in.d.FileACL() == 0 && !v.hasInodeXattrs(in) {
+		return nil
+	}
+	xs := make([]xattr, 0, len(m))
+	for k, val := range m {
+		if _, _, ok := disk.XattrSplitName(k); !ok {
+			return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", k, sink.ErrUnsupported)
+		}
+		xs = append(xs, xattr{name: k, value: bytes.Clone(val)})
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i].name < xs[j].name })
+	in.xattrs, in.xattrsOK, in.xattrDirt, in.dirty = xs, true, true, true
+	return nil
+}
+
+func (v *FS) hasInodeXattrs(in *inode) bool {
+	start := disk.GoodOldInodeSize + int(in.d.ExtraIsize)
+	return v.inodeSize > disk.GoodOldInodeSize && start+4 <= v.inodeSize &&
+		binary.LittleEndian.Uint32(in.slot[start:]) == disk.XattrMagic
+}
+
+// Mkdir creates a directory or updates an existing one's metadata
+// (sink.Sink).
+func (v *FS) Mkdir(h *sink.Header) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	if len(splitPath(h.Path)) == 0 {
+		root, err := v.getInode(disk.RootIno)
+		if err != nil {
+			return err
+		}
+		return v.applyHeader(root, h)
+	}
+	pin, d, name, old, err := v.prepareCreate(h.Path, disk.ModeDir)
+	if err != nil {
+		return pathErr("mkdir", h.Path, err)
+	}
+	if old != nil {
+		return v.applyHeader(old, h)
+	}
+	in, err := v.newInode(disk.ModeDir|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return pathErr("mkdir", h.Path, err)
+	}
+	in.d.LinksCount = 2
+	in.d.Flags |= disk.FlagExtents
+	in.ext = &extentMap{dirty: true}
+	v.newDir(in.ino, pin.ino)
+	if err := v.link(pin, d, name, in); err != nil {
+		return pathErr("mkdir", h.Path, err)
+	}
+	return v.applyHeader(in, h)
+}
+
+// WriteFile creates or replaces a regular file with h.Size bytes from r
+// (sink.Sink). All-zero blocks become holes.
+func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	if h.Size < 0 {
+		return pathErr("write", h.Path, errInvalid)
+	}
+	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeReg)
+	if err != nil {
+		return pathErr("write", h.Path, err)
+	}
+	in, err := v.newInode(disk.ModeReg|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return pathErr("write", h.Path, err)
+	}
+	in.d.LinksCount = 1
+	in.d.Flags |= disk.FlagExtents
+	in.ext = &extentMap{dirty: true}
+	if err := v.link(pin, d, name, in); err != nil {
+		return pathErr("write", h.Path, err)
+	}
+	buf := v.copyBuf()
+	var off int64
+	for off < h.Size {
+		n, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), h.Size-off)])
+		if n > 0 {
+			if err := v.writeData(in, buf[:n], off, true); err != nil {
+				return pathErr("write", h.Path, err)
+			}
+			off += int64(n)
+		}
+		if rerr != nil {
+			if off < h.Size {
+				return pathErr("write", h.Path, fmt.Errorf("%w: got %d of %d bytes", io.ErrUnexpectedEOF, off, h.Size))
+			}
+			break
+		}
+	}
+	in.d.SetSize(uint64(h.Size))
+	return v.applyHeader(in, h)
+}
+
+func (v *FS) copyBuf() []byte {
+	if v.buf == nil {
+		v.buf = make([]byte, 1<<20)
+	}
+	return v.buf
+}
+
+// Symlink creates a symbolic link (sink.Sink): fast (in the inode) below
+// 60 bytes, else in a data block.
+func (v *FS) Symlink(h *sink.Header) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	if len(h.Linkname) == 0 || len(h.Linkname) >= v.bs {
+		return pathErr("symlink", h.Path, errInvalid)
+	}
+	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeSymlink)
+	if err != nil {
+		return pathErr("symlink", h.Path, err)
+	}
+	in, err := v.newInode(disk.ModeSymlink|0o777, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return pathErr("symlink", h.Path, err)
+	}
+	in.d.LinksCount = 1
+	if len(h.Linkname) <= disk.FastSymlinkMax {
+		copy(in.d.Block[:], h.Linkname)
+		in.d.SetSize(uint64(len(h.Linkname)))
+	} else {
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+		if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
+			return pathErr("symlink", h.Path, err)
+		}
+	}
+	if err := v.link(pin, d, name, in); err != nil {
+		return pathErr("symlink", h.Path, err)
+	}
+	hh := *h
+	hh.Mode = 0o777
+	return v.applyHeader(in, &hh)
+}
+
+// Mknod creates a device, fifo or socket (sink.Sink). A whiteout is a
+// character device 0:0.
+func (v *FS) Mknod(h *sink.Header) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	typ := h.Mode & sink.TypeMask
+	switch typ {
+	case sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:
+	default:
+		return pathErr("mknod", h.Path, errInvalid)
+	}
+	pin, d, name, _, err := v.prepareCreate(h.Path, typ)
+	if err != nil {
+		return pathErr("mknod", h.Path, err)
+	}
+	in, err := v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return pathErr("mknod", h.Path, err)
+	}
+	in.d.LinksCount = 1
+	if typ == sink.TypeChar || typ == sink.TypeBlock {
+		encodeDev(in.d.Block[:], h.Devmajor, h.Devminor)
+	}
+	if err := v.link(pin, d, name, in); err != nil {
+		return pathErr("mknod", h.Path, err)
+	}
+	return v.applyHeader(in, h)
+}
+
+// encodeDev stores a device number in i_block as the kernel does: the old
+// 16-bit encoding in word 0 when it fits, else the new one in word 1.
+func encodeDev(b []byte, major, minor uint32) {
+	clear(b[:12])
+	if major < 256 && minor < 256 && (major != 0 || minor != 0) {
+		binary.LittleEndian.PutUint32(b[0:], major<<8|minor)
+		return
+	}
+	binary.LittleEndian.PutUint32(b[4:], minor&0xff|major<<8|(minor&^0xff)<<12)
+}
+
+func decodeDev(b []byte) (major, minor uint32) {
+	if w := binary.LittleEndian.Uint32(b[0:]); w != 0 {
+		return (w >> 8) & 0xff, w & 0xff
+	}
+	w := binary.LittleEndian.Uint32(b[4:])
+	return (w & 0xfff00) >> 8, w&0xff | (w>>12)&0xfff00
+}
+
+// Link makes newname a hard link to oldname (sink.Sink).
+func (v *FS) Link(oldname, newname string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	old, err := v.lookup(oldname)
+	if err != nil {
+		return pathErr("link", oldname, err)
+	}
+	if old.isDir() {
+		return pathErr("link", oldname, fs.ErrPermission)
+	}
+	pin, d, name, err := v.parentOf(newname)
+	if err != nil {
+		return pathErr("link", newname, err)
+	}
+	if de, ok := d.entries[name]; ok {
+		if de.ino == old.ino {
+			return nil
+		}
+		cur, err := v.getInode(de.ino)
+		if err != nil {
+			return err
+		}
+		if cur.isDir() {
+			return pathErr("link", newname, errIsDir)
+		}
+		if err := v.unlink(pin, d, name, cur); err != nil {
+			return err
+		}
+	}
+	if err := v.incLinks(old); err != nil {
+		return pathErr("link", newname, err)
+	}
+	v.touchCtime(old)
+	return v.link(pin, d, name, old)
+}
+
+// Remove removes a file or an empty directory.
+func (v *FS) Remove(p string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	pin, d, name, err := v.parentOf(p)
+	if err != nil {
+		return pathErr("remove", p, err)
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return pathErr("remove", p, fs.ErrNotExist)
+	}
+	in, err := v.getInode(de.ino)
+	if err != nil {
+		return err
+	}
+	if in.isDir() {
+		cd, err := v.loadDir(in)
+		if err != nil {
+			return err
+		}
+		if len(cd.entries) > 0 {
+			return pathErr("remove", p, errNotEmpty)
+		}
+	}
+	return v.unlink(pin, d, name, in)
+}
+
+// RemoveAll removes p and everything below it; a missing p is not an
+// error (sink.Sink).
+func (v *FS) RemoveAll(p string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	parts := splitPath(p)
+	if len(parts) == 0 {
+		return pathErr("removeall", p, errInvalid)
+	}
+	pin, d, name, err := v.parentOf(p)
+	if isNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return pathErr("removeall", p, err)
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return nil
+	}
+	in, err := v.getInode(de.ino)
+	if err != nil {
+		return err
+	}
+	if err := v.removeTree(in); err != nil {
+		return pathErr("removeall", p, err)
+	}
+	return v.unlink(pin, d, name, in)
+}
+
+// removeTree empties directory in recursively.
+func (v *FS) removeTree(in *inode) error {
+	if !in.isDir() {
+		return nil
+	}
+	d, err := v.loadDir(in)
+	if err != nil {
+		return err
+	}
+	for _, name := range d.sortedNames() {
+		c, err := v.getInode(d.entries[name].ino)
+		if err != nil {
+			return err
+		}
+		if err := v.removeTree(c); err != nil {
+			return err
+		}
+		if err := v.unlink(in, d, name, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rename moves oldpath to newpath, replacing a file there or an empty
+// directory when both are directories (rename(2) semantics).
+func (v *FS) Rename(oldpath, newpath string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	op, od, oname, err := v.parentOf(oldpath)
+	if err != nil {
+		return pathErr("rename", oldpath, err)
+	}
+	ode, ok := od.entries[oname]
+	if !ok {
+		return pathErr("rename", oldpath, fs.ErrNotExist)
+	}
+	src, err := v.getInode(ode.ino)
+	if err != nil {
+		return err
+	}
+	np, nd, nname, err := v.parentOf(newpath)
+	if err != nil {
+		return pathErr("rename", newpath, err)
+	}
+	if src.isDir() {
+		// Refuse moving a directory below itself.
+		for cur := np.ino; ; {
+			if cur == src.ino {
+				return pathErr("rename", newpath, errInvalid)
+			}
+			if cur == disk.RootIno {
+				break
+			}
+			cin, err := v.getInode(cur)
+			if err != nil {
+				return err
+			}
+			cd, err := v.loadDir(cin)
+			if err != nil {
+				return err
+			}
+			cur = cd.parent
+		}
+	}
+	if nde, ok := nd.entries[nname]; ok {
+		if nde.ino == src.ino {
+			return nil
+		}
+		dst, err := v.getInode(nde.ino)
+		if err != nil {
+			return err
+		}
+		switch {
+		case dst.isDir() && !src.isDir():
+			return pathErr("rename", newpath, errIsDir)
+		case !dst.isDir() && src.isDir():
+			return pathErr("rename", newpath, errNotDir)
+		case dst.isDir():
+			dd, err := v.loadDir(dst)
+			if err != nil {
+				return err
+			}
+			if len(dd.entries) > 0 {
+				return pathErr("rename", newpath, errNotEmpty)
+			}
+		}
+		if err := v.unlink(np, nd, nname, dst); err != nil {
+			return err
+		}
+	}
+	delete(od.entries, oname)
+	od.dirty = true
+	v.touch(op)
+	nd.entries[nname] = dirent{ino: src.ino, ft: disk.FileTypeOfMode(src.d.Mode)}
+	nd.dirty = true
+	v.touch(np)
+	v.touchCtime(src)
+	if src.isDir() && op.ino != np.ino {
+		sd, err := v.loadDir(src)
+		if err != nil {
+			return err
+		}
+		sd.parent = np.ino
+		sd.dirty = true
+		decLinks(op)
+		if err := v.incLinks(np); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,357 @@
+package ext4lite
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"sort"
+	"time"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
+)
+
+// Lstat returns p's metadata without following a final symlink
+// (sink.Source).
+func (v *FS) Lstat(p string) (*sink.Header, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil, ErrClosed
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr("lstat", p, err)
+	}
+	h, err := v.header(in)
+	if err != nil {
+		return nil, pathErr("lstat", p, err)
+	}
+	h.Path = cleanRel(p)
+	return h, nil
+}
+
+func cleanRel(p string) string {
+	parts := splitPath(p)
+	if len(parts) == 0 {
+		return "."
+	}
+	s := parts[0]
+	for _, x := range parts[1:] {
+		s += "/" + x
+	}
+	return s
+}
+
+func (v *FS) header(in *inode) (*sink.Header, error) {
+	h := &sink.Header{
+		Mode:  in.mode(),
+		UID:   in.d.UID(),
+		GID:   in.d.GID(),
+		Ino:   uint64(in.ino),
+		Nlink: uint32(in.d.LinksCount),
+		Atime: disk.DecodeTime(in.d.Atime, in.d.AtimeExtra),
+		Mtime: disk.DecodeTime(in.d.Mtime, in.d.MtimeExtra),
+		Ctime: disk.DecodeTime(in.d.Ctime, in.d.CtimeExtra),
+	}
+	if in.d.ExtraIsize >= 24 {
+		h.Crtime = disk.DecodeTime(in.d.Crtime, in.d.CrtimeExtra)
+	}
+	switch in.fileType() {
+	case disk.ModeReg, disk.ModeDir:
+		h.Size = int64(in.d.Size())
+	case disk.ModeSymlink:
+		t, err := v.readlink(in)
+		if err != nil {
+			return nil, err
+		}
+		h.Linkname = t
+		h.Size = int64(len(t))
+	case disk.ModeChar, disk.ModeBlock:
+		h.Devmajor, h.Devminor = decodeDev(in.d.Block[:])
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	if len(xs) > 0 {
+		h.Xattrs = make(map[string][]byte, len(xs))
+		for _, x := range xs {
+			h.Xattrs[x.name] = bytes.Clone(x.value)
+		}
+	}
+	return h, nil
+}
+
+func (v *FS) readlink(in *inode) (string, error) {
+	size := in.d.Size()
+	if size == 0 || size >= uint64(v.bs) {
+		return "", corruptf(-1, in.ino, "symlink of %d bytes", size)
+	}
+	if in.d.Flags&disk.FlagExtents == 0 && size <= disk.FastSymlinkMax {
+		return string(in.d.Block[:size]), nil
+	}
+	b := make([]byte, size)
+	if _, err := v.readData(in, b, 0); err != nil && err != io.EOF {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Readlink returns a symlink's target.
+func (v *FS) Readlink(p string) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookup(p)
+	if err != nil {
+		return "", pathErr("readlink", p, err)
+	}
+	if in.fileType() != disk.ModeSymlink {
+		return "", pathErr("readlink", p, errInvalid)
+	}
+	return v.readlink(in)
+}
+
+// ReadDir returns a directory's entry names, sorted (sink.Source).
+func (v *FS) ReadDir(p string) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil, ErrClosed
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	d, err := v.loadDir(in)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	return d.sortedNames(), nil
+}
+
+// Open returns a reader of a regular file's contents (sink.Source).
+func (v *FS) Open(p string) (io.ReadCloser, error) {
+	f, err := v.OpenFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, 0, f.Size()), f}, nil
+}
+
+// File is an open regular file of a volume.
+type File struct {
+	v  *FS
+	in *inode
+}
+
+// OpenFile opens a regular file for reading and writing at offsets.
+func (v *FS) OpenFile(p string) (*File, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil, ErrClosed
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr("open", p, err)
+	}
+	if in.isDir() {
+		return nil, pathErr("open", p, errIsDir)
+	}
+	if in.fileType() != disk.ModeReg {
+		return nil, pathErr("open", p, errInvalid)
+	}
+	return &File{v: v, in: in}, nil
+}
+
+// Size is the file's current size.
+func (f *File) Size() int64 {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	return int64(f.in.d.Size())
+}
+
+// ReadAt implements io.ReaderAt.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if f.v.closed {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, errInvalid
+	}
+	return f.v.readData(f.in, p, off)
+}
+
+// WriteAt implements io.WriterAt, allocating blocks as needed.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if err := f.v.writable(); err != nil {
+		return 0, err
+	}
+	if err := f.v.writeData(f.in, p, off, false); err != nil {
+		return 0, err
+	}
+	t := f.v.opts.now()
+	f.in.d.Mtime, f.in.d.MtimeExtra = disk.EncodeTime(t)
+	f.in.d.Ctime, f.in.d.CtimeExtra = disk.EncodeTime(t)
+	return len(p), nil
+}
+
+// Truncate changes the file's size.
+func (f *File) Truncate(size int64) error {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if err := f.v.writable(); err != nil {
+		return err
+	}
+	if size < 0 {
+		return errInvalid
+	}
+	return f.v.truncateData(f.in, uint64(size))
+}
+
+// Close releases the handle (data stays cached until Sync or Close of the
+// volume).
+func (f *File) Close() error { return nil }
+
+// Truncate changes the size of the regular file at p.
+func (v *FS) Truncate(p string, size int64) error {
+	f, err := v.OpenFile(p)
+	if err != nil {
+		return err
+	}
+	return f.Truncate(size)
+}
+
+// modify runs fn on p's inode under the lock, for metadata changes.
+func (v *FS) modify(op, p string, fn func(in *inode) error) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return err
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return pathErr(op, p, err)
+	}
+	if err := fn(in); err != nil {
+		return pathErr(op, p, err)
+	}
+	v.touchCtime(in)
+	return nil
+}
+
+// Chmod sets permission bits (incl. setuid, setgid, sticky).
+func (v *FS) Chmod(p string, mode uint32) error {
+	return v.modify("chmod", p, func(in *inode) error {
+		in.d.Mode = uint16(in.fileType() | mode&sink.ModePerm)
+		return nil
+	})
+}
+
+// Chown sets the owner.
+func (v *FS) Chown(p string, uid, gid uint32) error {
+	return v.modify("chown", p, func(in *inode) error {
+		in.d.SetOwner(uid, gid)
+		return nil
+	})
+}
+
+// Chtimes sets access and modification times.
+func (v *FS) Chtimes(p string, atime, mtime time.Time) error {
+	return v.modify("chtimes", p, func(in *inode) error {
+		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(atime)
+		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(mtime)
+		return nil
+	})
+}
+
+// Getxattr returns one attribute's value.
+func (v *FS) Getxattr(p, name string) ([]byte, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr("getxattr", p, err)
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xs {
+		if x.name == name {
+			return bytes.Clone(x.value), nil
+		}
+	}
+	return nil, pathErr("getxattr", p, errNoAttr)
+}
+
+// Listxattr returns the names of p's attributes, sorted.
+func (v *FS) Listxattr(p string) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr("listxattr", p, err)
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range xs {
+		out = append(out, x.name)
+	}
+	return out, nil
+}
+
+// Setxattr creates or replaces one attribute.
+func (v *FS) Setxattr(p, name string, value []byte) error {
+	if _, _, ok := disk.XattrSplitName(name); !ok {
+		return pathErr("setxattr", p, ErrUnsupported)
+	}
+	return v.modify("setxattr", p, func(in *inode) error {
+		xs, err := v.loadXattrs(in)
+		if err != nil {
+			return err
+		}
+		out := append([]xattr(nil), xs...)
+		i := sort.Search(len(out), func(i int) bool { return out[i].name >= name })
+		if i < len(out) && out[i].name == name {
+			out[i].value = bytes.Clone(value)
+		} else {
+			out = append(out, xattr{})
+			copy(out[i+1:], out[i:])
+			out[i] = xattr{name, bytes.Clone(value)}
+		}
+		in.xattrs, in.xattrDirt = out, true
+		return nil
+	})
+}
+
+// Removexattr deletes one attribute.
+func (v *FS) Removexattr(p, name string) error {
+	return v.modify("removexattr", p, func(in *inode) error {
+		xs, err := v.loadXattrs(in)
+		if err != nil {
+			return err
+		}
+		for i, x := range xs {
+			if x.name == name {
+				in.xattrs = append(append([]xattr(nil), xs[:i]...), xs[i+1:]...)
+				in.xattrDirt = true
+				return nil
+			}
+		}
+		return errNoAttr
+	})
+}
+
+var _ fs.FileMode // io/fs is used by iofs.go
