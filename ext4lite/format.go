@@ -420,4 +420,3 @@ func (j *journalDev) WriteBlock(n uint32, p []byte) error {
 	}
 	return j.v.writeBlock(b, p)
 }
-
