@@ -1,0 +1,201 @@
+package overlay
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+// ExportOptions tunes ExportTar.
+type ExportOptions struct {
+	// SkipRoot leaves out the "./" entry that carries the root's metadata.
+	SkipRoot bool
+	// SkipSockets leaves sockets out; tar cannot hold them, so without it
+	// a socket is an error wrapping ErrUnsupported.
+	SkipSockets bool
+	// Compression of the output: Uncompressed (default), Gzip or Zstd.
+	Compression Compression
+}
+
+// ExportTar writes the tree of src to w as a PAX tar archive that ImportTar
+// (and GNU tar with --xattrs --xattrs-include='*') restores losslessly:
+// mode incl. setuid/setgid/sticky, numeric owners, nanosecond mtime, atime
+// and ctime, xattrs as SCHILY.xattr.*, devices, fifos, and hard links (by
+// Ino) as link entries. The creation time goes in LIBARCHIVE.creationtime.
+// Entries come in sorted depth-first order, directories before their
+// children, so the same tree always makes the same bytes.
+func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
+	out := w
+	var closer io.Closer
+	switch opts.Compression {
+	case Uncompressed:
+	case Gzip:
+		zw := gzip.NewWriter(w)
+		out, closer = zw, zw
+	case Zstd:
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return fmt.Errorf("overlay: export: %w", err)
+		}
+		out, closer = zw, zw
+	default:
+		return fmt.Errorf("overlay: export: %w: %s output", ErrUnsupported, opts.Compression)
+	}
+	e := &exporter{tw: tar.NewWriter(out), src: src, o: opts, links: map[uint64]string{}}
+	if err := e.walk("."); err != nil {
+		return err
+	}
+	if err := e.tw.Close(); err != nil {
+		return fmt.Errorf("overlay: export: %w", err)
+	}
+	if closer != nil {
+		if err := closer.Close(); err != nil {
+			return fmt.Errorf("overlay: export: %w", err)
+		}
+	}
+	return nil
+}
+
+type exporter struct {
+	tw    *tar.Writer
+	src   sink.Source
+	o     ExportOptions
+	links map[uint64]string // Ino → first name, for Nlink > 1
+}
+
+func (e *exporter) walk(p string) error {
+	h, err := e.src.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("overlay: export: %w", err)
+	}
+	if p != "." || !e.o.SkipRoot {
+		if err := e.write(p, h); err != nil {
+			return fmt.Errorf("overlay: export %q: %w", p, err)
+		}
+	}
+	if h.Type() != sink.TypeDir {
+		return nil
+	}
+	names, err := e.src.ReadDir(p)
+	if err != nil {
+		return fmt.Errorf("overlay: export: %w", err)
+	}
+	for _, n := range names {
+		if err := e.walk(joinPath(p, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *exporter) write(p string, h *sink.Header) error {
+	th := &tar.Header{
+		Name:       p,
+		Mode:       int64(h.Mode & sink.ModePerm),
+		Uid:        int(h.UID),
+		Gid:        int(h.GID),
+		ModTime:    h.Mtime,
+		AccessTime: h.Atime,
+		ChangeTime: h.Ctime,
+		Format:     tar.FormatPAX,
+	}
+	if len(h.Xattrs) > 0 || !h.Crtime.IsZero() {
+		th.PAXRecords = map[string]string{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Xattrs)) {
+		if strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: xattr name %q cannot be stored in PAX", ErrUnsupported, k)
+		}
+		th.PAXRecords[paxSchilyXattr+k] = string(h.Xattrs[k])
+	}
+	if !h.Crtime.IsZero() {
+		th.PAXRecords[paxCrtime] = formatPAXTime(h.Crtime.Unix(), h.Crtime.Nanosecond())
+	}
+	var body io.ReadCloser
+	switch h.Type() {
+	case sink.TypeDir:
+		th.Typeflag = tar.TypeDir
+		if p == "." {
+			th.Name = "./"
+		} else {
+			th.Name += "/"
+		}
+	case sink.TypeReg:
+		if h.Nlink > 1 {
+			if first, ok := e.links[h.Ino]; ok {
+				th.Typeflag, th.Linkname = tar.TypeLink, first
+				break
+			}
+			e.links[h.Ino] = p
+		}
+		th.Typeflag, th.Size = tar.TypeReg, h.Size
+		r, err := e.src.Open(p)
+		if err != nil {
+			return err
+		}
+		body = r
+	case sink.TypeSymlink:
+		th.Typeflag, th.Linkname = tar.TypeSymlink, h.Linkname
+	case sink.TypeChar, sink.TypeBlock, sink.TypeFifo:
+		if h.Nlink > 1 {
+			if first, ok := e.links[h.Ino]; ok {
+				th.Typeflag, th.Linkname = tar.TypeLink, first
+				break
+			}
+			e.links[h.Ino] = p
+		}
+		th.Typeflag = map[uint32]byte{sink.TypeChar: tar.TypeChar, sink.TypeBlock: tar.TypeBlock, sink.TypeFifo: tar.TypeFifo}[h.Type()]
+		th.Devmajor, th.Devminor = int64(h.Devmajor), int64(h.Devminor)
+	case sink.TypeSocket:
+		if e.o.SkipSockets {
+			return nil
+		}
+		return fmt.Errorf("%w: tar cannot hold a socket", ErrUnsupported)
+	default:
+		return fmt.Errorf("%w: file type %o", ErrUnsupported, h.Type())
+	}
+	if th.Typeflag == tar.TypeSymlink || th.Typeflag == tar.TypeLink {
+		// Symlinks and link entries carry no data; keep it so.
+		th.Size = 0
+	}
+	if err := e.tw.WriteHeader(th); err != nil {
+		if body != nil {
+			body.Close()
+		}
+		return err
+	}
+	if body != nil {
+		defer body.Close()
+		n, err := io.Copy(e.tw, body)
+		if err != nil {
+			return err
+		}
+		if n != h.Size {
+			return fmt.Errorf("file changed while read: %d bytes, header said %d", n, h.Size)
+		}
+	}
+	return nil
+}
+
+func formatPAXTime(sec int64, nsec int) string {
+	if sec < 0 && nsec != 0 {
+		// PAX writes -1.5 for 1.5 s before the epoch.
+		sec++
+		nsec = 1e9 - nsec
+		s := strconv.FormatInt(sec, 10)
+		if sec == 0 {
+			s = "-0"
+		}
+		return s + "." + fmt.Sprintf("%09d", nsec)
+	}
+	return strconv.FormatInt(sec, 10) + "." + fmt.Sprintf("%09d", nsec)
+}
