@@ -1,6 +1,6 @@
 module z.gfire.dev/gvx
 
-go 1.26.0
+go 1.26.3
 
 require (
 	github.com/dsnet/golib v0.0.0-20171103203638-1ea166775780
@@ -18,5 +18,8 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/schollz/progressbar/v3 v3.19.1 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+	golang.org/x/exp v0.0.0-20250711185948-6ae5c78190dc // indirect
 	golang.org/x/term v0.44.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237 // indirect
 )
