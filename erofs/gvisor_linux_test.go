@@ -8,7 +8,6 @@ import (
 	"time"
 
 	gerofs "gvisor.dev/gvisor/pkg/erofs"
-
 )
 
 // TestGvisorReadsRuntimeProfile opens a runtime-profile image with gVisor's
