@@ -90,6 +90,13 @@ type Options struct {
 	// Overwrite allows replacing an existing regular file at dst. The
 	// replacement is atomic: readers see the old file or the new one.
 	Overwrite bool
+	// NoSync skips the two fsyncs (of the file and of its directory), which
+	// are most of a clone's latency (about 1 ms of 1.1 ms on XFS). The
+	// rename stays atomic for running readers, but after a crash dst may
+	// be missing, or for a copy hold zeros. Use it only for files that are
+	// recreated after a crash anyway, such as an episode's scratch volume;
+	// never for golden volumes or cache entries.
+	NoSync bool
 }
 
 // Result describes what CloneFile did.
@@ -170,7 +177,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 		}
 		res.Method = MethodCopy
 	}
-	if err := finish(tmp, dst, perm, opts.Overwrite); err != nil {
+	if err := finish(tmp, dst, perm, opts); err != nil {
 		os.Remove(tmp)
 		return Result{}, wrapErr(src, dst, err)
 	}
@@ -226,12 +233,17 @@ func withTemp(dst string, make func(name string) error) (string, error) {
 
 // finish sets the permission bits, makes the data durable and publishes tmp
 // as dst.
-func finish(tmp, dst string, perm fs.FileMode, overwrite bool) error {
-	err := syncFile(tmp, perm)
+func finish(tmp, dst string, perm fs.FileMode, opts Options) error {
+	var err error
+	if opts.NoSync {
+		err = os.Chmod(tmp, perm)
+	} else {
+		err = syncFile(tmp, perm)
+	}
 	if err != nil {
 		return err
 	}
-	if overwrite {
+	if opts.Overwrite {
 		err = os.Rename(tmp, dst)
 	} else {
 		err = renameNoReplace(tmp, dst)
@@ -241,6 +253,9 @@ func finish(tmp, dst string, perm fs.FileMode, overwrite bool) error {
 			return existErr(dst)
 		}
 		return err
+	}
+	if opts.NoSync {
+		return nil
 	}
 	return syncDir(filepath.Dir(dst))
 }

@@ -118,6 +118,11 @@ func TestNeverCopiesKeepingContentsAndMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, err := CloneFile(src, dst+"-nosync", Options{Mode: Never, NoSync: true}); err != nil {
+				t.Fatal(err)
+			}
+			mustEqualFile(t, dst+"-nosync", want)
+			os.Remove(dst + "-nosync")
 			if res.Method != MethodCopy || res.Size != tc.size {
 				t.Errorf("result %+v, want a copy of %d bytes", res, tc.size)
 			}
