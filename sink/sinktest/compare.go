@@ -26,6 +26,9 @@ type CompareOptions struct {
 	IgnoreRoot bool
 	// IgnoreSymlinkPerm skips permission bits of symlinks (always 0777 on Linux).
 	IgnoreSymlinkPerm bool
+	// IgnoreSpecialHardLinks skips hard-link grouping of devices, fifos and
+	// sockets (GNU tar archives each name as its own node).
+	IgnoreSpecialHardLinks bool
 	// IgnoreOwner skips uid and gid.
 	IgnoreOwner bool
 	// IgnoreXattrPrefixes skips xattrs whose name starts with any of these
@@ -206,7 +209,8 @@ func (c *comparer) entry(p string, ha, hb *sink.Header) (same bool, err error) {
 			return true, err
 		}
 	}
-	if t != sink.TypeDir {
+	special := t != sink.TypeReg && t != sink.TypeSymlink
+	if t != sink.TypeDir && !(special && c.o.IgnoreSpecialHardLinks) {
 		la, oka := c.linkA[ha.Ino]
 		if !oka {
 			c.linkA[ha.Ino] = p

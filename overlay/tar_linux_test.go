@@ -1,0 +1,151 @@
+package overlay
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/sink/hostdir"
+	"z.gfire.dev/gvx/sink/sinktest"
+)
+
+// needRootAndTool skips unless running as root with the named tool.
+func needRootAndTool(t *testing.T, tool string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: devices, other owners and trusted.* xattrs on the host")
+	}
+	if _, err := exec.LookPath(tool); err != nil {
+		t.Skipf("needs %s: %v", tool, err)
+	}
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %q: %v\n%s", name, args, err, stderr.Bytes())
+	}
+	return out
+}
+
+// hostOpts is what a host directory cannot reproduce: ctime and crtime are
+// set by the kernel, directory sizes are the filesystem's.
+var hostOpts = sinktest.CompareOptions{IgnoreCtime: true, IgnoreCrtime: true, IgnoreDirSize: true}
+
+// TestGNUTarExtractsOurExport: GNU tar unpacks our PAX archive into the very
+// tree we exported, xattrs, devices, owners, ns times and hard links included.
+func TestGNUTarExtractsOurExport(t *testing.T) {
+	needRootAndTool(t, "tar")
+	src := testTree(t, 3, sinktest.TreeOptions{})
+	archive := filepath.Join(t.TempDir(), "a.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ExportTar(f, src, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out := t.TempDir()
+	run(t, "tar", "--xattrs", "--xattrs-include=*", "--numeric-owner", "--same-owner", "-xpf", archive, "-C", out)
+	o := hostOpts
+	// GNU tar restores atime from the archive only for files; directories
+	// get theirs from the clock when their children are made.
+	o.IgnoreAtime = true
+	if err := sinktest.Compare(src, hostdir.New(out), o); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestImportGNUTar: what GNU tar archives from a host tree (posix format
+// with xattrs and 1.0 sparse maps; gnu format with old sparse headers),
+// ImportTar restores.
+func TestImportGNUTar(t *testing.T) {
+	needRootAndTool(t, "tar")
+	src := testTree(t, 4, sinktest.TreeOptions{})
+	dir := t.TempDir()
+	if err := sink.Copy(hostdir.New(dir), src); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		format string
+		args   []string
+		o      sinktest.CompareOptions
+	}{
+		{"posix", []string{"--format=posix", "--xattrs", "--xattrs-include=*"}, hostOpts},
+		{"posix-gzip", []string{"--format=posix", "--xattrs", "--xattrs-include=*", "-z"}, hostOpts},
+		// gnu format: times in whole seconds and no xattrs.
+		{"gnu", []string{"--format=gnu"}, sinktest.CompareOptions{IgnoreCtime: true, IgnoreCrtime: true, IgnoreDirSize: true,
+			IgnoreMtime: true, IgnoreXattrPrefixes: []string{""}}},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			archive := filepath.Join(t.TempDir(), "a.tar")
+			args := append([]string{"--sparse", "--numeric-owner", "-cf", archive, "-C", dir}, c.args...)
+			run(t, "tar", append(args, ".")...)
+			m := sinktest.NewMemFS()
+			f, err := os.Open(archive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := ImportTar(m, f, ImportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			o := c.o
+			o.IgnoreAtime = true // tar read the files
+			// GNU tar archives each name of a hard-linked fifo or device as
+			// a node of its own.
+			o.IgnoreSpecialHardLinks = true
+			if err := sinktest.Compare(hostdir.New(dir), m, o); err != nil {
+				t.Error(err)
+			}
+			// The holes stayed holes on the way in.
+			if m.DataBytes() > 64<<20 {
+				t.Errorf("MemFS holds %d bytes", m.DataBytes())
+			}
+		})
+	}
+}
+
+// TestImportGNUTarSparse uses a sparse file with data past 5 GiB: GNU tar's
+// sparse map must come through without 5 GiB of zeros in the archive.
+func TestImportGNUTarSparse(t *testing.T) {
+	needRootAndTool(t, "tar")
+	if testing.Short() {
+		t.Skip("reads 5 GiB of holes")
+	}
+	dir := t.TempDir()
+	d := hostdir.New(dir)
+	if err := sinktest.EdgeTree(d, sinktest.TreeOptions{HugeSparse: true}); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "a.tar")
+	run(t, "tar", "--sparse", "--format=posix", "--numeric-owner", "-cf", archive, "-C", dir, "sparse")
+	if fi, err := os.Stat(archive); err != nil || fi.Size() > 16<<20 {
+		t.Fatalf("archive: %v %v", fi.Size(), err)
+	}
+	m := sinktest.NewMemFS()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := ImportTar(m, f, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := d.Lstat("sparse/past-5GiB")
+	got, err := m.Lstat("sparse/past-5GiB")
+	if err != nil || got.Size != want.Size {
+		t.Fatalf("size %v, want %d: %v", got, want.Size, err)
+	}
+	if m.DataBytes() > 1<<20 {
+		t.Errorf("MemFS holds %d bytes", m.DataBytes())
+	}
+}
