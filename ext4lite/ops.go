@@ -211,7 +211,7 @@ func (v *FS) Mkdir(h *sink.Header) error {
 	if err := v.writable(); err != nil {
 		return err
 	}
-	if len(splitPath(h.Path)) == 0 {
+	if h.Path == "." {
 		root, err := v.getInode(disk.RootIno)
 		if err != nil {
 			return err
@@ -460,8 +460,7 @@ func (v *FS) RemoveAll(p string) error {
 	if err := v.writable(); err != nil {
 		return err
 	}
-	parts := splitPath(p)
-	if len(parts) == 0 {
+	if p == "." {
 		return pathErr("removeall", p, errInvalid)
 	}
 	pin, d, name, err := v.parentOf(p)

@@ -21,14 +21,30 @@ var (
 	errNoAttr   = syscall.ENODATA
 )
 
-// splitPath cleans p (relative or absolute, always from the volume's root)
-// into its components. ".." cannot climb above the root.
-func splitPath(p string) []string {
+// splitPath splits a volume path into its components. Paths follow the
+// sink contract (and io/fs): slash-separated, relative to the volume's
+// root, already clean, "." for the root. Anything else is refused, so no
+// two spellings reach the same entry and nothing can climb above the root.
+// CleanPath turns a user's path ("/etc/", "a//b") into this form.
+func splitPath(p string) ([]string, error) {
+	if p == "." {
+		return nil, nil
+	}
+	if !fs.ValidPath(p) {
+		return nil, errInvalid
+	}
+	return strings.Split(p, "/"), nil
+}
+
+// CleanPath converts a user-supplied path (absolute or relative, with
+// redundant slashes or dots) into the clean relative form the path API
+// takes. ".." never climbs above the root.
+func CleanPath(p string) string {
 	c := path.Clean("/" + p)
 	if c == "/" {
-		return nil
+		return "."
 	}
-	return strings.Split(c[1:], "/")
+	return c[1:]
 }
 
 // walk resolves components to an inode without following any symlink; an
@@ -66,11 +82,20 @@ func (v *FS) walk(parts []string) (*inode, error) {
 }
 
 // lookup resolves p to its inode.
-func (v *FS) lookup(p string) (*inode, error) { return v.walk(splitPath(p)) }
+func (v *FS) lookup(p string) (*inode, error) {
+	parts, err := splitPath(p)
+	if err != nil {
+		return nil, err
+	}
+	return v.walk(parts)
+}
 
 // parentOf resolves the directory holding p's last component.
 func (v *FS) parentOf(p string) (*inode, *dir, string, error) {
-	parts := splitPath(p)
+	parts, err := splitPath(p)
+	if err != nil {
+		return nil, nil, "", err
+	}
 	if len(parts) == 0 {
 		return nil, nil, "", errInvalid // the root has no parent entry
 	}

@@ -27,20 +27,8 @@ func (v *FS) Lstat(p string) (*sink.Header, error) {
 	if err != nil {
 		return nil, pathErr("lstat", p, err)
 	}
-	h.Path = cleanRel(p)
+	h.Path = p
 	return h, nil
-}
-
-func cleanRel(p string) string {
-	parts := splitPath(p)
-	if len(parts) == 0 {
-		return "."
-	}
-	s := parts[0]
-	for _, x := range parts[1:] {
-		s += "/" + x
-	}
-	return s
 }
 
 func (v *FS) header(in *inode) (*sink.Header, error) {
