@@ -269,12 +269,20 @@ func (w *walker) ensureDir(p string) error {
 			return err
 		}
 	}
-	t, err := w.typeAt(p)
-	if err != nil {
+	h, err := w.dst.Lstat(p)
+	t := uint32(0)
+	switch {
+	case err == nil:
+		t = h.Type()
+	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
 	switch t {
 	case sink.TypeDir:
+		// Children will change a real directory's mtime: keep what it had.
+		if _, ok := w.dirs[p]; !ok {
+			w.dirs[p] = h
+		}
 	case 0:
 		h := &sink.Header{Path: p, Mode: sink.TypeDir | 0o755}
 		if err := w.dst.Mkdir(h); err != nil {
@@ -293,6 +301,12 @@ func (w *walker) ensureDir(p string) error {
 
 // remove deletes p and forgets what was known about it and below it.
 func (w *walker) remove(p string) error {
+	if par := parentOf(p); p != "." && w.dirs[par] == nil {
+		// Keep the parent's metadata across the removal.
+		if h, err := w.dst.Lstat(par); err == nil && h.Type() == sink.TypeDir {
+			w.dirs[par] = h
+		}
+	}
 	if err := w.dst.RemoveAll(p); err != nil {
 		return err
 	}
