@@ -40,6 +40,16 @@ func (p Profile) String() string {
 	return fmt.Sprintf("Profile(%d)", int(p))
 }
 
+// MarshalText makes Profile print as its name in JSON.
+func (p Profile) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText parses a profile name.
+func (p *Profile) UnmarshalText(b []byte) error {
+	v, err := ParseProfile(string(b))
+	*p = v
+	return err
+}
+
 // ParseProfile parses "full" or "runtime".
 func ParseProfile(s string) (Profile, error) {
 	switch s {

@@ -156,6 +156,7 @@ type cmpOpts struct {
 	ignoreNlink  bool
 	ignoreMtime  bool
 	ignoreLinks  bool // hard-link groups
+	ignoreSetid  bool // setuid/setgid bits
 	ignoreXattrs func(name string) bool
 }
 
@@ -229,7 +230,8 @@ func compareTrees(t testing.TB, want, got sink.Source, o cmpOpts) {
 }
 
 func compareHeaders(p string, w, g *sink.Header, o cmpOpts, errorf func(string, ...any)) {
-	if w.Mode != g.Mode {
+	if wm, gm := w.Mode, g.Mode; o.ignoreSetid && wm&^(sink.ModeSetuid|sink.ModeSetgid) != gm&^(sink.ModeSetuid|sink.ModeSetgid) ||
+		!o.ignoreSetid && wm != gm {
 		errorf("%s: mode %#o, want %#o", p, g.Mode, w.Mode)
 	}
 	if w.UID != g.UID || w.GID != g.GID {
