@@ -107,6 +107,8 @@ type Result struct {
 	// Copied is the number of data bytes copied: 0 for a clone, the bytes
 	// in the source's data extents (not its holes) for a copy.
 	Copied int64
+	// Fallback says why Mode Auto copied instead of cloning; nil otherwise.
+	Fallback *NotSupportedError
 }
 
 // Clone makes dst a copy-on-write clone of src, or fails with an error
@@ -152,9 +154,9 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 		if err == nil {
 			res.Method = MethodClone
 		} else if isNotSupported(err) {
-			nse := notSupported(src, dst, err)
+			res.Fallback = notSupported(src, dst, err)
 			if opts.Mode == Always {
-				return Result{}, nse
+				return Result{}, res.Fallback
 			}
 		} else {
 			return Result{}, wrapErr(src, dst, err)

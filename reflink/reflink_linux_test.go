@@ -238,6 +238,9 @@ func TestNoCloneFS(t *testing.T) {
 			if err != nil || res.Method != MethodCopy || res.Copied != dataLen(goldenRegions) {
 				t.Fatalf("Auto on %s: %+v, %v; want a copy of the data bytes only", kind, res, err)
 			}
+			if res.Fallback == nil || res.Fallback.FS != kind {
+				t.Errorf("Auto on %s: Fallback %v, want the reason naming %s", kind, res.Fallback, kind)
+			}
 			mustEqualFile(t, ep, want)
 			if got, want := allocated(t, ep), allocated(t, golden); got != want {
 				t.Errorf("sparse copy allocates %d bytes (st_blocks), the source %d", got, want)

@@ -85,6 +85,8 @@ type cloneJSON struct {
 	Copied    int64          `json:"copied"`
 	LatencyNS int64          `json:"latency_ns"`
 	LatencyMS float64        `json:"latency_ms"`
+	// Fallback says why --reflink=auto copied instead of cloning.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 type resultJSON struct {
@@ -128,14 +130,22 @@ func run(c *cli.Context) error {
 			cerr = explain(err, d, len(out.Clones), len(dsts))
 			break
 		}
-		out.Clones = append(out.Clones, cloneJSON{
+		cj := cloneJSON{
 			Src: src, Dst: d, Method: res.Method, Size: res.Size, Copied: res.Copied,
 			LatencyNS: lat.Nanoseconds(), LatencyMS: ms(lat),
-		})
+		}
+		if res.Fallback != nil {
+			cj.Fallback = res.Fallback.Reason()
+		}
+		out.Clones = append(out.Clones, cj)
 		if !c.Bool("json") && !c.Bool("quiet") {
 			what := "clone"
 			if res.Method == reflink.MethodCopy {
-				what = "sparse copy (" + cliutil.FormatSize(res.Copied) + " of data)"
+				what = "sparse copy (" + cliutil.FormatSize(res.Copied) + " of data"
+				if res.Fallback != nil {
+					what += "; could not clone: " + res.Fallback.Reason()
+				}
+				what += ")"
 			}
 			fmt.Fprintf(c.App.Writer, "%s: %s of %s (%s) in %.3f ms\n", d, what, src, cliutil.FormatSize(res.Size), ms(lat))
 		}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Clone latency of gvx-vol clone vs cp --reflink=always, side by side, on a
+# loop-mounted XFS (mkfs.xfs -m reflink=1) the script makes and removes.
+# Golden files: a 16 GiB sparse one holding 1 GiB of data in 64 extents
+# spread over it, and a 1 GiB dense one; O(1) means their clone latencies
+# are the same (ratio near 1). Then the full-copy cost that --reflink=always
+# refuses to pay silently, the space 10 clones take, and the in-process Go
+# benchmark BenchmarkClone.
+#
+# usage: sudo bench/clone.sh [RUNS]   (default 50; uses hyperfine if
+# installed, else a date +%s%N loop; needs xfsprogs, go, ~2.5 GiB in /var/tmp)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-50}
+[ "$(id -u)" = 0 ] || { echo "bench/clone.sh: needs root to loop-mount XFS" >&2; exit 1; }
+for t in mkfs.xfs mount umount go cp; do
+	command -v "$t" >/dev/null || { echo "bench/clone.sh: needs $t" >&2; exit 1; }
+done
+
+work=$(mktemp -d /var/tmp/gvx-clone-bench.XXXXXX)
+mnt=$work/mnt
+cleanup() {
+	umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+truncate -s 8G "$work/xfs.img"
+mkfs.xfs -q -m reflink=1 "$work/xfs.img"
+mkdir "$mnt"
+mount -o loop "$work/xfs.img" "$mnt"
+CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
+gvx=$work/gvx-vol
+
+echo "== making golden files on $(uname -r) XFS (reflink=1)"
+g16=$mnt/golden-16G.ext4
+g1=$mnt/golden-1G.ext4
+truncate -s 16G "$g16"
+for i in $(seq 0 63); do # 16 MiB of data every 256 MiB
+	dd if=/dev/urandom of="$g16" bs=16M count=1 seek=$((i * 16)) conv=notrunc iflag=fullblock status=none
+done
+dd if=/dev/urandom of="$g1" bs=16M count=64 iflag=fullblock status=none
+sync
+for g in "$g16" "$g1"; do
+	printf '%s: size %s, allocated %s, %s extents\n' "$(basename "$g")" \
+		"$(stat -c %s "$g")" "$(du -h "$g" | cut -f1)" "$(filefrag "$g" | awk '{print $2}')"
+done
+
+ep=$mnt/ep.ext4
+echo
+echo "== clone latency, $runs runs each (each run: a fresh DST; rm not timed)"
+if command -v hyperfine >/dev/null; then
+	hyperfine -N --warmup 3 --runs "$runs" --prepare "rm -f $ep" \
+		--export-json "$work/clone.json" --export-markdown "$work/clone.md" \
+		-n "gvx-vol clone 16G-sparse" "$gvx clone -q $g16 $ep" \
+		-n "gvx-vol clone 1G-dense" "$gvx clone -q $g1 $ep" \
+		-n "gvx-vol clone --no-sync 16G-sparse" "$gvx clone -q --no-sync $g16 $ep" \
+		-n "gvx-vol clone --no-sync 1G-dense" "$gvx clone -q --no-sync $g1 $ep" \
+		-n "cp --reflink=always 16G-sparse" "cp --reflink=always $g16 $ep" \
+		-n "cp --reflink=always 1G-dense" "cp --reflink=always $g1 $ep" >/dev/null
+	cat "$work/clone.md"
+	python3 - "$work/clone.json" <<'PY' || true
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+print()
+print(f"{'command':40} {'median ms':>10} {'min ms':>8}")
+for c, x in r.items():
+    print(f"{c:40} {x['median'] * 1e3:10.2f} {x['min'] * 1e3:8.2f}")
+for p in ("gvx-vol clone ", "gvx-vol clone --no-sync ", "cp --reflink=always "):
+    a, b = r[p + "16G-sparse"], r[p + "1G-dense"]
+    print(f"{p}16G-sparse / 1G-dense median ratio: {a['median'] / b['median']:.2f}")
+PY
+else
+	echo "(hyperfine not installed: date +%s%N loop; median / mean / min in ms)"
+	measure() {
+		local name=$1
+		shift
+		for _ in $(seq "$runs"); do
+			rm -f "$ep"
+			t0=$(date +%s%N)
+			"$@"
+			t1=$(date +%s%N)
+			echo $((t1 - t0))
+		done | sort -n | awk -v n="$name" '{a[NR] = $1; s += $1}
+			END {printf "%-36s %8.3f %8.3f %8.3f\n", n, a[int((NR + 1) / 2)] / 1e6, s / NR / 1e6, a[1] / 1e6}'
+	}
+	measure "gvx-vol clone 16G-sparse" "$gvx" clone -q "$g16" "$ep"
+	measure "gvx-vol clone 1G-dense" "$gvx" clone -q "$g1" "$ep"
+	measure "gvx-vol clone --no-sync 16G-sparse" "$gvx" clone -q --no-sync "$g16" "$ep"
+	measure "gvx-vol clone --no-sync 1G-dense" "$gvx" clone -q --no-sync "$g1" "$ep"
+	measure "cp --reflink=always 16G-sparse" cp --reflink=always "$g16" "$ep"
+	measure "cp --reflink=always 1G-dense" cp --reflink=always "$g1" "$ep"
+fi
+
+echo
+echo "== what a silent full copy would cost (16G-sparse: copies its 1 GiB of data), 1 run each"
+echo "   (both made durable: gvx-vol fsyncs itself, cp is followed by sync FILE)"
+for cmd in "$gvx clone -q --reflink=never $g16 $ep" "cp --reflink=never $g16 $ep"; do
+	rm -f "$ep"
+	sync
+	t0=$(date +%s%N)
+	$cmd
+	sync "$ep"
+	t1=$(date +%s%N)
+	printf '%-40s %8.0f ms, allocated %s\n' "$(echo "$cmd" | sed "s#$work/##; s#$mnt/##g")" \
+		"$(((t1 - t0) / 1000000))" "$(du -h "$ep" | cut -f1)"
+done
+rm -f "$ep"
+
+echo
+echo "== space: 10 clones of 16G-sparse"
+sync
+before=$(df -B1 --output=avail "$mnt" | tail -1)
+"$gvx" clone -q --count 10 "$g16" "$mnt/ep-%04d.ext4"
+sync
+after=$(df -B1 --output=avail "$mnt" | tail -1)
+echo "free space used by 10 clones: $(((before - after) / 1024)) KiB (each clone holds 1 GiB of data)"
+filefrag -v "$mnt/ep-0000.ext4" | grep -c shared | xargs echo "extents of ep-0000.ext4 flagged shared by filefrag -v:"
+rm -f "$mnt"/ep-*.ext4
+
+echo
+echo "== in-process: go test -bench BenchmarkClone ./reflink/ (GVX_BENCH_DIR on this XFS)"
+GVX_BENCH_DIR=$mnt go test -run '^$' -bench BenchmarkClone -benchmem -count 1 ./reflink/ | grep -E '^(Benchmark|cpu)'
