@@ -19,6 +19,12 @@ type region struct{ off, len int64 }
 // regions and holes elsewhere, and returns its contents.
 func makeSparse(t testing.TB, path string, size int64, regions []region, perm fs.FileMode) []byte {
 	t.Helper()
+	return writeSparse(t, path, size, regions, perm, true)
+}
+
+// writeSparse is makeSparse, with the fsync optional.
+func writeSparse(t testing.TB, path string, size int64, regions []region, perm fs.FileMode, sync bool) []byte {
+	t.Helper()
 	want := make([]byte, size)
 	r := rand.New(rand.NewPCG(uint64(size), uint64(len(regions))))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
@@ -38,8 +44,10 @@ func makeSparse(t testing.TB, path string, size int64, regions []region, perm fs
 			t.Fatal(err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return want
 }
