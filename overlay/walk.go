@@ -50,7 +50,7 @@ func newWalker(dst sink.Sink, m mode, dest string, maxSize int64) (*walker, erro
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
 	w := &walker{dst: dst, mode: m, dest: d, maxSize: maxSize,
-		dirs: map[string]*sink.Header{}, isDir: map[string]bool{".": true}, layer: map[string]bool{}}
+		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}}
 	if d != "." {
 		if err := w.ensureDir(d); err != nil {
 			return nil, fmt.Errorf("overlay: destination %q: %w", dest, err)
