@@ -64,6 +64,16 @@ func (v *FS) loadDir(in *inode) (*dir, error) {
 
 func (v *FS) parseDirBlock(in *inode, d *dir, b []byte, lblk uint64, off int64) error {
 	end := len(b)
+	if in.d.Flags&disk.FlagIndex != 0 {
+		if dx, err := v.checkDxBlock(in, b, lblk, off); err != nil || dx {
+			if err == nil && lblk == 0 {
+				// The root's "." and ".." (".." spans the index data).
+				de := disk.DecodeDirent(b[12:])
+				d.parent = de.Inode
+			}
+			return err
+		}
+	}
 	if v.csum && disk.HasDirTail(b) {
 		if disk.StoredDirTailChecksum(b) != disk.DirBlockChecksum(v.seedOf(in), b) {
 			return corruptf(off, in.ino, "directory block %d checksum mismatch", lblk)
@@ -291,4 +301,49 @@ func (v *FS) writeDirBlocks(in *inode, blocks [][]byte) error {
 	in.d.SetSize(uint64(n) * uint64(v.bs))
 	in.dirty = true
 	return nil
+}
+
+// checkDxBlock recognizes an htree index block (the root at block 0, or an
+// interior node: one empty entry spanning the block) and verifies its
+// checksum. A dx block's tail can look like a leaf's checksum tail (the
+// kernel leaves the old leaf tail's bytes in dt_reserved), so index blocks
+// must be recognized by position and shape, never by their tail.
+func (v *FS) checkDxBlock(in *inode, b []byte, lblk uint64, off int64) (bool, error) {
+	var entriesOff int
+	if lblk == 0 {
+		dot, dotdot := disk.DecodeDirent(b), disk.DecodeDirent(b[12:])
+		info := disk.DecodeDxRootInfo(b)
+		if dot.RecLen != 12 || dot.NameLen != 1 || b[8] != '.' || dotdot.NameLen != 2 ||
+			disk.DecodeRecLen(dotdot.RecLen, v.bs) != v.bs-12 || info.InfoLength != disk.DxRootInfoLen {
+			return false, corruptf(off, in.ino, "indexed directory without a valid htree root")
+		}
+		if dot.Inode != in.ino {
+			return false, corruptf(off, in.ino, "'.' points at inode %d", dot.Inode)
+		}
+		entriesOff = disk.DxRootEntries
+	} else {
+		de := disk.DecodeDirent(b)
+		if de.Inode != 0 || disk.DecodeRecLen(de.RecLen, v.bs) != v.bs {
+			return false, nil // a leaf
+		}
+		entriesOff = disk.DxNodeEntries
+		// An empty leaf of a non-csum volume looks the same: both hold no
+		// entries, so treating it as an index block loses nothing.
+	}
+	if v.csum {
+		count, limit := disk.DxCountLimit(b, entriesOff)
+		if limit != disk.DxLimit(v.bs, entriesOff, true) {
+			if lblk != 0 {
+				return true, nil // an empty leaf (limit field is garbage)
+			}
+			return false, corruptf(off, in.ino, "htree root limit %d", limit)
+		}
+		if count > limit {
+			return false, corruptf(off, in.ino, "htree node count %d over limit %d", count, limit)
+		}
+		if disk.StoredDxChecksum(b, entriesOff, limit) != disk.DxChecksum(v.seedOf(in), b, entriesOff, count, limit) {
+			return false, corruptf(off, in.ino, "htree block %d checksum mismatch", lblk)
+		}
+	}
+	return true, nil
 }

@@ -1,0 +1,614 @@
+package ext4lite
+
+import (
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/sink/sinktest"
+)
+
+// ckVolume creates a closed ext4lite volume of size bytes with blocks of
+// bs bytes, filled by fill, and returns its path.
+func ckVolume(t testing.TB, size int64, bs int, fill func(v *FS) error) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "vol.ext4")
+	uuid := [16]byte{0x63, 0x6b, 1, 2, 3}
+	v, err := Create(p, size, &CreateOptions{BlockSize: bs, UUID: &uuid, Time: time.Unix(1700000000, 0), InodeRatio: max(bs, 4096)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fill != nil {
+		if err := fill(v); err != nil {
+			v.Close()
+			t.Fatal(err)
+		}
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ckFile checks the volume in the file at p.
+func ckFile(t testing.TB, p string) *CheckReport {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := Check(f, nil)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return r
+}
+
+func ckRandomTree(seed uint64, entries int) func(v *FS) error {
+	return func(v *FS) error {
+		// Large random xattrs need a 4 KiB block (ext4 keeps a file's
+		// xattrs in one block).
+		o := sinktest.TreeOptions{Entries: entries, MaxFileSize: 64 << 10, NoXattrs: v.BlockSize() < 4096}
+		return sinktest.RandomTree(v, rand.New(rand.NewPCG(seed, seed)), o)
+	}
+}
+
+// ckCases are the ext4lite-made volumes every clean-image test checks.
+var ckCases = []struct {
+	name string
+	size int64
+	bs   int
+	fill func(v *FS) error
+}{
+	{"empty-4k", 16 << 20, 4096, nil},
+	{"empty-1k", 8 << 20, 1024, nil},
+	{"random-4k", 64 << 20, 4096, ckRandomTree(1, 400)},
+	{"random-1k", 32 << 20, 1024, ckRandomTree(2, 300)},
+	{"random-2k", 48 << 20, 2048, ckRandomTree(3, 300)},
+	{"edge-4k", 64 << 20, 4096, func(v *FS) error { return sinktest.EdgeTree(v, sinktest.TreeOptions{}) }},
+	{"bigdir-1k", 32 << 20, 1024, ckBigDir(3000)},
+	{"multigroup-1k", 40 << 20, 1024, ckManyFiles(200, 100<<10)},
+	{"removed", 32 << 20, 4096, ckChurn},
+}
+
+// ckBigDir makes one directory of n entries (an htree with interior
+// nodes on 1 KiB blocks) and hard links into it.
+func ckBigDir(n int) func(v *FS) error {
+	return func(v *FS) error {
+		if err := v.Mkdir(&sink.Header{Path: "big", Mode: sink.TypeDir | 0o755}); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			h := &sink.Header{Path: "big/" + strings.Repeat("n", i%40) + "-" + ckItoa(i), Mode: sink.TypeReg | 0o644}
+			if err := v.WriteFile(h, strings.NewReader("")); err != nil {
+				return err
+			}
+		}
+		return v.Link("big/-0", "big/hardlink")
+	}
+}
+
+// ckManyFiles spreads files over several groups.
+func ckManyFiles(n int, size int) func(v *FS) error {
+	return func(v *FS) error {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		for i := 0; i < n; i++ {
+			d := "d" + ckItoa(i%7)
+			if err := v.Mkdir(&sink.Header{Path: d, Mode: sink.TypeDir | 0o755}); err != nil {
+				return err
+			}
+			h := &sink.Header{Path: d + "/f" + ckItoa(i), Mode: sink.TypeReg | 0o644, Size: int64(size / (1 + i%5))}
+			if err := v.WriteFile(h, strings.NewReader(string(data[:h.Size]))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// ckChurn writes, replaces and removes, so freed blocks and inodes show.
+func ckChurn(v *FS) error {
+	if err := ckRandomTree(4, 300)(v); err != nil {
+		return err
+	}
+	names, err := v.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	for i, n := range names {
+		if n == "lost+found" || i%2 == 0 {
+			continue
+		}
+		if err := v.RemoveAll(n); err != nil {
+			return err
+		}
+	}
+	return ckRandomTree(5, 100)(v)
+}
+
+func ckItoa(i int) string {
+	var b [20]byte
+	p := len(b)
+	for {
+		p--
+		b[p] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(b[p:])
+		}
+	}
+}
+
+func TestCheckCleanExt4lite(t *testing.T) {
+	for _, tc := range ckCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ckFile(t, ckVolume(t, tc.size, tc.bs, tc.fill))
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if r.Inodes < 11 || r.Dirs < 2 || r.Blocks == 0 {
+				t.Errorf("counts look wrong: %+v", r)
+			}
+		})
+	}
+}
+
+// TestCheckOpenFS checks a volume while it is open for writing: FS.Check
+// flushes first, so pending changes are on disk when the bytes are read.
+func TestCheckOpenFS(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vol.ext4")
+	v, err := Create(p, 32<<20, &CreateOptions{Time: time.Unix(1700000000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := ckRandomTree(9, 200)(v); err != nil {
+		t.Fatal(err)
+	}
+	r, err := v.Check(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ckImage is a volume's bytes with helpers to find and corrupt structures.
+type ckImage struct {
+	b  []byte
+	sb *disk.Superblock
+	bs int
+}
+
+func ckLoad(t testing.TB, p string) *ckImage {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := disk.DecodeSuperblock(b[disk.SuperblockOffset:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ckImage{b: b, sb: sb, bs: sb.BlockSize()}
+}
+
+func (im *ckImage) gdOff(g uint32) int {
+	return (int(im.sb.FirstDataBlock)+1)*im.bs + int(g)*int(im.sb.DescSize)
+}
+
+func (im *ckImage) gd(g uint32) *disk.GroupDesc {
+	return disk.DecodeGroupDesc(im.b[im.gdOff(g):], int(im.sb.DescSize))
+}
+
+// inodeOff is the byte offset of ino's slot.
+func (im *ckImage) inodeOff(ino uint32) int {
+	g, i := (ino-1)/im.sb.InodesPerGroup, (ino-1)%im.sb.InodesPerGroup
+	return int(im.gd(g).InodeTable())*im.bs + int(i)*int(im.sb.InodeSize)
+}
+
+func (im *ckImage) inode(ino uint32) *disk.Inode {
+	return disk.DecodeInode(im.b[im.inodeOff(ino) : im.inodeOff(ino)+int(im.sb.InodeSize)])
+}
+
+// putInode rewrites ino, with a fresh checksum unless keepCsum.
+func (im *ckImage) putInode(ino uint32, in *disk.Inode) {
+	slot := im.b[im.inodeOff(ino) : im.inodeOff(ino)+int(im.sb.InodeSize)]
+	in.EncodeInto(slot)
+	disk.SetInodeChecksum(im.seed(), ino, slot)
+}
+
+func (im *ckImage) seed() uint32 { return disk.CRC32c(^uint32(0), im.sb.UUID[:]) }
+
+// firstExtent is the physical start of ino's first extent (in-inode tree).
+func (im *ckImage) firstExtent(ino uint32) uint64 {
+	in := im.inode(ino)
+	h := disk.DecodeExtentHeader(in.Block[:])
+	if h.Depth != 0 || h.Entries == 0 {
+		return 0
+	}
+	return disk.DecodeExtent(in.Block[12:]).Start
+}
+
+func (im *ckImage) block(n uint64) []byte { return im.b[int(n)*im.bs : int(n+1)*im.bs] }
+
+// fixGroup recomputes group g's descriptor checksum.
+func (im *ckImage) fixGroup(g uint32) {
+	raw := im.b[im.gdOff(g) : im.gdOff(g)+int(im.sb.DescSize)]
+	binary.LittleEndian.PutUint16(raw[0x1E:], disk.GroupDescChecksum(im.seed(), g, raw))
+}
+
+// fixSuper recomputes the superblock checksum.
+func (im *ckImage) fixSuper() {
+	raw := im.b[disk.SuperblockOffset : disk.SuperblockOffset+disk.SuperblockSize]
+	binary.LittleEndian.PutUint32(raw[disk.SuperblockSize-4:], disk.SuperblockChecksum(raw))
+}
+
+// lookupName finds name in directory dir's first block; it returns the
+// entry's byte offset in the image.
+func (im *ckImage) lookupName(dir uint32, name string) (off int, ino uint32) {
+	blk := im.firstExtent(dir)
+	b := im.block(blk)
+	for p := 0; p+8 <= len(b); {
+		de := disk.DecodeDirent(b[p:])
+		if de.RecLen < 8 {
+			break
+		}
+		if de.Inode != 0 && string(b[p+8:p+8+int(de.NameLen)]) == name {
+			return int(blk)*im.bs + p, de.Inode
+		}
+		p += int(de.RecLen)
+	}
+	return -1, 0
+}
+
+// fixDirBlock recomputes the checksum tail of directory block blk of dir.
+func (im *ckImage) fixDirBlock(dir uint32, blk uint64) {
+	in := im.inode(dir)
+	disk.PutDirTail(im.block(blk), disk.InodeSeed(im.seed(), dir, in.Generation))
+}
+
+// ckCorruption is a targeted corruption of a small ext4lite volume; each
+// leaves checksums right where the point is to test the structure.
+type ckCorruption struct {
+	name string
+	fn   func(t *testing.T, im *ckImage)
+	want string // substring expected in some finding
+}
+
+// ckSeedTree is the tree corruption tests start from: a file with data,
+// a subdirectory, a hard link, a slow symlink, a device, xattrs.
+func ckSeedTree(v *FS) error {
+	for _, h := range []*sink.Header{
+		{Path: "dir", Mode: sink.TypeDir | 0o755},
+		{Path: "dir/sub", Mode: sink.TypeDir | 0o755},
+		{Path: "link", Mode: sink.TypeSymlink | 0o777, Linkname: strings.Repeat("t/", 50)},
+		{Path: "dev", Mode: sink.TypeChar | 0o600, Devmajor: 1, Devminor: 3},
+	} {
+		var err error
+		switch h.Type() {
+		case sink.TypeDir:
+			err = v.Mkdir(h)
+		case sink.TypeSymlink:
+			err = v.Symlink(h)
+		default:
+			err = v.Mknod(h)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	data := strings.Repeat("0123456789abcdef", 3000)
+	big := map[string][]byte{"user.big": []byte(strings.Repeat("x", 300)), "user.small": []byte("v")}
+	if err := v.WriteFile(&sink.Header{Path: "file", Mode: sink.TypeReg | 0o644, Size: int64(len(data)), Xattrs: big}, strings.NewReader(data)); err != nil {
+		return err
+	}
+	if err := v.Link("file", "dir/hard"); err != nil {
+		return err
+	}
+	// Fragment a file so it needs an extent tree block: every other block
+	// written, the gaps left as holes.
+	f := &sink.Header{Path: "frag", Mode: sink.TypeReg | 0o644}
+	if err := v.WriteFile(f, strings.NewReader("")); err != nil {
+		return err
+	}
+	of, err := v.OpenFile("frag")
+	if err != nil {
+		return err
+	}
+	for i := 0; i < 12; i++ {
+		if _, err := of.WriteAt([]byte("data"), int64(2*i)*int64(v.BlockSize())); err != nil {
+			return err
+		}
+	}
+	return ckBigDir(300)(v)
+}
+
+// ckCorruptions are shared with the e2fsck cross-check.
+var ckCorruptions = []ckCorruption{
+	{"superblock checksum", func(t *testing.T, im *ckImage) {
+		im.b[disk.SuperblockOffset+0x100] ^= 1 // s_desc_size area? no: volume name
+	}, "superblock: checksum"},
+	{"superblock free blocks", func(t *testing.T, im *ckImage) {
+		binary.LittleEndian.PutUint32(im.b[disk.SuperblockOffset+12:], binary.LittleEndian.Uint32(im.b[disk.SuperblockOffset+12:])+5)
+		im.fixSuper()
+	}, "free blocks count"},
+	{"group descriptor checksum", func(t *testing.T, im *ckImage) {
+		im.b[im.gdOff(0)+0x0C] ^= 1 // free blocks count
+	}, "descriptor checksum"},
+	{"group free count", func(t *testing.T, im *ckImage) {
+		im.b[im.gdOff(0)+0x0C] ^= 1
+		im.fixGroup(0)
+	}, "free blocks count"},
+	{"block bitmap bit", func(t *testing.T, im *ckImage) {
+		bb := im.block(im.gd(0).BlockBitmap())
+		bb[len(bb)/16] ^= 0x10
+	}, "block bitmap"},
+	{"inode bitmap bit", func(t *testing.T, im *ckImage) {
+		ib := im.block(im.gd(0).InodeBitmap())
+		ib[3] ^= 0x80
+	}, "inode bitmap"},
+	{"bitmap padding", func(t *testing.T, im *ckImage) {
+		ib := im.block(im.gd(0).InodeBitmap())
+		ib[len(ib)-1] &^= 0x80
+	}, "padding"},
+	{"link count", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		in := im.inode(ino)
+		in.LinksCount = 1
+		im.putInode(ino, in)
+	}, "link count"},
+	{"dir link count", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "dir")
+		in := im.inode(ino)
+		in.LinksCount++
+		im.putInode(ino, in)
+	}, "link count"},
+	{"inode checksum", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		im.b[im.inodeOff(ino)+0x08] ^= 1 // atime
+	}, "inode checksum"},
+	{"dirent rec_len", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "file")
+		binary.LittleEndian.PutUint16(im.b[off+4:], 6)
+		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
+	}, "rec_len"},
+	{"dirent file type", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "file")
+		im.b[off+7] = disk.FtDir
+		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
+	}, "file type"},
+	{"dirent to free inode", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "dev")
+		binary.LittleEndian.PutUint32(im.b[off:], im.sb.InodesCount-1)
+		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
+	}, "unused"},
+	{"dir block checksum", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "file")
+		im.b[off+8] = 'F'
+	}, "checksum"},
+	{"extent magic", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		in := im.inode(ino)
+		in.Block[0] = 0
+		im.putInode(ino, in)
+	}, "bad magic"},
+	{"extent tree block checksum", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "frag")
+		in := im.inode(ino)
+		if disk.DecodeExtentHeader(in.Block[:]).Depth == 0 {
+			t.Skip("frag has no tree block")
+		}
+		leaf := disk.DecodeExtentIdx(in.Block[12:]).Leaf
+		im.block(leaf)[20] ^= 1
+	}, "checksum"},
+	{"duplicate block claim", func(t *testing.T, im *ckImage) {
+		_, a := im.lookupName(disk.RootIno, "file")
+		_, b := im.lookupName(disk.RootIno, "link")
+		in := im.inode(b)
+		e := disk.DecodeExtent(in.Block[12:])
+		e.Start = im.firstExtent(a)
+		e.EncodeInto(in.Block[12:])
+		im.putInode(b, in)
+	}, "already in use"},
+	{"i_blocks", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		in := im.inode(ino)
+		in.BlocksLo += 8
+		im.putInode(ino, in)
+	}, "i_blocks"},
+	{"i_size of dir", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "dir")
+		in := im.inode(ino)
+		in.SetSize(in.Size() + uint64(im.bs))
+		im.putInode(ino, in)
+	}, "directory size"},
+	{"file type in mode", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "dev")
+		in := im.inode(ino)
+		in.Mode = in.Mode&0o7777 | 0o170000
+		im.putInode(ino, in)
+	}, "bad file type"},
+	{"xattr block checksum", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		blk := im.inode(ino).FileACL()
+		if blk == 0 {
+			t.Skip("no xattr block")
+		}
+		im.block(blk)[im.bs-1] ^= 1
+	}, "xattr block"},
+	{"xattr refcount", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		blk := im.inode(ino).FileACL()
+		if blk == 0 {
+			t.Skip("no xattr block")
+		}
+		b := im.block(blk)
+		binary.LittleEndian.PutUint32(b[4:], 3)
+		binary.LittleEndian.PutUint32(b[16:], disk.XattrBlockChecksum(im.seed(), blk, b))
+	}, "reference count"},
+	{"htree key order", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "big")
+		in := im.inode(ino)
+		root := im.block(im.firstExtent(ino))
+		count, _ := disk.DxCountLimit(root, disk.DxRootEntries)
+		if in.Flags&disk.FlagIndex == 0 || count < 3 {
+			t.Skip("big is no htree")
+		}
+		// Swap the keys of entries 1 and 2.
+		a, b := root[disk.DxRootEntries+8:disk.DxRootEntries+12], root[disk.DxRootEntries+16:disk.DxRootEntries+20]
+		ta := binary.LittleEndian.Uint32(a)
+		binary.LittleEndian.PutUint32(a, binary.LittleEndian.Uint32(b))
+		binary.LittleEndian.PutUint32(b, ta)
+		_, limit := disk.DxCountLimit(root, disk.DxRootEntries)
+		seed := disk.InodeSeed(im.seed(), ino, in.Generation)
+		binary.LittleEndian.PutUint32(root[disk.DxRootEntries+limit*8+4:], disk.DxChecksum(seed, root, disk.DxRootEntries, count, limit))
+	}, "htree"},
+	{"lost+found missing", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "lost+found")
+		copy(im.b[off+8:], "lost+fount")
+		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
+	}, "lost+found"},
+	{"unreachable inode", func(t *testing.T, im *ckImage) {
+		off, _ := im.lookupName(disk.RootIno, "dev")
+		// Turn the entry into free space of the previous one is complex;
+		// zero its inode instead (an unused entry).
+		binary.LittleEndian.PutUint32(im.b[off:], 0)
+		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
+	}, "not reachable"},
+	{"inode past itable_unused", func(t *testing.T, im *ckImage) {
+		gd := im.gd(0)
+		gd.SetItableUnused(im.sb.InodesPerGroup - 12)
+		gd.EncodeInto(im.b[im.gdOff(0):], int(im.sb.DescSize))
+		im.fixGroup(0)
+	}, ""},
+}
+
+// ckCorruptBase builds the volume corruption tests start from.
+func ckCorruptBase(t *testing.T) string {
+	return ckVolume(t, 8<<20, 1024, ckSeedTree)
+}
+
+func TestCheckFindsCorruption(t *testing.T) {
+	base := ckCorruptBase(t)
+	if r := ckFile(t, base); !r.Clean() {
+		t.Fatalf("base volume: %v", r.Err())
+	}
+	for _, tc := range ckCorruptions {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			im := ckLoad(t, base)
+			tc.fn(t, im)
+			p := filepath.Join(t.TempDir(), "bad.ext4")
+			if err := os.WriteFile(p, im.b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := ckFile(t, p)
+			if r.Clean() {
+				t.Fatal("Check found nothing")
+			}
+			found := false
+			for _, f := range r.Findings {
+				if strings.Contains(f.String(), tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no finding mentions %q: %v", tc.want, r.Err())
+			}
+		})
+	}
+}
+
+// TestCheckBounded feeds hostile structures that would loop or allocate
+// without bounds in a naive checker.
+func TestCheckBounded(t *testing.T) {
+	base := ckCorruptBase(t)
+	t.Run("extent index loop", func(t *testing.T) {
+		im := ckLoad(t, base)
+		_, ino := im.lookupName(disk.RootIno, "frag")
+		in := im.inode(ino)
+		if disk.DecodeExtentHeader(in.Block[:]).Depth == 0 {
+			t.Skip("frag has no tree block")
+		}
+		// Make the leaf an index node pointing at itself.
+		leaf := disk.DecodeExtentIdx(in.Block[12:]).Leaf
+		b := im.block(leaf)
+		h := disk.DecodeExtentHeader(b)
+		h.Depth = 1
+		h.EncodeInto(b)
+		disk.ExtentIdx{Block: 0, Leaf: leaf}.EncodeInto(b[12:])
+		r, err := Check(memDevice(im.b), nil)
+		if err != nil || r.Clean() {
+			t.Fatalf("r=%v err=%v", r, err)
+		}
+	})
+	t.Run("directory loop", func(t *testing.T) {
+		im := ckLoad(t, base)
+		_, dir := im.lookupName(disk.RootIno, "dir")
+		off, _ := im.lookupName(dir, "sub")
+		binary.LittleEndian.PutUint32(im.b[off:], disk.RootIno)
+		im.fixDirBlock(dir, uint64(off/im.bs))
+		r, err := Check(memDevice(im.b), nil)
+		if err != nil || r.Clean() {
+			t.Fatalf("r=%v err=%v", r, err)
+		}
+	})
+	t.Run("huge block count", func(t *testing.T) {
+		im := ckLoad(t, base)
+		binary.LittleEndian.PutUint32(im.b[disk.SuperblockOffset+4:], 1<<31)
+		binary.LittleEndian.PutUint32(im.b[disk.SuperblockOffset+0x150:], 1<<10)
+		im.fixSuper()
+		_, err := Check(memDevice(im.b), nil)
+		if err == nil {
+			t.Fatal("no error")
+		}
+	})
+	t.Run("truncated device", func(t *testing.T) {
+		im := ckLoad(t, base)
+		r, err := Check(memDevice(im.b[:len(im.b)/2]), nil)
+		if err != nil || r.Clean() {
+			t.Fatalf("r=%v err=%v", r, err)
+		}
+	})
+	t.Run("not ext4", func(t *testing.T) {
+		if _, err := Check(memDevice(make([]byte, 4096)), nil); err == nil || !strings.Contains(err.Error(), "not an ext4") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// memDevice is a Device over a byte slice (reads past the end are EOF).
+type memDevice []byte
+
+func (m memDevice) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, os.ErrInvalid
+	}
+	if off >= int64(len(m)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (m memDevice) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > int64(len(m)) {
+		return 0, os.ErrInvalid
+	}
+	return copy(m[off:], p), nil
+}
