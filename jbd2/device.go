@@ -8,6 +8,13 @@ type BlockDevice interface {
 	WriteBlock(n uint32, p []byte) error
 }
 
+// Sizer is implemented by devices that know how many journal blocks they
+// hold; Open then refuses a superblock claiming more (s_maxlen), as Linux
+// refuses a journal longer than its inode.
+type Sizer interface {
+	NumBlocks() uint32
+}
+
 // Flusher is implemented by devices (and home writers) that can make the
 // writes issued so far durable. Commit and Checkpoint call Flush at the
 // points where the journal's ordering requires it; a device without Flush

@@ -108,6 +108,8 @@ func (d *imageDevice) WriteBlock(n uint32, p []byte) error {
 	return err
 }
 
+func (d *imageDevice) NumBlocks() uint32 { return uint32(len(d.blocks)) }
+
 func (d *imageDevice) Flush() error { return d.f.Sync() }
 
 func (d *imageDevice) WriteHome(fsBlock uint64, p []byte) error {

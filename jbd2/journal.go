@@ -64,6 +64,9 @@ func Open(dev BlockDevice, blockSize int) (*Journal, error) {
 	if err := parseSuperblock(j.sbBuf, blockSize, &j.sb); err != nil {
 		return nil, err
 	}
+	if s, ok := dev.(Sizer); ok && j.sb.MaxLen > s.NumBlocks() {
+		return nil, corruptf(0, "journal of %d blocks on a device of %d", j.sb.MaxLen, s.NumBlocks())
+	}
 	j.setFeatureState()
 	j.dirtyAtOpen = j.sb.Start != 0
 	j.resetLog()

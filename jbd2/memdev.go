@@ -43,3 +43,6 @@ func (d *MemDevice) WriteBlock(n uint32, p []byte) error {
 
 // Flush counts the call.
 func (d *MemDevice) Flush() error { d.Flushes++; return nil }
+
+// NumBlocks returns the device's length in blocks.
+func (d *MemDevice) NumBlocks() uint32 { return uint32(len(d.Blocks)) }
