@@ -116,6 +116,9 @@ func TestInteropE2fsckReplaysOurs(t *testing.T) {
 	}
 	setNeedsRecovery(t, img, true)
 
+	// Linux replays it at mount (when we may mount).
+	kernelReplays(t, img, "data", want)
+
 	// Our replay and e2fsck's replay agree byte for byte...
 	ours, st := replayBoth(t, img)
 	if st.Transactions != 3 || st.Blocks != 4 || st.Revoked != 1 {
@@ -192,4 +195,31 @@ func TestInteropRecoverDebugfsJournal(t *testing.T) {
 			e2fsckClean(t, ours)
 		})
 	}
+}
+
+// kernelReplays mounts a copy of img with a dirty journal (root only), so
+// Linux replays it, and checks the file's content and a clean e2fsck.
+func kernelReplays(t *testing.T, img, name string, want []byte) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Log("not root: skipping the kernel replay (CI runs it)")
+		return
+	}
+	cp := filepath.Join(t.TempDir(), "kernel.img")
+	copyFile(t, img, cp)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", cp, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount of our dirty journal: %v\n%s", err, out)
+	}
+	got, rerr := os.ReadFile(filepath.Join(mnt, name))
+	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v\n%s", err, out)
+	}
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("after Linux replayed our journal, the file differs from what we logged")
+	}
+	e2fsckClean(t, cp)
 }
