@@ -52,7 +52,7 @@ type FS struct {
 	buf         []byte // copy buffer for WriteFile
 	allocCursor uint64 // next block to try when no better goal is known
 	inodeCursor uint32 // group to try first for new inodes
-	sbDirty     bool
+	cleanAtOpen bool   // s_state had EXT4_VALID_FS when opened
 	opts        Options
 }
 
@@ -109,6 +109,7 @@ func OpenDevice(dev Device, opts *Options) (*FS, error) {
 			return nil, fmt.Errorf("%w: the volume's journal needs recovery (needs_recovery); run e2fsck -fy on it first", ErrUnsupported)
 		}
 	}
+	v.cleanAtOpen = v.sb.State&disk.StateValid != 0
 	if !v.readOnly {
 		v.sb.State &^= disk.StateValid
 		if err := v.writeSuperblock(); err != nil {

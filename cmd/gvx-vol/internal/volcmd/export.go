@@ -1,0 +1,71 @@
+package volcmd
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/overlay"
+)
+
+func exportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write a volume's tree (or a part) as a tar archive",
+		ArgsUsage: "[--path PATH] FILE TAR|-",
+		Description: `Writes the tree under PATH (default the root) of the volume FILE as a PAX tar
+archive to TAR, or standard output for -. Lossless: xattrs (SCHILY.xattr.*),
+nanosecond times, owners, modes, devices, fifos, sockets are skipped with a
+warning only where tar has no form for them, and hard links stay links.
+The volume is opened read-only.
+
+Examples:
+   gvx-vol export vol.ext4 - | tar -tvf -
+   gvx-vol export --path /var/lib/docker/image golden.ext4 image-meta.tar`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "path", Value: "/", Usage: "directory of the volume to export"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return cliutil.Usage(c, "want FILE and TAR (or - for standard output)")
+			}
+			v, err := openVolume(c.Args().Get(0), true)
+			if err != nil {
+				return err
+			}
+			defer v.Close()
+			tree, err := v.Sub(ext4lite.CleanPath(c.String("path")))
+			if err != nil {
+				return err
+			}
+			var w io.Writer = c.App.Writer
+			var f *os.File
+			if out := c.Args().Get(1); out != "-" {
+				f, err = os.Create(out)
+				if err != nil {
+					return err
+				}
+				w = f
+			}
+			bw := bufio.NewWriterSize(w, 1<<20)
+			err = overlay.ExportTar(bw, tree, overlay.ExportOptions{})
+			if err == nil {
+				err = bw.Flush()
+			}
+			if f != nil {
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("exporting: %w", err)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,66 @@
+// Package volcmd holds gvx-vol's volume verbs: create, import, export, ls,
+// cat, info and fsck. Each file is one verb; all logic lives in ext4lite
+// and overlay — these parse flags, call the library and print.
+package volcmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"z.gfire.dev/gvx/ext4lite"
+)
+
+// Commands returns the volume verbs.
+func Commands() []*cli.Command {
+	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand()}
+}
+
+// openVolume opens FILE with a hint when it is not a volume.
+func openVolume(path string, readOnly bool) (*ext4lite.FS, error) {
+	v, err := ext4lite.Open(path, &ext4lite.Options{ReadOnly: readOnly})
+	if err == nil {
+		return v, nil
+	}
+	switch {
+	case errors.Is(err, ext4lite.ErrNotExt4):
+		return nil, fmt.Errorf("%s is not an ext4 volume (make one with: gvx-vol create %s)", path, path)
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%w (make one with: gvx-vol create --size 8G %s)", err, path)
+	case errors.Is(err, ext4lite.ErrCorrupt):
+		return nil, fmt.Errorf("%w\n(gvx-vol fsck %s lists what is wrong)", err, path)
+	}
+	return nil, err
+}
+
+// closeVolume closes v and joins the error with err.
+func closeVolume(v *ext4lite.FS, err error) error {
+	if cerr := v.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("writing volume: %w", cerr)
+	}
+	return err
+}
+
+// inputStream opens a path or "-" for stdin and reports its size when known.
+func inputStream(name string) (io.ReadCloser, int64, error) {
+	if name == "-" {
+		return io.NopCloser(os.Stdin), -1, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// stderrIsTerminal tells whether progress bars may be drawn.
+func stderrIsTerminal() bool { return term.IsTerminal(int(os.Stderr.Fd())) }
