@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Clone latency of gvx-vol clone vs cp --reflink=always, side by side, on a
 # loop-mounted XFS (mkfs.xfs -m reflink=1) the script makes and removes.
-# Golden files: a 16 GiB sparse one holding 1 GiB of data in 64 extents
-# spread over it, and a 1 GiB dense one; O(1) means their clone latencies
-# are the same (ratio near 1). Then the full-copy cost that --reflink=always
+# Golden files: 16 GiB sparse ones holding 1 GiB of data, in one extent in
+# the middle or in 64 extents spread over the file, and a 1 GiB dense one.
+# O(1) in the size means 16G-1ext and 1G-dense clone in the same time (ratio
+# near 1); a clone's cost grows with the number of extents instead, which
+# 16G-64ext shows. Then the full-copy cost that --reflink=always
 # refuses to pay silently, the space 10 clones take, and the in-process Go
 # benchmark BenchmarkClone.
 #
@@ -33,15 +35,17 @@ CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
 gvx=$work/gvx-vol
 
 echo "== making golden files on $(uname -r) XFS (reflink=1)"
-g16=$mnt/golden-16G.ext4
+g16=$mnt/golden-16G-64ext.ext4
+g16one=$mnt/golden-16G-1ext.ext4
 g1=$mnt/golden-1G.ext4
-truncate -s 16G "$g16"
+truncate -s 16G "$g16" "$g16one"
 for i in $(seq 0 63); do # 16 MiB of data every 256 MiB
 	dd if=/dev/urandom of="$g16" bs=16M count=1 seek=$((i * 16)) conv=notrunc iflag=fullblock status=none
 done
+dd if=/dev/urandom of="$g16one" bs=16M count=64 seek=512 conv=notrunc iflag=fullblock status=none
 dd if=/dev/urandom of="$g1" bs=16M count=64 iflag=fullblock status=none
 sync
-for g in "$g16" "$g1"; do
+for g in "$g16" "$g16one" "$g1"; do
 	printf '%s: size %s, allocated %s, %s extents\n' "$(basename "$g")" \
 		"$(stat -c %s "$g")" "$(du -h "$g" | cut -f1)" "$(filefrag "$g" | awk '{print $2}')"
 done
@@ -52,11 +56,14 @@ echo "== clone latency, $runs runs each (each run: a fresh DST; rm not timed)"
 if command -v hyperfine >/dev/null; then
 	hyperfine -N --warmup 3 --runs "$runs" --prepare "rm -f $ep" \
 		--export-json "$work/clone.json" --export-markdown "$work/clone.md" \
-		-n "gvx-vol clone 16G-sparse" "$gvx clone -q $g16 $ep" \
+		-n "gvx-vol clone 16G-1ext" "$gvx clone -q $g16one $ep" \
+		-n "gvx-vol clone 16G-64ext" "$gvx clone -q $g16 $ep" \
 		-n "gvx-vol clone 1G-dense" "$gvx clone -q $g1 $ep" \
-		-n "gvx-vol clone --no-sync 16G-sparse" "$gvx clone -q --no-sync $g16 $ep" \
+		-n "gvx-vol clone --no-sync 16G-1ext" "$gvx clone -q --no-sync $g16one $ep" \
+		-n "gvx-vol clone --no-sync 16G-64ext" "$gvx clone -q --no-sync $g16 $ep" \
 		-n "gvx-vol clone --no-sync 1G-dense" "$gvx clone -q --no-sync $g1 $ep" \
-		-n "cp --reflink=always 16G-sparse" "cp --reflink=always $g16 $ep" \
+		-n "cp --reflink=always 16G-1ext" "cp --reflink=always $g16one $ep" \
+		-n "cp --reflink=always 16G-64ext" "cp --reflink=always $g16 $ep" \
 		-n "cp --reflink=always 1G-dense" "cp --reflink=always $g1 $ep" >/dev/null
 	cat "$work/clone.md"
 	python3 - "$work/clone.json" <<'PY' || true
@@ -66,9 +73,11 @@ print()
 print(f"{'command':40} {'median ms':>10} {'min ms':>8}")
 for c, x in r.items():
     print(f"{c:40} {x['median'] * 1e3:10.2f} {x['min'] * 1e3:8.2f}")
+print()
 for p in ("gvx-vol clone ", "gvx-vol clone --no-sync ", "cp --reflink=always "):
-    a, b = r[p + "16G-sparse"], r[p + "1G-dense"]
-    print(f"{p}16G-sparse / 1G-dense median ratio: {a['median'] / b['median']:.2f}")
+    for g in ("16G-1ext", "16G-64ext"):
+        a, b = r[p + g], r[p + "1G-dense"]
+        print(f"{p + g:40} / 1G-dense: median ratio {a['median'] / b['median']:.2f}, min ratio {a['min'] / b['min']:.2f}")
 PY
 else
 	echo "(hyperfine not installed: date +%s%N loop; median / mean / min in ms)"
@@ -84,16 +93,15 @@ else
 		done | sort -n | awk -v n="$name" '{a[NR] = $1; s += $1}
 			END {printf "%-36s %8.3f %8.3f %8.3f\n", n, a[int((NR + 1) / 2)] / 1e6, s / NR / 1e6, a[1] / 1e6}'
 	}
-	measure "gvx-vol clone 16G-sparse" "$gvx" clone -q "$g16" "$ep"
-	measure "gvx-vol clone 1G-dense" "$gvx" clone -q "$g1" "$ep"
-	measure "gvx-vol clone --no-sync 16G-sparse" "$gvx" clone -q --no-sync "$g16" "$ep"
-	measure "gvx-vol clone --no-sync 1G-dense" "$gvx" clone -q --no-sync "$g1" "$ep"
-	measure "cp --reflink=always 16G-sparse" cp --reflink=always "$g16" "$ep"
-	measure "cp --reflink=always 1G-dense" cp --reflink=always "$g1" "$ep"
+	for g in "16G-1ext:$g16one" "16G-64ext:$g16" "1G-dense:$g1"; do
+		measure "gvx-vol clone ${g%%:*}" "$gvx" clone -q "${g#*:}" "$ep"
+		measure "gvx-vol clone --no-sync ${g%%:*}" "$gvx" clone -q --no-sync "${g#*:}" "$ep"
+		measure "cp --reflink=always ${g%%:*}" cp --reflink=always "${g#*:}" "$ep"
+	done
 fi
 
 echo
-echo "== what a silent full copy would cost (16G-sparse: copies its 1 GiB of data), 1 run each"
+echo "== what a silent full copy would cost (16G-64ext: copies its 1 GiB of data), 1 run each"
 echo "   (both made durable: gvx-vol fsyncs itself, cp is followed by sync FILE)"
 for cmd in "$gvx clone -q --reflink=never $g16 $ep" "cp --reflink=never $g16 $ep"; do
 	rm -f "$ep"
@@ -102,13 +110,13 @@ for cmd in "$gvx clone -q --reflink=never $g16 $ep" "cp --reflink=never $g16 $ep
 	$cmd
 	sync "$ep"
 	t1=$(date +%s%N)
-	printf '%-40s %8.0f ms, allocated %s\n' "$(echo "$cmd" | sed "s#$work/##; s#$mnt/##g")" \
+	printf '%-56s %8.0f ms, allocated %s\n' "$(echo "$cmd" | sed "s#$mnt/##g; s#$work/##")" \
 		"$(((t1 - t0) / 1000000))" "$(du -h "$ep" | cut -f1)"
 done
 rm -f "$ep"
 
 echo
-echo "== space: 10 clones of 16G-sparse"
+echo "== space: 10 clones of 16G-64ext"
 sync
 before=$(df -B1 --output=avail "$mnt" | tail -1)
 "$gvx" clone -q --count 10 "$g16" "$mnt/ep-%04d.ext4"
