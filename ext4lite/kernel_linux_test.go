@@ -221,3 +221,5 @@ func TestKernelWrittenVolume(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func setxattr(p, name string, val []byte) error { return unix.Lsetxattr(p, name, val, 0) }
+
+func noSpaceE2fsck(t *testing.T, img string) { e2fsckClean(t, img) }

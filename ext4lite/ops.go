@@ -3,6 +3,7 @@ package ext4lite
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -264,25 +265,38 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	if err := v.link(pin, d, name, in); err != nil {
 		return pathErr("write", h.Path, err)
 	}
+	if err := v.fill(in, h, r); err != nil {
+		// All or nothing: a file that could not be written whole (volume
+		// full, short input) is removed again, its blocks freed.
+		if uerr := v.unlink(pin, d, name, in); uerr != nil {
+			return pathErr("write", h.Path, errors.Join(err, uerr))
+		}
+		return pathErr("write", h.Path, err)
+	}
+	return v.applyHeader(in, h)
+}
+
+// fill writes h.Size bytes from r into the new file in.
+func (v *FS) fill(in *inode, h *sink.Header, r io.Reader) error {
 	buf := v.copyBuf()
 	var off int64
 	for off < h.Size {
 		n, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), h.Size-off)])
 		if n > 0 {
 			if err := v.writeData(in, buf[:n], off, true); err != nil {
-				return pathErr("write", h.Path, err)
+				return err
 			}
 			off += int64(n)
 		}
 		if rerr != nil {
 			if off < h.Size {
-				return pathErr("write", h.Path, fmt.Errorf("%w: got %d of %d bytes", io.ErrUnexpectedEOF, off, h.Size))
+				return fmt.Errorf("%w: got %d of %d bytes", io.ErrUnexpectedEOF, off, h.Size)
 			}
 			break
 		}
 	}
 	in.d.SetSize(uint64(h.Size))
-	return v.applyHeader(in, h)
+	return nil
 }
 
 func (v *FS) copyBuf() []byte {

@@ -1,0 +1,63 @@
+package ext4lite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+// TestNoSpace fills a small volume until it refuses, then checks the error
+// wraps ErrNoSpace, the half-written file is gone, what was written before
+// is intact, and the volume is consistent (own check; e2fsck in the linux
+// test).
+func TestNoSpace(t *testing.T) {
+	v, p := newVolume(t, 8<<20)
+	data := bytes.Repeat([]byte{0xAB}, 700<<10)
+	var written []string
+	var err error
+	for i := 0; i < 100; i++ {
+		name := fmt.Sprintf("f%03d", i)
+		err = v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data))
+		if err != nil {
+			if _, serr := v.Lstat(name); serr == nil {
+				t.Errorf("%s exists after a failed write", name)
+			}
+			break
+		}
+		written = append(written, name)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("filling the volume: %v, want ErrNoSpace", err)
+	}
+	// Small files still fit in what is left? Either way no corruption.
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(p, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, n := range written {
+		f, err := r.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: content changed", n)
+		}
+	}
+	rep, err := r.Check(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 {
+		t.Fatalf("check after ENOSPC: %v", rep.Findings)
+	}
+	noSpaceE2fsck(t, p)
+}
