@@ -36,12 +36,15 @@ func run(t testing.TB, name string, args ...string) string {
 
 // mkfsImage makes a 64 MiB ext4 image with 4 KiB blocks, as Debian's
 // mkfs.ext4 does by default (64bit, metadata_csum, internal journal).
-func mkfsImage(t testing.TB, extra ...string) string {
+func mkfsImage(t testing.TB) string { return mkfsImageBS(t, 4096) }
+
+// mkfsImageBS makes a 64 MiB image with the given block size (Debian's
+// mkfs.ext4 picks 1 KiB for volumes below 512 MiB).
+func mkfsImageBS(t testing.TB, bs int) string {
 	t.Helper()
 	needTools(t, "mkfs.ext4", "debugfs", "e2fsck", "dumpe2fs")
 	img := filepath.Join(t.TempDir(), "fs.img")
-	args := append([]string{"-F", "-q", "-b", "4096", "-E", "lazy_itable_init=0"}, extra...)
-	run(t, "mkfs.ext4", append(args, img, "64M")...)
+	run(t, "mkfs.ext4", "-F", "-q", "-b", strconv.Itoa(bs), "-E", "lazy_itable_init=0", img, "64M")
 	return img
 }
 
@@ -89,7 +92,8 @@ func openImageDevice(t testing.TB, img string) *imageDevice {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return &imageDevice{f: f, bs: 4096, blocks: bl}
+	bs := 1024 << binary.LittleEndian.Uint32(readExt4Super(t, img)[0x18:]) // s_log_block_size
+	return &imageDevice{f: f, bs: bs, blocks: bl}
 }
 
 func (d *imageDevice) ReadBlock(n uint32, p []byte) error {

@@ -15,6 +15,10 @@ import (
 
 // writeFile puts a file into the image with debugfs and returns its blocks.
 func writeFile(t testing.TB, img, name string, content []byte) []uint64 {
+	return writeFileBS(t, img, name, content, 4096)
+}
+
+func writeFileBS(t testing.TB, img, name string, content []byte, bs int) []uint64 {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(src, content, 0o644); err != nil {
@@ -22,7 +26,7 @@ func writeFile(t testing.TB, img, name string, content []byte) []uint64 {
 	}
 	run(t, "debugfs", "-w", "-R", "write "+src+" "+name, img)
 	var bl []uint64
-	for i := 0; i*4096 < len(content); i++ {
+	for i := 0; i*bs < len(content); i++ {
 		out := run(t, "debugfs", "-R", fmt.Sprintf("bmap /%s %d", name, i), img)
 		f := strings.Fields(out)
 		n, err := strconv.ParseUint(f[len(f)-1], 10, 64)
@@ -155,19 +159,24 @@ func exitCode(err error) int {
 // e2fsprogs' own writer (debugfs jo/jw/jc), with and without checksums,
 // replayed by our Recover and by e2fsck: identical images.
 func TestInteropRecoverDebugfsJournal(t *testing.T) {
-	for _, c := range []struct{ name, open string }{
-		{"csum-v3", "jo -c"},
-		{"no-csum", "jo"},
+	for _, c := range []struct {
+		name, open string
+		bs         int
+	}{
+		{"csum-v3", "jo -c", 4096},
+		{"no-csum", "jo", 4096},
+		{"csum-v3-1k", "jo -c", 1024},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			img := mkfsImage(t)
-			fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
+			bs := c.bs
+			img := mkfsImageBS(t, bs)
+			fileBlocks := writeFileBS(t, img, "data", pattern(1, 4*bs), bs)
 			dir := t.TempDir()
 			one, three := filepath.Join(dir, "one"), filepath.Join(dir, "three")
-			blk := pattern(5, 4096)
+			blk := pattern(5, bs)
 			putBE32(blk, magic)
 			os.WriteFile(one, blk, 0o644)
-			os.WriteFile(three, pattern(6, 3*4096), 0o644)
+			os.WriteFile(three, pattern(6, 3*bs), 0o644)
 			b := func(i int) string { return strconv.FormatUint(fileBlocks[i], 10) }
 			cmds := strings.Join([]string{
 				c.open,
@@ -185,43 +194,16 @@ func TestInteropRecoverDebugfsJournal(t *testing.T) {
 			if st.Transactions != 4 || st.Revoked != 1 {
 				t.Errorf("stats %+v", st)
 			}
-			want := pattern(1, 4*4096)
+			want := pattern(1, 4*bs)
 			copy(want, blk)
-			copy(want[4096:], pattern(6, 3*4096)[:4096])
-			copy(want[3*4096:], blk)
+			copy(want[bs:], pattern(6, 3*bs)[:bs])
+			copy(want[3*bs:], blk)
 			if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
 				t.Error("replayed file content differs")
 			}
 			e2fsckClean(t, ours)
 		})
 	}
-}
-
-// kernelReplays mounts a copy of img with a dirty journal (root only), so
-// Linux replays it, and checks the file's content and a clean e2fsck.
-func kernelReplays(t *testing.T, img, name string, want []byte) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Log("not root: skipping the kernel replay (CI runs it)")
-		return
-	}
-	cp := filepath.Join(t.TempDir(), "kernel.img")
-	copyFile(t, img, cp)
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-o", "loop", cp, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount of our dirty journal: %v\n%s", err, out)
-	}
-	got, rerr := os.ReadFile(filepath.Join(mnt, name))
-	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("umount: %v\n%s", err, out)
-	}
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("after Linux replayed our journal, the file differs from what we logged")
-	}
-	e2fsckClean(t, cp)
 }
 
 // TestInteropWrappedLog: after many transactions and checkpoints the log
@@ -282,4 +264,31 @@ func TestInteropWrappedLog(t *testing.T) {
 		t.Errorf("replayed file differs (stats %+v)", st)
 	}
 	e2fsckClean(t, ours)
+}
+
+// kernelReplays mounts a copy of img with a dirty journal (root only), so
+// Linux replays it, and checks the file's content and a clean e2fsck.
+func kernelReplays(t *testing.T, img, name string, want []byte) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Log("not root: skipping the kernel replay (CI runs it)")
+		return
+	}
+	cp := filepath.Join(t.TempDir(), "kernel.img")
+	copyFile(t, img, cp)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", cp, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount of our dirty journal: %v\n%s", err, out)
+	}
+	got, rerr := os.ReadFile(filepath.Join(mnt, name))
+	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v\n%s", err, out)
+	}
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("after Linux replayed our journal, the file differs from what we logged")
+	}
+	e2fsckClean(t, cp)
 }

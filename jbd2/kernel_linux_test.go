@@ -20,7 +20,13 @@ func TestInteropRecoverKernelJournal(t *testing.T) {
 		t.Skip("needs root for a loop mount (CI runs as root)")
 	}
 	needTools(t, "mount", "umount", "sync")
-	img := mkfsImage(t)
+	for _, bs := range []int{4096, 1024} {
+		t.Run(fmt.Sprintf("bs=%d", bs), func(t *testing.T) { kernelJournal(t, bs) })
+	}
+}
+
+func kernelJournal(t *testing.T, bs int) {
+	img := mkfsImageBS(t, bs)
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
 		t.Skipf("loop mount unavailable: %v\n%s", err, out)
