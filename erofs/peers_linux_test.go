@@ -75,7 +75,7 @@ func mount(t *testing.T, img string) string {
 	return mnt
 }
 
-var fullSpec = treeSpec{bigDir: 100000, deep: 60}
+var fullSpec = treeSpec{BigDir: 100000, Deep: 60}
 
 // TestFsckErofs runs erofs-utils' checker over both profiles of the
 // hostile tree, then has it extract a smaller one and compares the files.
@@ -92,7 +92,7 @@ func TestFsckErofs(t *testing.T) {
 	t.Run("notices-damage", func(t *testing.T) {
 		// The check above must be able to fail: a flipped bit in the
 		// checksummed superblock block has to be caught.
-		_, img := hostileImage(t, ProfileFull, treeSpec{deep: 2})
+		_, img := hostileImage(t, ProfileFull, treeSpec{Deep: 2})
 		raw, err := os.ReadFile(img)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +111,7 @@ func TestFsckErofs(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("fsck.erofs --extract needs root to create devices and chown")
 		}
-		b, img := hostileImage(t, ProfileFull, treeSpec{bigDir: 2000, deep: 60})
+		b, img := hostileImage(t, ProfileFull, treeSpec{BigDir: 2000, Deep: 60})
 		out := filepath.Join(t.TempDir(), "x")
 		if log := run(t, fsck, "--extract="+out, img); strings.Contains(log, "<E>") {
 			t.Fatalf("fsck.erofs --extract complains:\n%s", log)
@@ -119,7 +119,7 @@ func TestFsckErofs(t *testing.T) {
 		// fsck.erofs 1.5 extracts contents, modes and owners (chown after
 		// chmod, so setuid bits go), not xattrs, times or hard links:
 		// compare what it promises.
-		compareTrees(t, b, hostdir.New(out), cmpOpts{noXattrs: true, ignoreNlink: true, ignoreMtime: true, ignoreLinks: true, ignoreSetid: true})
+		compareTrees(t, b, hostdir.New(out), cmpOpts{NoXattrs: true, IgnoreNlink: true, IgnoreMtime: true, IgnoreLinks: true, IgnoreSetid: true})
 	})
 }
 
@@ -132,7 +132,7 @@ func TestKernelMount(t *testing.T) {
 		t.Run(prof.String(), func(t *testing.T) {
 			b, img := hostileImage(t, prof, fullSpec)
 			mnt := mount(t, img)
-			compareTrees(t, b, hostdir.New(mnt), cmpOpts{noXattrs: prof == ProfileRuntime})
+			compareTrees(t, b, hostdir.New(mnt), cmpOpts{NoXattrs: prof == ProfileRuntime})
 		})
 	}
 }
@@ -146,7 +146,7 @@ func TestReadMkfsErofs(t *testing.T) {
 		t.Skip("needs root to create devices, other owners and trusted.* xattrs in the source directory")
 	}
 	// mkfs.erofs 1.5 fails on 255-byte names: keep them at 254 here.
-	spec := treeSpec{bigDir: 3000, deep: 60, userXonly: true}
+	spec := treeSpec{BigDir: 3000, Deep: 60, Mkfs15: true}
 	b := NewBuilder(Options{TempDir: t.TempDir()})
 	defer b.Close()
 	populate(t, b, spec)

@@ -15,9 +15,9 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(prof.String(), func(t *testing.T) {
 			b := NewBuilder(Options{Profile: prof, MemoryLimit: 1 << 20, TempDir: t.TempDir()})
 			defer b.Close()
-			populate(t, b, treeSpec{bigDir: 20000, deep: 60})
+			populate(t, b, treeSpec{BigDir: 20000, Deep: 60})
 			_, img := build(t, b)
-			compareTrees(t, b, img, cmpOpts{noXattrs: prof == ProfileRuntime})
+			compareTrees(t, b, img, cmpOpts{NoXattrs: prof == ProfileRuntime})
 			rep := b.Report()
 			if prof == ProfileRuntime && (rep.Dropped == 0 || len(rep.Warnings) == 0) {
 				t.Errorf("runtime profile dropped xattrs without saying so: %+v", rep)
@@ -44,7 +44,7 @@ func TestDeterminism(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		populate(t, b, treeSpec{bigDir: 500, deep: 5})
+		populate(t, b, treeSpec{BigDir: 500, Deep: 5})
 		if err := b.RemoveAll("decoy"); err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestSinkContract(t *testing.T) {
 func TestCorrupt(t *testing.T) {
 	b := NewBuilder(Options{})
 	defer b.Close()
-	populate(t, b, treeSpec{deep: 2})
+	populate(t, b, treeSpec{Deep: 2})
 	raw, _ := build(t, b)
 	open := func(img []byte) error {
 		_, err := Open(bytes.NewReader(img), int64(len(img)))

@@ -1,13 +1,17 @@
-package erofs
+package gvisorcheck
 
 import (
 	"bytes"
 	"os"
 	"path"
+	"path/filepath"
 	"testing"
 	"time"
 
 	gerofs "gvisor.dev/gvisor/pkg/erofs"
+
+	"z.gfire.dev/gvx/erofs"
+	"z.gfire.dev/gvx/erofs/internal/erofstest"
 )
 
 // TestGvisorReadsRuntimeProfile opens a runtime-profile image with gVisor's
@@ -15,7 +19,20 @@ import (
 // sizes, nlink, mtimes, symlink targets, contents and hard-link groups
 // must match the tree that was built.
 func TestGvisorReadsRuntimeProfile(t *testing.T) {
-	b, file := hostileImage(t, ProfileRuntime, treeSpec{bigDir: 20000, deep: 60})
+	b := erofs.NewBuilder(erofs.Options{Profile: erofs.ProfileRuntime, TempDir: t.TempDir()})
+	defer b.Close()
+	erofstest.Populate(t, b, erofstest.TreeSpec{BigDir: 20000, Deep: 60})
+	file := filepath.Join(t.TempDir(), "runtime.erofs")
+	out, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +109,7 @@ func TestGvisorReadsRuntimeProfile(t *testing.T) {
 			for _, r := range ranges {
 				got = append(got, r.Bytes...)
 			}
-			if !bytes.Equal(got, readAll(t, b, p)) {
+			if !bytes.Equal(got, erofstest.ReadAll(t, b, p)) {
 				t.Errorf("%s: gVisor reads different contents", p)
 			}
 		case in.IsSymlink():
