@@ -253,6 +253,20 @@ func TestNoCloneFS(t *testing.T) {
 	}
 }
 
+func TestXFSWithoutReflink(t *testing.T) {
+	mnt := reflinktest.Mount(t, "xfs-noreflink")
+	golden := filepath.Join(mnt, "golden")
+	makeSparse(t, golden, 1<<20, []region{{0, 1 << 20}}, 0o644)
+	err := Probe(mnt)
+	var nse *NotSupportedError
+	if !errors.As(err, &nse) || nse.FS != "xfs" || !strings.Contains(err.Error(), "reflink=0") {
+		t.Fatalf("Probe on XFS made with reflink=0: %v; want a NotSupportedError that says why", err)
+	}
+	if _, err := CloneFile(golden, filepath.Join(mnt, "ep"), Options{}); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("CloneFile: %v, want ErrNotSupported", err)
+	}
+}
+
 func TestAcrossFilesystems(t *testing.T) {
 	x := reflinktest.Mount(t, "xfs")
 	tm := reflinktest.Mount(t, "tmpfs")

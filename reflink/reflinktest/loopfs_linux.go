@@ -12,9 +12,9 @@ import (
 // (XFS refuses filesystems under 300 MB).
 const ImageSize = 512 << 20
 
-// Mount makes a kind filesystem — "xfs" (with reflink=1), "btrfs", "ext4"
-// on a sparse image file under t.TempDir(), or "tmpfs" — mounts it and
-// returns the mount point.
+// Mount makes a kind filesystem — "xfs" (with reflink=1), "xfs-noreflink"
+// (reflink=0), "btrfs", "ext4" on a sparse image file under t.TempDir(), or
+// "tmpfs" — mounts it and returns the mount point.
 func Mount(t testing.TB, kind string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -24,6 +24,8 @@ func Mount(t testing.TB, kind string) string {
 	switch kind {
 	case "xfs":
 		mkfs = []string{"mkfs.xfs", "-q", "-m", "reflink=1"}
+	case "xfs-noreflink":
+		mkfs = []string{"mkfs.xfs", "-q", "-m", "reflink=0"}
 	case "btrfs":
 		mkfs = []string{"mkfs.btrfs", "-q"}
 	case "ext4":
@@ -41,6 +43,7 @@ func Mount(t testing.TB, kind string) string {
 			t.Skipf("%s not installed (Debian: xfsprogs, btrfs-progs, e2fsprogs, mount): %v", tool, err)
 		}
 	}
+	fsType, _, _ := strings.Cut(kind, "-")
 	base := t.TempDir()
 	mnt := filepath.Join(base, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -50,7 +53,7 @@ func Mount(t testing.TB, kind string) string {
 	if kind == "tmpfs" {
 		args = []string{"-t", "tmpfs", "-o", "size=256m", "tmpfs", mnt}
 	} else {
-		img := filepath.Join(base, kind+".img")
+		img := filepath.Join(base, fsType+".img")
 		if err := os.WriteFile(img, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +78,7 @@ func Mount(t testing.TB, kind string) string {
 		// mount loads the module if there is one: a kernel that still does
 		// not list the filesystem cannot run the test; any other failure is
 		// the test's.
-		if fss, _ := os.ReadFile("/proc/filesystems"); !strings.Contains(string(fss), "\t"+kind+"\n") {
+		if fss, _ := os.ReadFile("/proc/filesystems"); !strings.Contains(string(fss), "\t"+fsType+"\n") {
 			t.Skipf("the kernel has no %s (not in /proc/filesystems): %v: %s", kind, err, out)
 		}
 		t.Fatalf("mount %s: %v: %s", strings.Join(args, " "), err, out)
