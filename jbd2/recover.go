@@ -28,9 +28,11 @@ func Recover(dev BlockDevice, blockSize int, home HomeWriter, fsBlocks uint64) (
 
 // Recover replays the committed transactions a crash left in the journal,
 // as the kernel does in three passes: scan finds the end of the log (the
-// first block that is not the next expected one, or the first commit whose
-// checksum fails) and verifies every committed transaction — descriptor and
-// revoke checksums, data block checksums, block numbers below fsBlocks;
+// first block that is not the next expected one, the first commit whose
+// checksum fails, or a transaction with a bad descriptor or revoke checksum
+// whose commit is older than its predecessor's, i.e. stale) and verifies
+// every committed transaction — descriptor and revoke checksums, data block
+// checksums, block numbers below fsBlocks;
 // revoke collects revoke records; replay writes each logged block home
 // unless a revoke in the same or a later transaction covers it. Then it
 // flushes home and marks the journal clean (s_start = 0, s_sequence = the
@@ -104,7 +106,9 @@ func (r *recovery) pass(p passKind) error {
 	blk, seq := j.sb.Start, j.sb.Sequence
 	logLen := j.logLen()
 	var visited uint32
-	var txErr error // first problem in the current, not yet committed, transaction
+	var txErr error           // first problem in the current, not yet committed, transaction
+	var badMeta bool          // a descriptor or revoke block of it failed its checksum
+	var lastCommitTime uint64 // h_commit_sec of the previous commit
 
 	// end stops the scan; in later passes an early end is corruption.
 	end := func(why string) error {
@@ -132,7 +136,15 @@ func (r *recovery) pass(p passKind) error {
 		switch h.BlockType {
 		case disk.BlockDescriptor:
 			if j.csum && !disk.TailChecksumOK(j.seed, r.buf) {
-				return end("descriptor checksum")
+				// A stale block (the log's old contents) or corruption:
+				// the commit block will tell, as in the kernel.
+				if p != passScan {
+					return end("descriptor checksum")
+				}
+				badMeta = true
+				if txErr == nil {
+					txErr = corruptf(blk, "transaction %d: descriptor checksum fails", seq)
+				}
 			}
 			r.parseTags()
 			if uint32(len(r.tags)) > logLen-visited {
@@ -148,21 +160,28 @@ func (r *recovery) pass(p passKind) error {
 			}
 			blk = dataBlk
 		case disk.BlockRevoke:
-			if err := r.revokeBlock(p, seq, blk, &txErr); err != nil {
+			if err := r.revokeBlock(p, seq, blk, &txErr, &badMeta); err != nil {
 				return err
 			}
 			blk = j.next(blk)
 		case disk.BlockCommit:
 			if j.csum && !disk.CommitChecksumOK(j.seed, r.buf) {
-				return end("commit checksum")
+				return end("commit checksum") // torn: not committed
 			}
 			if p == passScan {
+				commitTime := disk.ReadCommitTime(r.buf)
+				if badMeta && commitTime < lastCommitTime {
+					// Older than its predecessor: a stale transaction
+					// from an earlier pass over the log, not ours.
+					return end("stale transaction")
+				}
 				if txErr != nil {
 					return txErr
 				}
+				lastCommitTime = commitTime
 				r.st.Transactions++
 			}
-			txErr = nil
+			txErr, badMeta = nil, false
 			seq++
 			blk = j.next(blk)
 		default:
@@ -243,7 +262,7 @@ func (r *recovery) tagChecksumOK(seq uint32, t disk.BlockTag) bool {
 	return c == t.Checksum
 }
 
-func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error) error {
+func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error, badMeta *bool) error {
 	j := r.j
 	if p == passReplay || (p == passScan && *txErr != nil) {
 		return nil
@@ -260,6 +279,7 @@ func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error) error {
 	if bad != "" {
 		if p == passScan {
 			*txErr = corruptf(at, "transaction %d: %s", seq, bad)
+			*badMeta = true
 			return nil
 		}
 		return corruptf(at, "log changed between recovery passes: %s", bad)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/jbd2/internal/disk"
 )
@@ -99,5 +100,41 @@ func TestSequenceWraparound(t *testing.T) {
 	sameBlocks(t, "home", home.blocks, want)
 	if st.Transactions != 40 || st.Revoked != 2 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestRecoverBadDescriptor follows the kernel: a descriptor that fails its
+// checksum in a transaction whose commit is not older than the previous one
+// is corruption; with an older commit it is a stale leftover, the log's end.
+func TestRecoverBadDescriptor(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		const bs = 1024
+		dev, j := newJournal(t, bs, MinBlocks, KernelFeatures)
+		sec := int64(1000)
+		j.SetClock(func() time.Time { return time.Unix(sec, 0) })
+		var descs []uint32
+		for i := range 3 {
+			if stale && i == 1 {
+				sec = 10
+			}
+			descs = append(descs, j.head)
+			tx, _ := j.Begin()
+			tx.Log(uint64(i), fill(bs, 'a'+byte(i)))
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dev.Blocks[descs[1]][disk.HeaderSize+20] ^= 1
+		home := newMemHome(bs, 10)
+		st, err := Recover(dev, bs, home, 10)
+		if stale {
+			if err != nil || st.Transactions != 1 {
+				t.Errorf("stale: %+v, %v", st, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrCorrupt) || len(home.blocks) != 0 {
+			t.Errorf("corrupt descriptor: err %v, %d blocks written", err, len(home.blocks))
+		}
 	}
 }

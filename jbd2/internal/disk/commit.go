@@ -63,3 +63,6 @@ func SetCommitChecksum(seed uint32, block []byte) {
 func CommitChecksumOK(seed uint32, block []byte) bool {
 	return be.Uint32(block[CommitOffChksum:]) == CommitChecksum(seed, block)
 }
+
+// ReadCommitTime returns h_commit_sec of a commit block.
+func ReadCommitTime(block []byte) uint64 { return be.Uint64(block[CommitOffSec:]) }
