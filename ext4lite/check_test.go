@@ -339,7 +339,7 @@ func ckSeedTree(v *FS) error {
 // ckCorruptions are shared with the e2fsck cross-check.
 var ckCorruptions = []ckCorruption{
 	{"superblock checksum", func(t *testing.T, im *ckImage) {
-		im.b[disk.SuperblockOffset+0x100] ^= 1 // s_desc_size area? no: volume name
+		im.b[disk.SuperblockOffset+0x100] ^= 1 // s_default_mount_opts, checksum left stale
 	}, "superblock: checksum"},
 	{"superblock free blocks", func(t *testing.T, im *ckImage) {
 		binary.LittleEndian.PutUint32(im.b[disk.SuperblockOffset+12:], binary.LittleEndian.Uint32(im.b[disk.SuperblockOffset+12:])+5)

@@ -1,0 +1,371 @@
+package ext4lite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink/hostdir"
+	"z.gfire.dev/gvx/sink/sinktest"
+)
+
+// ckE2fsck runs `e2fsck -fn img` and returns its exit code and output
+// (0 clean, 4 errors left uncorrected, 8 operational error).
+func ckE2fsck(t testing.TB, img string) (int, string) {
+	t.Helper()
+	if _, err := exec.LookPath("e2fsck"); err != nil {
+		t.Skip("e2fsck not installed (apt-get install e2fsprogs)")
+	}
+	out, err := exec.Command("e2fsck", "-fn", img).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("e2fsck: %v", err)
+	return 0, ""
+}
+
+// ckMkfs makes an image of size with mkfs.ext4 and the given options,
+// filled from dir when it is not empty.
+func ckMkfs(t testing.TB, size string, dir string, opts ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("mkfs.ext4 not installed (apt-get install e2fsprogs)")
+	}
+	img := filepath.Join(t.TempDir(), "mkfs.ext4")
+	args := append([]string{"-F", "-q", "-E", "lazy_itable_init=1"}, opts...)
+	if dir != "" {
+		args = append(args, "-d", dir)
+	}
+	args = append(args, img, size)
+	if out, err := exec.Command("mkfs.ext4", args...).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %v: %v\n%s", args, err, out)
+	}
+	return img
+}
+
+// ckHostTree writes a random tree into a fresh host directory (devices,
+// owners and trusted xattrs only as root).
+func ckHostTree(t testing.TB, seed uint64, entries int, xattrs bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	o := sinktest.TreeOptions{Entries: entries, MaxFileSize: 32 << 10, NoXattrs: !xattrs}
+	if os.Geteuid() != 0 {
+		o.Unprivileged, o.UID, o.GID = true, uint32(os.Getuid()), uint32(os.Getgid())
+	}
+	if err := sinktest.RandomTree(hostdir.New(dir), rand.New(rand.NewPCG(seed, seed)), o); err != nil {
+		t.Fatal(err)
+	}
+	// A directory big enough for mkfs to index it.
+	big := filepath.Join(dir, "big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 400; i++ {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("entry-%04d-%s", i, strings.Repeat("x", i%30))), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestCheckCleanAgreesE2fsck: volumes ext4lite makes are clean under both
+// Check and e2fsck -fn.
+func TestCheckCleanAgreesE2fsck(t *testing.T) {
+	for _, tc := range ckCases {
+		t.Run(tc.name, func(t *testing.T) {
+			img := ckVolume(t, tc.size, tc.bs, tc.fill)
+			if code, out := ckE2fsck(t, img); code != 0 {
+				t.Errorf("e2fsck -fn exit %d:\n%s", code, out)
+			}
+			if err := ckFile(t, img).Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestCheckMkfsImages: mkfs.ext4 -d images, with Debian's defaults and
+// with the variations other tools make (1 KiB blocks, 128-byte inodes,
+// crc16 descriptors, no resize inode, 32-bit), are clean under Check.
+func TestCheckMkfsImages(t *testing.T) {
+	// Random xattrs of a few KiB need 4 KiB blocks; the small profile
+	// (1 KiB blocks) gets a tree without them.
+	withX, noX := ckHostTree(t, 11, 300, true), ckHostTree(t, 12, 300, false)
+	for _, tc := range []struct {
+		name, size string
+		opts       []string
+	}{
+		{"default-small", "16M", nil},
+		{"default-4k", "64M", []string{"-b", "4096"}},
+		{"debian-large", "600M", nil},
+		{"inode128", "32M", []string{"-I", "128"}},
+		{"uninit_bg", "32M", []string{"-O", "^metadata_csum,uninit_bg"}},
+		{"no-resize-inode", "32M", []string{"-O", "^resize_inode"}},
+		{"32bit", "32M", []string{"-O", "^64bit"}},
+		{"no-journal", "32M", []string{"-O", "^has_journal"}},
+		{"4k-uninit_bg", "64M", []string{"-b", "4096", "-O", "^metadata_csum,uninit_bg"}},
+		{"empty", "8M", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := noX
+			if strings.Contains(strings.Join(tc.opts, " "), "4096") || tc.size == "600M" {
+				d = withX
+			}
+			if tc.name == "empty" {
+				d = ""
+			}
+			img := ckMkfs(t, tc.size, d, tc.opts...)
+			if code, out := ckE2fsck(t, img); code != 0 {
+				t.Fatalf("e2fsck -fn exit %d on mkfs's own image:\n%s", code, out)
+			}
+			if err := ckFile(t, img).Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestCheckKernelWritten: a volume the kernel changed (creates, renames,
+// deletes, xattrs, an htree grown by splits, hard links) is clean under
+// Check after unmount.
+func TestCheckKernelWritten(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to loop-mount (CI runs as root)")
+	}
+	for _, size := range []string{"32M", "600M"} {
+		t.Run(size, func(t *testing.T) {
+			img := ckMkfs(t, size, "")
+			mnt := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+				t.Fatalf("mount: %v\n%s", err, out)
+			}
+			mounted := true
+			unmount := func() {
+				if mounted {
+					if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+						t.Errorf("umount: %v\n%s", err, out)
+					}
+					mounted = false
+				}
+			}
+			t.Cleanup(unmount)
+			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: size == "32M"}
+			if err := sinktest.RandomTree(hostdir.New(mnt), rand.New(rand.NewPCG(3, 3)), o); err != nil {
+				t.Fatal(err)
+			}
+			big := filepath.Join(mnt, "big")
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(os.Mkdir(big, 0o755))
+			for i := 0; i < 3000; i++ {
+				must(os.WriteFile(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i)), []byte{byte(i)}, 0o644))
+			}
+			for i := 0; i < 3000; i += 3 {
+				must(os.Remove(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i))))
+			}
+			for i := 1; i < 3000; i += 30 {
+				must(os.Rename(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i)), filepath.Join(mnt, fmt.Sprintf("moved-%d", i))))
+				must(os.Link(filepath.Join(mnt, fmt.Sprintf("moved-%d", i)), filepath.Join(big, fmt.Sprintf("hard-%d", i))))
+			}
+			must(os.WriteFile(filepath.Join(mnt, "frag"), nil, 0o644))
+			f, err := os.OpenFile(filepath.Join(mnt, "frag"), os.O_WRONLY, 0)
+			must(err)
+			for i := 0; i < 400; i++ {
+				_, err := f.WriteAt([]byte("x"), int64(i)*8192)
+				must(err)
+			}
+			must(f.Close())
+			unmount()
+			if code, out := ckE2fsck(t, img); code != 0 {
+				t.Fatalf("e2fsck -fn exit %d after the kernel wrote:\n%s", code, out)
+			}
+			if err := ckFile(t, img).Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestCheckCorruptionsAgreeE2fsck: for each targeted corruption, whenever
+// e2fsck -fn reports a problem, Check does too.
+func TestCheckCorruptionsAgreeE2fsck(t *testing.T) {
+	base := ckCorruptBase(t)
+	if code, out := ckE2fsck(t, base); code != 0 {
+		t.Fatalf("base volume: e2fsck exit %d\n%s", code, out)
+	}
+	for _, tc := range ckCorruptions {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			im := ckLoad(t, base)
+			tc.fn(t, im)
+			p := filepath.Join(t.TempDir(), "bad.ext4")
+			if err := os.WriteFile(p, im.b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out := ckE2fsck(t, p)
+			r := ckFile(t, p)
+			switch {
+			case code != 0 && r.Clean():
+				t.Errorf("e2fsck exit %d, Check found nothing:\n%s", code, out)
+			case code == 0:
+				t.Logf("e2fsck clean, Check: %v", r.Err())
+			}
+		})
+	}
+}
+
+// TestCheckRandomCorruption flips bytes of a small volume's metadata at
+// random: Check must never panic, and must find something whenever
+// e2fsck -fn does. Disagreements the other way are logged.
+func TestCheckRandomCorruption(t *testing.T) {
+	iters := 300
+	if n, err := strconv.Atoi(os.Getenv("GVX_CHECK_ITERS")); err == nil {
+		iters = n
+	} else if testing.Short() {
+		iters = 60
+	}
+	base := ckCorruptBase(t)
+	im0 := ckLoad(t, base)
+	targets := ckMetadataRanges(t, im0)
+	rng := rand.New(rand.NewPCG(2026, 11))
+	p := filepath.Join(t.TempDir(), "fuzzed.ext4")
+	var missed, extra, both int
+	for i := 0; i < iters; i++ {
+		b := bytes.Clone(im0.b)
+		nflips := 1 + rng.IntN(4)
+		var desc []string
+		for j := 0; j < nflips; j++ {
+			r := targets[rng.IntN(len(targets))]
+			off := r.off + rng.IntN(r.n)
+			old := b[off]
+			switch rng.IntN(3) {
+			case 0:
+				b[off] ^= 1 << rng.IntN(8)
+			case 1:
+				b[off] = byte(rng.IntN(256))
+			default:
+				b[off] = 0
+			}
+			desc = append(desc, fmt.Sprintf("%s+%d: %#x→%#x", r.what, off-r.off, old, b[off]))
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := ckE2fsck(t, p)
+		var r *CheckReport
+		var cerr error
+		func() {
+			defer func() {
+				if x := recover(); x != nil {
+					t.Fatalf("iteration %d (%s): Check panicked: %v", i, strings.Join(desc, ", "), x)
+				}
+			}()
+			r, cerr = Check(memDevice(b), nil)
+		}()
+		found := cerr != nil || !r.Clean()
+		switch {
+		case code != 0 && !found:
+			missed++
+			t.Errorf("iteration %d (%s): e2fsck exit %d, Check found nothing:\n%s", i, strings.Join(desc, ", "), code, ckTrim(out))
+		case code == 0 && found:
+			extra++
+			what := fmt.Sprint(cerr)
+			if cerr == nil {
+				what = r.Err().Error()
+			}
+			t.Logf("iteration %d (%s): e2fsck clean, Check: %s", i, strings.Join(desc, ", "), ckTrimLine(what))
+		case code != 0:
+			both++
+		}
+	}
+	t.Logf("%d iterations: both found %d, only e2fsck %d, only Check %d", iters, both, missed, extra)
+}
+
+type ckRange struct {
+	what   string
+	off, n int
+}
+
+// ckMetadataRanges lists the byte ranges of a volume's metadata: the
+// superblock, descriptors, bitmaps, the used inode table, directory,
+// extent tree and xattr blocks.
+func ckMetadataRanges(t testing.TB, im *ckImage) []ckRange {
+	out := []ckRange{
+		{"superblock", disk.SuperblockOffset, disk.SuperblockSize},
+		{"descriptors", im.gdOff(0), int(im.sb.DescSize) * int(im.sb.InodesCount/im.sb.InodesPerGroup)},
+	}
+	groups := im.sb.InodesCount / im.sb.InodesPerGroup
+	for g := uint32(0); g < groups; g++ {
+		gd := im.gd(g)
+		out = append(out, ckRange{fmt.Sprintf("g%d block bitmap", g), int(gd.BlockBitmap()) * im.bs, im.bs},
+			ckRange{fmt.Sprintf("g%d inode bitmap", g), int(gd.InodeBitmap()) * im.bs, im.bs})
+		used := int(im.sb.InodesPerGroup - gd.ItableUnused())
+		if used > 0 {
+			out = append(out, ckRange{fmt.Sprintf("g%d inode table", g), int(gd.InodeTable()) * im.bs, used * int(im.sb.InodeSize)})
+		}
+	}
+	// Directory, tree and xattr blocks of every in-use inode, read with
+	// ext4lite itself (the volume is known good).
+	v, err := OpenDevice(memDevice(bytes.Clone(im.b)), &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ino := uint32(1); ino <= im.sb.InodesCount; ino++ {
+		in := im.inode(ino)
+		if in.LinksCount == 0 {
+			continue
+		}
+		if blk := in.FileACL(); blk != 0 {
+			out = append(out, ckRange{fmt.Sprintf("xattr block of %d", ino), int(blk) * im.bs, im.bs})
+		}
+		cin, err := v.getInode(ino)
+		if err != nil || !usesBlockData(cin) || in.Flags&disk.FlagExtents == 0 {
+			continue
+		}
+		m, err := v.loadExtents(cin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range m.tree {
+			out = append(out, ckRange{fmt.Sprintf("extent block of %d", ino), int(b) * im.bs, im.bs})
+		}
+		if cin.isDir() {
+			for _, e := range m.ext {
+				for i := 0; i < int(e.Len); i++ {
+					out = append(out, ckRange{fmt.Sprintf("dir block of %d", ino), int(e.Start+uint64(i)) * im.bs, im.bs})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func ckTrim(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 15 {
+		lines = append(lines[:15], "…")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func ckTrimLine(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
