@@ -12,10 +12,14 @@ import (
 type spool struct {
 	dir   string
 	limit int64
-	mem   []byte
+	mem   [][]byte // chunks of chunkSize (the last may be shorter)
 	f     *os.File
 	size  int64
 }
+
+// chunkSize is the unit of the in-memory spool: big trees grow by chunks
+// instead of re-copying one ever larger slice.
+const chunkSize = 4 << 20
 
 // add appends exactly n bytes read from r and returns their offset.
 func (s *spool) add(r io.Reader, n int64) (int64, error) {
@@ -24,10 +28,19 @@ func (s *spool) add(r io.Reader, n int64) (int64, error) {
 		return off, nil
 	}
 	if s.f == nil && s.size+n <= s.limit {
-		s.mem = append(s.mem, make([]byte, n)...)
-		if _, err := io.ReadFull(r, s.mem[off:off+n]); err != nil {
-			s.mem = s.mem[:off]
-			return 0, shortRead(err, n)
+		for done := int64(0); done < n; {
+			if len(s.mem) == 0 || len(s.mem[len(s.mem)-1]) == chunkSize {
+				s.mem = append(s.mem, make([]byte, 0, chunkSize))
+			}
+			last := &s.mem[len(s.mem)-1]
+			m := min(n-done, int64(chunkSize-len(*last)))
+			start := len(*last)
+			*last = (*last)[:start+int(m)]
+			if _, err := io.ReadFull(r, (*last)[start:]); err != nil {
+				s.truncateMem(off)
+				return 0, shortRead(err, n)
+			}
+			done += m
 		}
 		s.size += n
 		return off, nil
@@ -37,10 +50,12 @@ func (s *spool) add(r io.Reader, n int64) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("erofs: spooling file data: %w", err)
 		}
-		if _, err := f.Write(s.mem); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return 0, fmt.Errorf("erofs: spooling file data: %w", err)
+		for _, c := range s.mem {
+			if _, err := f.Write(c); err != nil {
+				f.Close()
+				os.Remove(f.Name())
+				return 0, fmt.Errorf("erofs: spooling file data: %w", err)
+			}
 		}
 		s.f, s.mem = f, nil
 	}
@@ -74,14 +89,29 @@ func (s *spool) ReadAt(p []byte, off int64) (int, error) {
 	if s.f != nil {
 		return s.f.ReadAt(p, off)
 	}
-	if off >= int64(len(s.mem)) {
-		return 0, io.EOF
+	n := 0
+	for n < len(p) && off < s.size {
+		c := s.mem[off/chunkSize]
+		m := copy(p[n:], c[off%chunkSize:])
+		n += m
+		off += int64(m)
 	}
-	n := copy(p, s.mem[off:])
 	if n < len(p) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// truncateMem drops in-memory data from off on (a failed add).
+func (s *spool) truncateMem(off int64) {
+	k := int((off + chunkSize - 1) / chunkSize)
+	if off%chunkSize == 0 {
+		k = int(off / chunkSize)
+	}
+	s.mem = s.mem[:k]
+	if rem := off % chunkSize; rem != 0 {
+		s.mem[k-1] = s.mem[k-1][:rem]
+	}
 }
 
 func (s *spool) close() error {
