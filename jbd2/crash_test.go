@@ -67,6 +67,20 @@ func (d *crashDev) Flush() error {
 	return nil
 }
 
+// crashRunDev also takes runs of blocks, written one by one (a crash can
+// cut a run anywhere).
+type crashRunDev struct{ *crashDev }
+
+func (d crashRunDev) WriteBlocks(n uint32, p []byte) error {
+	for off := 0; off < len(p); off += d.view.BlockSize {
+		if err := d.WriteBlock(n, p[off:off+d.view.BlockSize]); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
+}
+
 // afterCrash returns the surviving device.
 func (d *crashDev) afterCrash() *MemDevice {
 	out := d.durable.clone()
@@ -154,7 +168,11 @@ func crashScenario(t *testing.T, limit int, lossy *rand.Rand) (dev *MemDevice, h
 	if err := Format(jd, crashBS, MinBlocks, FormatOptions{UUID: [16]byte{9}, Features: KernelFeatures}); err != nil {
 		t.Fatal(err)
 	}
-	j, err := Open(jd, crashBS)
+	var jdev BlockDevice = jd
+	if lossy != nil {
+		jdev = crashRunDev{jd} // the lossy runs also exercise RunWriter
+	}
+	j, err := Open(jdev, crashBS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,14 @@ type BlockDevice interface {
 	WriteBlock(n uint32, p []byte) error
 }
 
+// RunWriter is implemented by devices that write several consecutive
+// journal blocks in one call (one pwrite instead of one per block); Commit
+// then gathers its blocks into runs of up to 1 MiB. len(p) is a multiple of
+// the block size and the run never passes the end of the journal.
+type RunWriter interface {
+	WriteBlocks(n uint32, p []byte) error
+}
+
 // Sizer is implemented by devices that know how many journal blocks they
 // hold; Open then refuses a superblock claiming more (s_maxlen), as Linux
 // refuses a journal longer than its inode.

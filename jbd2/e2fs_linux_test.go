@@ -112,6 +112,16 @@ func (d *imageDevice) WriteBlock(n uint32, p []byte) error {
 	return err
 }
 
+func (d *imageDevice) WriteBlocks(n uint32, p []byte) error {
+	for off := 0; off < len(p); off += d.bs {
+		if err := d.WriteBlock(n, p[off:off+d.bs]); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
+}
+
 func (d *imageDevice) NumBlocks() uint32 { return uint32(len(d.blocks)) }
 
 func (d *imageDevice) Flush() error { return d.f.Sync() }

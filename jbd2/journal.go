@@ -31,9 +31,11 @@ type Journal struct {
 	// Committed transactions not yet checkpointed, oldest first.
 	pending []*committedTx
 
-	now   func() time.Time
-	buf   []byte   // scratch: one metadata block, one escaped data block
-	spare [][]byte // block buffers for reuse by Tx.Log
+	now      func() time.Time
+	buf      []byte // scratch: one metadata block, one escaped data block
+	run      []byte // consecutive log blocks gathered for a RunWriter
+	runStart uint32
+	spare    [][]byte // block buffers for reuse by Tx.Log
 }
 
 // committedTx remembers where each block of a committed transaction went in

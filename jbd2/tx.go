@@ -192,6 +192,9 @@ func (tx *Tx) Commit() error {
 	if err := j.writeData(seq, tx.blocks, ct); err != nil {
 		return err
 	}
+	if err := j.flushRun(); err != nil {
+		return err
+	}
 	// The superblock must point at this transaction before its commit block
 	// can count: write it in the same batch when the log was empty.
 	sbDirty := false
@@ -215,6 +218,9 @@ func (tx *Tx) Commit() error {
 	if err := j.writeCommit(seq); err != nil {
 		return err
 	}
+	if err := j.flushRun(); err != nil {
+		return err
+	}
 	if err := flush(j.dev); err != nil {
 		return j.fail(fmt.Errorf("jbd2: flushing journal: %w", err))
 	}
@@ -231,14 +237,43 @@ func (j *Journal) ensureScratch() {
 	}
 }
 
-// writeLog writes one block at the head of the log and advances it.
+// maxRun caps the bytes gathered for one RunWriter call.
+const maxRun = 1 << 20
+
+// writeLog writes one block at the head of the log and advances it. With a
+// RunWriter device, consecutive blocks are gathered and written together by
+// flushRun.
 func (j *Journal) writeLog(p []byte) (uint32, error) {
 	b := j.head
-	if err := j.dev.WriteBlock(b, p); err != nil {
+	if _, ok := j.dev.(RunWriter); ok {
+		if len(j.run) > 0 && (b != j.runStart+uint32(len(j.run)/j.bs) || len(j.run)+len(p) > maxRun) {
+			if err := j.flushRun(); err != nil {
+				return 0, err
+			}
+		}
+		if len(j.run) == 0 {
+			j.runStart = b
+		}
+		j.run = append(j.run, p...)
+	} else if err := j.dev.WriteBlock(b, p); err != nil {
 		return 0, j.fail(fmt.Errorf("jbd2: writing journal block %d: %w", b, err))
 	}
 	j.head = j.next(b)
 	return b, nil
+}
+
+// flushRun writes the gathered blocks (not a device flush).
+func (j *Journal) flushRun() error {
+	if len(j.run) == 0 {
+		return nil
+	}
+	err := j.dev.(RunWriter).WriteBlocks(j.runStart, j.run)
+	n := len(j.run) / j.bs
+	j.run = j.run[:0]
+	if err != nil {
+		return j.fail(fmt.Errorf("jbd2: writing journal blocks %d-%d: %w", j.runStart, j.runStart+uint32(n)-1, err))
+	}
+	return nil
 }
 
 func (j *Journal) writeRevokes(seq uint32, revoked []uint64) error {
