@@ -10,7 +10,8 @@
 # benchmark BenchmarkClone.
 #
 # usage: sudo bench/clone.sh [RUNS]   (default 50; uses hyperfine if
-# installed, else a date +%s%N loop; needs xfsprogs, go, ~2.5 GiB in /var/tmp)
+# installed and NO_HYPERFINE is unset, else a date +%s%N loop; needs
+# xfsprogs, go, python3 for the ratios, ~3.5 GiB in /var/tmp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
@@ -53,7 +54,7 @@ done
 ep=$mnt/ep.ext4
 echo
 echo "== clone latency, $runs runs each (each run: a fresh DST; rm not timed)"
-if command -v hyperfine >/dev/null; then
+if [ -z "${NO_HYPERFINE:-}" ] && command -v hyperfine >/dev/null; then
 	hyperfine -N --warmup 3 --runs "$runs" --prepare "rm -f $ep" \
 		--export-json "$work/clone.json" --export-markdown "$work/clone.md" \
 		-n "gvx-vol clone 16G-1ext" "$gvx clone -q $g16one $ep" \
@@ -80,7 +81,7 @@ for p in ("gvx-vol clone ", "gvx-vol clone --no-sync ", "cp --reflink=always "):
         print(f"{p + g:40} / 1G-dense: median ratio {a['median'] / b['median']:.2f}, min ratio {a['min'] / b['min']:.2f}")
 PY
 else
-	echo "(hyperfine not installed: date +%s%N loop; median / mean / min in ms)"
+	echo "(without hyperfine: a date +%s%N loop; median / mean / min in ms)"
 	measure() {
 		local name=$1
 		shift
@@ -101,17 +102,20 @@ else
 fi
 
 echo
-echo "== what a silent full copy would cost (16G-64ext: copies its 1 GiB of data), 1 run each"
-echo "   (both made durable: gvx-vol fsyncs itself, cp is followed by sync FILE)"
-for cmd in "$gvx clone -q --reflink=never $g16 $ep" "cp --reflink=never $g16 $ep"; do
-	rm -f "$ep"
-	sync
-	t0=$(date +%s%N)
-	$cmd
-	sync "$ep"
-	t1=$(date +%s%N)
-	printf '%-56s %8.0f ms, allocated %s\n' "$(echo "$cmd" | sed "s#$mnt/##g; s#$work/##")" \
-		"$(((t1 - t0) / 1000000))" "$(du -h "$ep" | cut -f1)"
+echo "== what a silent full copy would cost (16G-64ext: copies its 1 GiB of data)"
+echo "   (both made durable: gvx-vol fsyncs itself, cp is followed by sync FILE;"
+echo "   3 alternating rounds, so one burst of other I/O does not decide it)"
+for round in 1 2 3; do
+	for cmd in "$gvx clone -q --reflink=never $g16 $ep" "cp --reflink=never $g16 $ep"; do
+		rm -f "$ep"
+		sync
+		t0=$(date +%s%N)
+		$cmd
+		sync "$ep"
+		t1=$(date +%s%N)
+		printf 'round %d: %-56s %6d ms, allocated %s\n' "$round" "$(echo "$cmd" | sed "s#$mnt/##g; s#$work/##")" \
+			"$(((t1 - t0) / 1000000))" "$(du -h "$ep" | cut -f1)"
+	done
 done
 rm -f "$ep"
 
