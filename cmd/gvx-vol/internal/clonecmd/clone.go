@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -164,6 +165,10 @@ func run(c *cli.Context) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// maxCount bounds --count: far more episodes than a host runs, far fewer
+// names than would strain memory.
+const maxCount = 1 << 20
+
 // intVerb is one printf verb for an integer, as in ep-%04d.ext4.
 var intVerb = regexp.MustCompile(`%[-+ 0#]*[0-9]*d`)
 
@@ -184,8 +189,8 @@ func destinations(c *cli.Context, src, dst string) ([]string, error) {
 		return []string{dst}, nil
 	}
 	n, first := c.Int("count"), c.Int("start")
-	if n < 1 || first < 0 {
-		return nil, cliutil.Usage(c, "--count must be at least 1 and --start at least 0")
+	if n < 1 || n > maxCount || first < 0 || first > math.MaxInt32 {
+		return nil, cliutil.Usage(c, "--count must be 1..%d and --start 0..%d", maxCount, math.MaxInt32)
 	}
 	if len(verbs) != 1 || strings.Count(pattern, "%") != 1 {
 		return nil, cliutil.Usage(c, "with --count, DST must hold exactly one integer verb such as %%04d (got %q)", dst)

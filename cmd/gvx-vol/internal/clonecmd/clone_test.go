@@ -134,6 +134,7 @@ func TestUsageErrors(t *testing.T) {
 		{"clone", "--count", "2", golden, filepath.Join(dir, "ep-%d-%d")},
 		{"clone", "--count", "2", golden, filepath.Join(dir, "ep-%s")},
 		{"clone", "--count", "0", golden, filepath.Join(dir, "ep-%d")},
+		{"clone", "--count", "1000000000000", golden, filepath.Join(dir, "ep-%d")},
 		{"clone", "--start", "2", golden, filepath.Join(dir, "ep")},
 		{"clone", "--probe"},
 	} {
