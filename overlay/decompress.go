@@ -60,7 +60,7 @@ func Detect(br *bufio.Reader) Compression {
 // zstd decoder's window is capped at 128 MiB so a hostile frame cannot ask
 // for more memory. The returned closer releases decoder resources.
 func Decompress(r io.Reader) (io.ReadCloser, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, 16<<10)
 	switch c := Detect(br); c {
 	case Gzip:
 		zr, err := gzip.NewReader(br)

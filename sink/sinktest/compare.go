@@ -277,7 +277,7 @@ func (c *comparer) content(p string) error {
 		return fmt.Errorf("sinktest: compare: tree b: %w", err)
 	}
 	defer rb.Close()
-	ba, bb := make([]byte, 256<<10), make([]byte, 256<<10)
+	ba, bb := make([]byte, 32<<10), make([]byte, 32<<10)
 	var off int64
 	for {
 		na, ea := io.ReadFull(ra, ba)
