@@ -1,0 +1,25 @@
+package image
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// DefaultCacheDir returns where the image cache lives when no directory is
+// given: $GVX_CACHE if set; /var/cache/gvx for root on Unix; else the
+// user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on
+// Linux, ~/Library/Caches on macOS, %LocalAppData% on Windows) plus "gvx".
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("GVX_CACHE"); d != "" {
+		return d, nil
+	}
+	if runtime.GOOS != "windows" && os.Geteuid() == 0 {
+		return "/var/cache/gvx", nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "gvx"), nil
+}
