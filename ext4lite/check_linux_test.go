@@ -2,6 +2,7 @@ package ext4lite
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink/hostdir"
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -241,7 +242,10 @@ func TestCheckRandomCorruption(t *testing.T) {
 	}
 	base := ckCorruptBase(t)
 	im0 := ckLoad(t, base)
-	targets := ckMetadataRanges(t, im0)
+	targets, err := ckMetadataRanges(im0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(2026, 11))
 	p := filepath.Join(t.TempDir(), "fuzzed.ext4")
 	var missed, extra, both int
@@ -296,65 +300,6 @@ func TestCheckRandomCorruption(t *testing.T) {
 	t.Logf("%d iterations: both found %d, only e2fsck %d, only Check %d", iters, both, missed, extra)
 }
 
-type ckRange struct {
-	what   string
-	off, n int
-}
-
-// ckMetadataRanges lists the byte ranges of a volume's metadata: the
-// superblock, descriptors, bitmaps, the used inode table, directory,
-// extent tree and xattr blocks.
-func ckMetadataRanges(t testing.TB, im *ckImage) []ckRange {
-	out := []ckRange{
-		{"superblock", disk.SuperblockOffset, disk.SuperblockSize},
-		{"descriptors", im.gdOff(0), int(im.sb.DescSize) * int(im.sb.InodesCount/im.sb.InodesPerGroup)},
-	}
-	groups := im.sb.InodesCount / im.sb.InodesPerGroup
-	for g := uint32(0); g < groups; g++ {
-		gd := im.gd(g)
-		out = append(out, ckRange{fmt.Sprintf("g%d block bitmap", g), int(gd.BlockBitmap()) * im.bs, im.bs},
-			ckRange{fmt.Sprintf("g%d inode bitmap", g), int(gd.InodeBitmap()) * im.bs, im.bs})
-		used := int(im.sb.InodesPerGroup - gd.ItableUnused())
-		if used > 0 {
-			out = append(out, ckRange{fmt.Sprintf("g%d inode table", g), int(gd.InodeTable()) * im.bs, used * int(im.sb.InodeSize)})
-		}
-	}
-	// Directory, tree and xattr blocks of every in-use inode, read with
-	// ext4lite itself (the volume is known good).
-	v, err := OpenDevice(memDevice(bytes.Clone(im.b)), &Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ino := uint32(1); ino <= im.sb.InodesCount; ino++ {
-		in := im.inode(ino)
-		if in.LinksCount == 0 {
-			continue
-		}
-		if blk := in.FileACL(); blk != 0 {
-			out = append(out, ckRange{fmt.Sprintf("xattr block of %d", ino), int(blk) * im.bs, im.bs})
-		}
-		cin, err := v.getInode(ino)
-		if err != nil || !usesBlockData(cin) || in.Flags&disk.FlagExtents == 0 {
-			continue
-		}
-		m, err := v.loadExtents(cin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range m.tree {
-			out = append(out, ckRange{fmt.Sprintf("extent block of %d", ino), int(b) * im.bs, im.bs})
-		}
-		if cin.isDir() {
-			for _, e := range m.ext {
-				for i := 0; i < int(e.Len); i++ {
-					out = append(out, ckRange{fmt.Sprintf("dir block of %d", ino), int(e.Start+uint64(i)) * im.bs, im.bs})
-				}
-			}
-		}
-	}
-	return out
-}
-
 func ckTrim(s string) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > 15 {
@@ -368,4 +313,65 @@ func ckTrimLine(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// TestFuzzSeedRegen rewrites FuzzOpen's seed images in testdata/ when
+// GVX_REGEN_SEEDS is set; each must pass e2fsck -fn.
+func TestFuzzSeedRegen(t *testing.T) {
+	if os.Getenv("GVX_REGEN_SEEDS") == "" {
+		t.Skip("set GVX_REGEN_SEEDS=1 to regenerate testdata/seed-*.img.gz")
+	}
+	for _, n := range fuzzSeedNames {
+		bs := 1024
+		if strings.HasSuffix(n, "4k") {
+			bs = 4096
+		}
+		var img []byte
+		if strings.HasPrefix(n, "mkfs") {
+			dir := t.TempDir()
+			if err := fuzzSmallTree(hostdir.New(dir), bs); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(t.TempDir(), "img")
+			out, err := exec.Command("mkfs.ext4", "-F", "-q", "-b", strconv.Itoa(bs), "-N", "256", "-O", "^has_journal",
+				"-U", "6776782d-7365-6564-0000-000000000001", "-E", "hash_seed=6776782d-7365-6564-0000-000000000002",
+				"-d", dir, p, "2M").CombinedOutput()
+			if err != nil {
+				t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+			}
+			if img, err = os.ReadFile(p); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			uuid := [16]byte{0x67, 0x76, 0x78, 0x2d, 0x66, 0x75, 0x7a, 0x7a}
+			dev := memDevice(make([]byte, 2<<20))
+			v, err := Format(dev, int64(len(dev)), &CreateOptions{BlockSize: bs, UUID: &uuid,
+				Time: time.Unix(1700000000, 0), InodeRatio: 64 << 20, Inodes: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fuzzSmallTree(v, bs); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Close(); err != nil {
+				t.Fatal(err)
+			}
+			img = dev
+		}
+		p := filepath.Join(t.TempDir(), "check.img")
+		if err := os.WriteFile(p, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := ckE2fsck(t, p); code != 0 {
+			t.Fatalf("%s: e2fsck exit %d\n%s", n, code, out)
+		}
+		var buf bytes.Buffer
+		z, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		z.Write(img)
+		z.Close()
+		if err := os.WriteFile(filepath.Join("testdata", "seed-"+n+".img.gz"), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes, %d compressed", n, len(img), buf.Len())
+	}
 }
