@@ -124,13 +124,35 @@ func (pp parent) setMeta(op string, h *sink.Header, replaceXattrs bool) error {
 	if err := unix.Fchownat(pp.fd, pp.name, int(h.UID), int(h.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return wrap(op, h.Path, fmt.Errorf("chown %d:%d: %w", h.UID, h.GID, err))
 	}
-	if typ != sink.TypeSymlink { // Linux symlinks have no permission bits
-		if err := unix.Fchmodat(pp.fd, pp.name, h.Mode&sink.ModePerm, 0); err != nil {
-			return wrap(op, h.Path, fmt.Errorf("chmod %04o: %w", h.Mode&sink.ModePerm, err))
+	perm := h.Mode & sink.ModePerm
+	chmod := func(m uint32) error {
+		if typ == sink.TypeSymlink { // Linux symlinks have no permission bits
+			return nil
 		}
+		if err := unix.Fchmodat(pp.fd, pp.name, m, 0); err != nil {
+			return wrap(op, h.Path, fmt.Errorf("chmod %04o: %w", m, err))
+		}
+		return nil
 	}
-	if err := pp.setXattrs(h.Xattrs, replaceXattrs); err != nil {
-		return wrap(op, h.Path, err)
+	// Without CAP_FOWNER, user.* xattrs need write permission: set them
+	// while the owner may write, then apply the exact mode.
+	xattrs := len(h.Xattrs) > 0 || replaceXattrs
+	if xattrs && perm&0o200 == 0 {
+		if err := chmod(perm | 0o200); err != nil {
+			return err
+		}
+	} else if err := chmod(perm); err != nil {
+		return err
+	}
+	if xattrs {
+		if err := pp.setXattrs(h.Xattrs, replaceXattrs); err != nil {
+			return wrap(op, h.Path, err)
+		}
+		if perm&0o200 == 0 {
+			if err := chmod(perm); err != nil {
+				return err
+			}
+		}
 	}
 	if err := unix.UtimesNanoAt(pp.fd, pp.name, timespecs(h), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return wrap(op, h.Path, fmt.Errorf("utimensat: %w", err))

@@ -1,10 +1,13 @@
 package hostdir
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -15,9 +18,59 @@ import (
 
 func TestConformance(t *testing.T) {
 	sinktest.Conformance(t, func() (sink.Sink, sink.Source) {
-		d := New(t.TempDir())
+		dir := t.TempDir()
+		if os.Getenv(unprivEnv) != "" {
+			// t.TempDir's parent is root's: make our own, ours.
+			var err error
+			if dir, err = os.MkdirTemp(os.Getenv(unprivEnv), "c"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := New(dir)
 		return d, d
 	})
+}
+
+const unprivEnv = "GVX_HOSTDIR_UNPRIV_TMP"
+
+// TestConformanceUnprivileged re-runs the conformance suite as uid 65534,
+// which is how gvx runs in production: the privileged parts must fail with
+// fs.ErrPermission (and be skipped), the rest must still hold.
+func TestConformanceUnprivileged(t *testing.T) {
+	if os.Getenv(unprivEnv) != "" {
+		t.Skip("already unprivileged")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user (already unprivileged: TestConformance covers it)")
+	}
+	tmp := t.TempDir()
+	if err := os.Chown(tmp, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(tmp), 0o755)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The go build directory is private to root: run a copy.
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(tmp, "hostdir.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestConformance$", "-test.v")
+	cmd.Env = append(os.Environ(), unprivEnv+"="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("conformance as uid 65534: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("refuses privileged features")) || !bytes.Contains(out, []byte("--- PASS: TestConformance")) {
+		t.Fatalf("unprivileged run did not take the unprivileged path:\n%s", out)
+	}
 }
 
 // TestHolesStayHoles checks with the kernel's block counts that all-zero

@@ -362,12 +362,13 @@ func (c *conf) removeAll(t *testing.T) {
 	p := "a"
 	for i := 0; i < 5; i++ {
 		h := c.hdr(p, sink.TypeDir|0o755)
-		if i == 4 {
-			h.Mode = sink.TypeDir | 0o500 // read-only dir: still removable
-		}
 		must(t, "Mkdir", s.Mkdir(h))
 		for _, n := range []string{"x", "y"} {
 			must(t, "WriteFile", s.WriteFile(c.hdr(p+"/"+n, sink.TypeReg|0o444), bytes.NewReader(nil)))
+		}
+		if i == 4 {
+			h.Mode = sink.TypeDir | 0o500 // read-only dir: still removable
+			must(t, "Mkdir read-only", s.Mkdir(h))
 		}
 		p += "/b"
 	}

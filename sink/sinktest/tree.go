@@ -51,11 +51,35 @@ func (g *treeGen) owner(h *sink.Header, uid, gid uint32) {
 }
 
 func (g *treeGen) mkdir(h *sink.Header) error {
-	if err := g.s.Mkdir(h); err != nil {
+	g.fix(h)
+	// Writable first, so children can be made without privilege; exact
+	// metadata in finish.
+	tmp := *h
+	tmp.Mode |= 0o700
+	if err := g.s.Mkdir(&tmp); err != nil {
 		return fmt.Errorf("sinktest: mkdir %q: %w", h.Path, err)
 	}
 	g.dirs = append(g.dirs, h)
 	return nil
+}
+
+// fix keeps an unprivileged tree readable by its owner, so it can be
+// compared: files u+r, directories u+rx.
+func (g *treeGen) fix(h *sink.Header) {
+	if !g.o.Unprivileged {
+		return
+	}
+	switch h.Type() {
+	case sink.TypeReg:
+		h.Mode |= 0o400
+	case sink.TypeDir:
+		h.Mode |= 0o500
+	}
+}
+
+func (g *treeGen) writeFile(h *sink.Header, r io.Reader) error {
+	g.fix(h)
+	return g.s.WriteFile(h, r)
 }
 
 // finish re-applies directory metadata, deepest first.
@@ -125,7 +149,7 @@ func RandomTree(s sink.Sink, rng *rand.Rand, o TreeOptions) error {
 			g.xattrs(h)
 			data := g.content()
 			h.Size = int64(len(data))
-			err = s.WriteFile(h, bytes.NewReader(data))
+			err = g.writeFile(h, bytes.NewReader(data))
 			linkable = append(linkable, p)
 		case k < 72:
 			h.Mode = sink.TypeSymlink | 0o777
@@ -308,7 +332,7 @@ func EdgeTree(s sink.Sink, o TreeOptions) error {
 		if mod != nil {
 			mod(h)
 		}
-		e.do(s.WriteFile(h, bytes.NewReader(data)))
+		e.do(g.writeFile(h, bytes.NewReader(data)))
 	}
 	node := func(p string, typ, maj, min uint32) {
 		h := &sink.Header{Path: p, Mode: typ | 0o644, Devmajor: maj, Devminor: min, Mtime: t0, Atime: t0}
@@ -453,7 +477,7 @@ func EdgeTree(s sink.Sink, o TreeOptions) error {
 		const size = 5<<30 + 3*BlockSize + 17
 		h := &sink.Header{Path: "sparse/past-5GiB", Mode: sink.TypeReg | 0o644, Size: size, Mtime: t0}
 		g.owner(h, 0, 0)
-		e.do(s.WriteFile(h, &tailReader{size: size, dataFrom: 5<<30 + BlockSize}))
+		e.do(g.writeFile(h, &tailReader{size: size, dataFrom: 5<<30 + BlockSize}))
 	}
 	if e.err != nil {
 		return e.err
