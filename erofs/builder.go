@@ -24,8 +24,11 @@ const (
 	// (FLAT_INLINE) and xattrs, inline and shared. For the kernel and
 	// erofs-utils.
 	ProfileFull Profile = iota
-	// ProfileRuntime writes what gVisor's Sentry mounts: FLAT_PLAIN data
-	// only, no inline tails, no xattrs. Dropped xattrs are listed in the
+	// ProfileRuntime writes what gVisor's Sentry mounts: regular files
+	// FLAT_PLAIN (the Sentry mmaps them straight from the image), no
+	// xattrs. Directories and symlinks keep inline tails, which gVisor's
+	// reader handles (as mkfs.erofs -E noinline_data does; it saves a block
+	// per small directory and symlink). Dropped xattrs are listed in the
 	// Report's Warnings, never silently lost.
 	ProfileRuntime
 )

@@ -23,8 +23,10 @@
 // (sorted entries and xattrs, no time of day; the epoch comes from
 // Options or from the tree).
 //
-// ProfileRuntime writes what gVisor accepts: FLAT_PLAIN only and no
-// xattrs. Whatever it drops is listed in Report().Warnings.
+// ProfileRuntime writes what gVisor's Sentry mounts: no xattrs, and
+// regular files FLAT_PLAIN so the Sentry can mmap them from the image
+// (directories and symlinks stay tail-packed; gVisor reads those). Whatever
+// it drops is listed in Report().Warnings.
 //
 // Open reads an image (ours or mkfs.erofs's, uncompressed) from an
 // io.ReaderAt as a sink.Source. It trusts nothing: the superblock is

@@ -41,6 +41,43 @@ type dirent struct {
 	n    *inode
 }
 
+// gap is free metadata space [off, end) inside one block.
+type gap struct{ off, end int64 }
+
+const maxGaps = 256
+
+func alignSlot(n int64) int64 { return (n + disk.SlotSize - 1) &^ (disk.SlotSize - 1) }
+
+// takeGap places size bytes in the first gap that holds them.
+func takeGap(gaps []gap, size int64) (int64, bool) {
+	for i := range gaps {
+		g := &gaps[i]
+		if g.end-g.off >= size {
+			off := g.off
+			g.off = alignSlot(off + size)
+			return off, true
+		}
+	}
+	return 0, false
+}
+
+// addGap records a gap, dropping used-up ones and, past maxGaps, the
+// smallest, so placement stays cheap.
+func addGap(gaps []gap, g gap) []gap {
+	gaps = slices.DeleteFunc(gaps, func(x gap) bool { return x.end-x.off < disk.SlotSize })
+	gaps = append(gaps, g)
+	if len(gaps) > maxGaps {
+		i := 0
+		for j := range gaps {
+			if gaps[j].end-gaps[j].off < gaps[i].end-gaps[i].off {
+				i = j
+			}
+		}
+		gaps = slices.Delete(gaps, i, i+1)
+	}
+	return gaps
+}
+
 // plan is the whole image's geometry.
 type plan struct {
 	inodes     []*inode // in nid order; inodes[0] is the root
@@ -214,9 +251,17 @@ func (b *Builder) plan() (*plan, error) {
 				return nil, fmt.Errorf("%w: %d bytes of xattrs on one inode (EROFS holds %d)", ErrUnsupported, l.xsize, disk.XattrIbodySize(disk.XattrIbodyMaxIcount))
 			}
 		}
-		if t := int(l.size % disk.BlockSize); full && t != 0 {
+		// Tails are packed after the inode, except regular files' in the
+		// runtime profile: the Sentry maps those straight from the image
+		// (Inode.DataOffset), which only FLAT_PLAIN allows. Its directory
+		// and symlink readers take inline data, as the kernel's do.
+		if t := int(l.size % disk.BlockSize); t != 0 {
 			switch n.mode & sink.TypeMask {
-			case sink.TypeReg, sink.TypeDir, sink.TypeSymlink:
+			case sink.TypeReg:
+				if full {
+					l.tail = t
+				}
+			case sink.TypeDir, sink.TypeSymlink:
 				l.tail = t
 			}
 		}
@@ -225,25 +270,33 @@ func (b *Builder) plan() (*plan, error) {
 	// Metadata: inodes from just past the superblock, 32-byte aligned. An
 	// inode with inline data keeps inode, xattrs and tail in one block
 	// (what the kernel and gVisor require of the tail); when it would
-	// straddle, it moves to the next block, or gives up inlining if it
-	// cannot fit a block at all.
+	// straddle, it starts the next block, or gives up inlining if it cannot
+	// fit a block at all. The gap it leaves is filled first-fit by later
+	// inodes, so the padding costs little.
 	cur := int64(disk.SuperOffset + disk.SuperSize)
+	var gaps []gap
 	for _, n := range p.inodes {
 		l := &n.l
-		cur = (cur + disk.SlotSize - 1) &^ (disk.SlotSize - 1)
-		base := int64(disk.InodeCompactSize + l.xsize)
+		size := int64(disk.InodeCompactSize + l.xsize)
 		if l.extended {
-			base = int64(disk.InodeExtendedSize + l.xsize)
+			size = int64(disk.InodeExtendedSize + l.xsize)
 		}
-		if l.tail > 0 && cur%disk.BlockSize+base+int64(l.tail) > disk.BlockSize {
-			if base+int64(l.tail) <= disk.BlockSize {
-				cur = (cur + disk.BlockSize - 1) &^ (disk.BlockSize - 1)
-			} else {
-				l.tail = 0
+		if l.tail > 0 && size+int64(l.tail) > disk.BlockSize {
+			l.tail = 0
+		}
+		size += int64(l.tail)
+		off, ok := takeGap(gaps, size)
+		if !ok {
+			cur = alignSlot(cur)
+			if l.tail > 0 && cur%disk.BlockSize+size > disk.BlockSize {
+				next := (cur + disk.BlockSize - 1) &^ (disk.BlockSize - 1)
+				gaps = addGap(gaps, gap{cur, next})
+				cur = next
 			}
+			off = cur
+			cur += size
 		}
-		l.nid = uint64(cur >> disk.SlotBits)
-		cur += base + int64(l.tail)
+		l.nid = uint64(off >> disk.SlotBits)
 	}
 	if p.inodes[0].l.nid > 0xffff {
 		panic("erofs: root nid beyond 16 bits") // the root is laid out first

@@ -101,6 +101,11 @@ func TestGvisorReadsRuntimeProfile(t *testing.T) {
 			if int64(in.Size()) != want.Size {
 				t.Errorf("%s: gVisor size %d, want %d", p, in.Size(), want.Size)
 			}
+			// The Sentry mmaps regular files from the image: only a
+			// FLAT_PLAIN inode gives it an offset.
+			if _, err := in.DataOffset(); err != nil && in.Size() > 0 {
+				t.Errorf("%s: gVisor cannot map it: %v", p, err)
+			}
 			ranges, err := in.DataRanges()
 			if err != nil {
 				t.Fatalf("%s: gVisor DataRanges: %v", p, err)
