@@ -81,8 +81,32 @@ func findZero(bm []byte, from, n uint32) (uint32, bool) {
 	return 0, false
 }
 
-// freeBlocks returns n blocks starting at blk to the free pool.
+// freeBlocks returns n blocks starting at blk to the free pool: at the
+// next commit when journaling (see journal.go), else now.
 func (v *FS) freeBlocks(blk uint64, n uint64) error {
+	if v.deferFree {
+		if blk < v.firstDataBlock || blk+n > v.blocksCount {
+			return corruptf(-1, 0, "freeing blocks %d+%d outside the filesystem", blk, n)
+		}
+		v.pendingFree = append(v.pendingFree, [2]uint64{blk, n})
+		return nil
+	}
+	return v.releaseBlocks(blk, n)
+}
+
+// applyPendingFrees releases the blocks freed since the last commit.
+func (v *FS) applyPendingFrees() error {
+	for _, r := range v.pendingFree {
+		if err := v.releaseBlocks(r[0], r[1]); err != nil {
+			return err
+		}
+	}
+	v.pendingFree = v.pendingFree[:0]
+	return nil
+}
+
+// releaseBlocks clears n blocks starting at blk in the bitmaps.
+func (v *FS) releaseBlocks(blk uint64, n uint64) error {
 	for n > 0 {
 		if blk < v.firstDataBlock || blk >= v.blocksCount {
 			return corruptf(-1, 0, "freeing block %d outside the filesystem", blk)

@@ -274,7 +274,7 @@ func (v *FS) writeDirBlocks(in *inode, blocks [][]byte) error {
 		phys, run, uninit, ok := m.lookup(i)
 		if ok && !uninit {
 			for j := uint32(0); j < run && i < n; j++ {
-				if err := v.writeBlock(phys+uint64(j), blocks[i]); err != nil {
+				if err := v.metaWriteBlock(phys+uint64(j), blocks[i]); err != nil {
 					return err
 				}
 				i++
@@ -292,7 +292,7 @@ func (v *FS) writeDirBlocks(in *inode, blocks [][]byte) error {
 		}
 		m.insert(i, start, uint32(got))
 		for j := 0; j < got; j++ {
-			if err := v.writeBlock(start+uint64(j), blocks[i]); err != nil {
+			if err := v.metaWriteBlock(start+uint64(j), blocks[i]); err != nil {
 				return err
 			}
 			i++

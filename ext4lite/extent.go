@@ -248,7 +248,7 @@ func (v *FS) storeExtents(in *inode) error {
 			off := disk.ExtentTailOffset(perBlock)
 			b[off], b[off+1], b[off+2], b[off+3] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
 		}
-		return node{first, blk}, v.writeBlock(blk, b)
+		return node{first, blk}, v.metaWriteBlock(blk, b)
 	}
 	for i := 0; i < len(m.ext); i += perBlock {
 		chunk := m.ext[i:min(i+perBlock, len(m.ext))]

@@ -45,5 +45,11 @@ func (v *FS) flushMetadata() error {
 			return err
 		}
 	}
-	return v.flushGroups()
+	if err := v.applyPendingFrees(); err != nil {
+		return err
+	}
+	if err := v.flushGroups(); err != nil {
+		return err
+	}
+	return v.commitMeta()
 }

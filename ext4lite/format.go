@@ -218,7 +218,7 @@ func format(dev Device, size int64, o *CreateOptions) (*FS, error) {
 		return nil, fmt.Errorf("journal of %d blocks is below the minimum of %d", journal, jbd2.MinBlocks)
 	}
 
-	v := &FS{dev: dev, opts: o.Options, inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}}
+	v := &FS{dev: dev, opts: o.Options, inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}, meta: map[uint64][]byte{}}
 	v.opts.ReadOnly = false
 	raw := sb.Encode()
 	if err := v.loadSuperblock(sb, raw); err != nil {
@@ -250,7 +250,7 @@ func format(dev Device, size int64, o *CreateOptions) (*FS, error) {
 		return nil, err
 	}
 	v.sb.State &^= disk.StateValid // in use until Close
-	if err := v.writeSuperblock(); err != nil {
+	if err := v.openJournal(); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -385,38 +385,4 @@ func (v *FS) makeJournal(n uint32, now time.Time) error {
 	v.sb.JnlBlocks[15] = in.d.SizeHigh
 	v.sb.JnlBlocks[16] = in.d.SizeLo
 	return nil
-}
-
-// journalDev addresses the journal inode's blocks for jbd2.
-type journalDev struct {
-	v  *FS
-	in *inode
-}
-
-func (j *journalDev) phys(n uint32) (uint64, error) {
-	m, err := j.v.loadExtents(j.in)
-	if err != nil {
-		return 0, err
-	}
-	p, _, uninit, ok := m.lookup(n)
-	if !ok || uninit {
-		return 0, corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
-	}
-	return p, nil
-}
-
-func (j *journalDev) ReadBlock(n uint32, p []byte) error {
-	b, err := j.phys(n)
-	if err != nil {
-		return err
-	}
-	return j.v.readBlock(b, p)
-}
-
-func (j *journalDev) WriteBlock(n uint32, p []byte) error {
-	b, err := j.phys(n)
-	if err != nil {
-		return err
-	}
-	return j.v.writeBlock(b, p)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/jbd2"
 )
 
 // Features ext4lite reads and writes. A volume with any other incompat
@@ -46,8 +47,14 @@ type FS struct {
 	hashSeed       [4]uint32
 
 	groups []*group
-	inodes map[uint32]*inode
-	dirs   map[uint32]*dir
+	meta   map[uint64][]byte // staged metadata blocks (see device.go)
+
+	journal     *jbd2.Journal // nil without a journal
+	deferFree   bool          // hold freed blocks until the next commit
+	pendingFree [][2]uint64
+	opCount     int
+	inodes      map[uint32]*inode
+	dirs        map[uint32]*dir
 
 	buf         []byte // copy buffer for WriteFile
 	allocCursor uint64 // next block to try when no better goal is known
@@ -81,7 +88,7 @@ func Open(path string, opts *Options) (*FS, error) {
 func OpenDevice(dev Device, opts *Options) (*FS, error) {
 	o := opts.orDefault()
 	v := &FS{dev: dev, readOnly: o.ReadOnly, opts: o,
-		inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}}
+		inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}, meta: map[uint64][]byte{}}
 	buf := make([]byte, disk.SuperblockSize)
 	if n, err := dev.ReadAt(buf, disk.SuperblockOffset); n != len(buf) {
 		if err == nil || errors.Is(err, io.EOF) {
@@ -102,17 +109,15 @@ func OpenDevice(dev Device, opts *Options) (*FS, error) {
 	if err := v.loadGroupDescs(); err != nil {
 		return nil, err
 	}
-	if sb.FeatureIncompat&disk.IncompatRecover != 0 {
-		// Replaying the journal comes with jbd2; until then a volume that
-		// needs recovery is only readable, never silently written.
-		if !v.readOnly {
-			return nil, fmt.Errorf("%w: the volume's journal needs recovery (needs_recovery); run e2fsck -fy on it first", ErrUnsupported)
+	v.cleanAtOpen = v.sb.State&disk.StateValid != 0 && v.sb.FeatureIncompat&disk.IncompatRecover == 0
+	if v.sb.FeatureIncompat&disk.IncompatRecover != 0 {
+		if err := v.recover(); err != nil {
+			return nil, err
 		}
 	}
-	v.cleanAtOpen = v.sb.State&disk.StateValid != 0
 	if !v.readOnly {
 		v.sb.State &^= disk.StateValid
-		if err := v.writeSuperblock(); err != nil {
+		if err := v.openJournal(); err != nil {
 			return nil, err
 		}
 	}
@@ -206,11 +211,6 @@ func (v *FS) loadSuperblock(sb *disk.Superblock, raw []byte) error {
 	return nil
 }
 
-// writeSuperblock writes the primary superblock.
-func (v *FS) writeSuperblock() error {
-	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
-}
-
 // Sync writes every pending change to the device and flushes it.
 func (v *FS) Sync() error {
 	v.mu.Lock()
@@ -225,13 +225,7 @@ func (v *FS) syncLocked() error {
 	if v.readOnly {
 		return nil
 	}
-	if err := v.flushMetadata(); err != nil {
-		return err
-	}
-	if s, ok := v.dev.(syncer); ok {
-		return s.Sync()
-	}
-	return nil
+	return v.flushMetadata()
 }
 
 // Close writes pending changes, marks the volume clean and closes it.
@@ -243,16 +237,19 @@ func (v *FS) Close() error {
 	}
 	var err error
 	if !v.readOnly {
+		// The last transaction, then the clean state written home directly:
+		// the log is empty, nothing needs recovery.
+		v.sb.State |= disk.StateValid
 		err = v.flushMetadata()
 		if err == nil {
-			v.sb.State |= disk.StateValid
-			err = v.writeSuperblock()
+			v.sb.FeatureIncompat &^= disk.IncompatRecover
+			err = v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
 		}
 		if err == nil {
 			err = v.writeBackupSuperblocks()
 		}
-		if s, ok := v.dev.(syncer); ok && err == nil {
-			err = s.Sync()
+		if err == nil {
+			err = v.syncDevice()
 		}
 	}
 	v.closed = true

@@ -158,14 +158,14 @@ func (v *FS) flushGroups() error {
 	gdtDirty := false
 	for g, gr := range v.groups {
 		if gr.bbDirty {
-			if err := v.writeBlock(gr.desc.BlockBitmap(), gr.blockBitmap); err != nil {
+			if err := v.metaWriteBlock(gr.desc.BlockBitmap(), gr.blockBitmap); err != nil {
 				return err
 			}
 			gr.desc.Flags &^= disk.BGBlockUninit
 			gr.bbDirty, gr.descDirty = false, true
 		}
 		if gr.ibDirty {
-			if err := v.writeBlock(gr.desc.InodeBitmap(), gr.inodeBitmap); err != nil {
+			if err := v.metaWriteBlock(gr.desc.InodeBitmap(), gr.inodeBitmap); err != nil {
 				return err
 			}
 			gr.desc.Flags &^= disk.BGInodeUninit
@@ -180,13 +180,13 @@ func (v *FS) flushGroups() error {
 		freeInodes += gr.desc.FreeInodes()
 	}
 	if gdtDirty {
-		if err := v.writeGroupDescs(v.firstDataBlock + 1); err != nil {
+		if err := v.metaWriteAt(v.encodeGroupDescs(), int64(v.firstDataBlock+1)*int64(v.bs)); err != nil {
 			return err
 		}
 	}
 	v.sb.SetFreeBlocksCount(freeBlocks)
 	v.sb.FreeInodesCount = freeInodes
-	return v.writeSuperblock()
+	return v.metaWriteAt(v.sb.Encode(), disk.SuperblockOffset)
 }
 
 // setGroupChecksums recomputes bitmap checksums and the descriptor checksum.
@@ -217,13 +217,13 @@ func (v *FS) setGroupChecksums(g uint32, gr *group) {
 	}
 }
 
-// writeGroupDescs writes the whole descriptor table starting at block start.
-func (v *FS) writeGroupDescs(start uint64) error {
+// encodeGroupDescs returns the whole descriptor table.
+func (v *FS) encodeGroupDescs() []byte {
 	buf := make([]byte, int(v.gdtBlocks)*v.bs)
 	for g, gr := range v.groups {
 		gr.desc.EncodeInto(buf[g*v.descSize:], v.descSize)
 	}
-	return v.writeAt(buf, int64(start)*int64(v.bs))
+	return buf
 }
 
 // writeBackupSuperblocks refreshes every backup superblock and descriptor
@@ -241,7 +241,7 @@ func (v *FS) writeBackupSuperblocks() error {
 		if err := v.writeAt(raw, off); err != nil {
 			return err
 		}
-		if err := v.writeGroupDescs(first + 1); err != nil {
+		if err := v.writeAt(v.encodeGroupDescs(), int64(first+1)*int64(v.bs)); err != nil {
 			return err
 		}
 	}

@@ -112,7 +112,7 @@ func (v *FS) writeInode(in *inode) error {
 	if err != nil {
 		return err
 	}
-	if err := v.writeAt(in.slot, off); err != nil {
+	if err := v.metaWriteAt(in.slot, off); err != nil {
 		return err
 	}
 	in.dirty = false

@@ -223,3 +223,16 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func setxattr(p, name string, val []byte) error { return unix.Lsetxattr(p, name, val, 0) }
 
 func noSpaceE2fsck(t *testing.T, img string) { e2fsckClean(t, img) }
+
+// e2fsckAfterRecovery writes a recovered image to a file and runs e2fsck -fn.
+func e2fsckAfterRecovery(t *testing.T, img []byte) {
+	t.Helper()
+	if _, err := exec.LookPath("e2fsck"); err != nil {
+		return
+	}
+	p := filepath.Join(t.TempDir(), "recovered.ext4")
+	if err := os.WriteFile(p, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2fsckClean(t, p)
+}

@@ -14,6 +14,16 @@ import (
 	"z.gfire.dev/gvx/sink"
 )
 
+// beginOp checks the volume is writable and, between operations (never
+// inside one, so every transaction is a state between whole operations),
+// flushes when the batch grows near the journal's size.
+func (v *FS) beginOp() error {
+	if err := v.writable(); err != nil {
+		return err
+	}
+	return v.maybeFlush()
+}
+
 func (v *FS) writable() error {
 	if v.closed {
 		return ErrClosed
@@ -136,10 +146,9 @@ func (v *FS) release(in *inode) error {
 	if in.d.Flags&disk.FlagExtents != 0 {
 		disk.ExtentHeader{Magic: disk.ExtentMagic, Max: disk.ExtentsInInode}.EncodeInto(in.d.Block[:])
 	}
-	err := v.writeInode(in)
-	delete(v.inodes, in.ino)
+	in.dirty = true // written (deleted) at the next flush, unless reused first
 	delete(v.dirs, in.ino)
-	return err
+	return nil
 }
 
 // prepareCreate resolves p's parent and clears the way for a new entry of
@@ -209,7 +218,7 @@ func (v *FS) hasInodeXattrs(in *inode) bool {
 func (v *FS) Mkdir(h *sink.Header) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	if h.Path == "." {
@@ -245,7 +254,7 @@ func (v *FS) Mkdir(h *sink.Header) error {
 func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	if h.Size < 0 {
@@ -311,7 +320,7 @@ func (v *FS) copyBuf() []byte {
 func (v *FS) Symlink(h *sink.Header) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	if len(h.Linkname) == 0 || len(h.Linkname) >= v.bs {
@@ -349,7 +358,7 @@ func (v *FS) Symlink(h *sink.Header) error {
 func (v *FS) Mknod(h *sink.Header) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	typ := h.Mode & sink.TypeMask
@@ -399,7 +408,7 @@ func decodeDev(b []byte) (major, minor uint32) {
 func (v *FS) Link(oldname, newname string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	old, err := v.lookup(oldname)
@@ -439,7 +448,7 @@ func (v *FS) Link(oldname, newname string) error {
 func (v *FS) Remove(p string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	pin, d, name, err := v.parentOf(p)
@@ -471,7 +480,7 @@ func (v *FS) Remove(p string) error {
 func (v *FS) RemoveAll(p string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	if p == "." {
@@ -527,7 +536,7 @@ func (v *FS) removeTree(in *inode) error {
 func (v *FS) Rename(oldpath, newpath string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	op, od, oname, err := v.parentOf(oldpath)

@@ -222,7 +222,7 @@ func (v *FS) Truncate(p string, size int64) error {
 func (v *FS) modify(op, p string, fn func(in *inode) error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.writable(); err != nil {
+	if err := v.beginOp(); err != nil {
 		return err
 	}
 	in, err := v.lookup(p)

@@ -211,7 +211,7 @@ func (v *FS) storeXattrs(in *inode) error {
 		if v.csum {
 			binary.LittleEndian.PutUint32(b[16:], disk.XattrBlockChecksum(v.seed, blk, b))
 		}
-		if err := v.writeBlock(blk, b); err != nil {
+		if err := v.metaWriteBlock(blk, b); err != nil {
 			return err
 		}
 		in.xattrBlk = blk
@@ -242,5 +242,5 @@ func (v *FS) releaseXattrBlock(in *inode) error {
 	if v.csum {
 		binary.LittleEndian.PutUint32(b[16:], disk.XattrBlockChecksum(v.seed, blk, b))
 	}
-	return v.writeBlock(blk, b)
+	return v.metaWriteBlock(blk, b)
 }

@@ -1,0 +1,294 @@
+package ext4lite
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/jbd2"
+)
+
+// Journaling. Every flush (Sync, Close, or a staged batch growing large)
+// is one jbd2 transaction holding every metadata block it changes; after
+// the commit the blocks are written home and the log emptied
+// (checkpointed), so the log never holds more than one transaction. The
+// superblock says needs_recovery from just before a commit until its
+// checkpoint: after a crash, ext4lite, e2fsck and the kernel all replay
+// the last committed transaction.
+//
+// Blocks freed since the last commit stay allocated until the next one,
+// so a crash can never leave committed metadata pointing at blocks that
+// new data has overwritten.
+
+// journalDev addresses the journal inode's blocks for jbd2.
+type journalDev struct {
+	v  *FS
+	in *inode
+}
+
+func (j *journalDev) phys(n uint32) (uint64, error) {
+	m, err := j.v.loadExtents(j.in)
+	if err != nil {
+		return 0, err
+	}
+	p, _, uninit, ok := m.lookup(n)
+	if !ok || uninit {
+		return 0, corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
+	}
+	return p, nil
+}
+
+func (j *journalDev) ReadBlock(n uint32, p []byte) error {
+	b, err := j.phys(n)
+	if err != nil {
+		return err
+	}
+	return j.v.readBlock(b, p)
+}
+
+func (j *journalDev) WriteBlock(n uint32, p []byte) error {
+	b, err := j.phys(n)
+	if err != nil {
+		return err
+	}
+	return j.v.writeBlock(b, p)
+}
+
+func (j *journalDev) NumBlocks() uint32 { return uint32(j.in.d.Size() / uint64(j.v.bs)) }
+
+func (j *journalDev) Flush() error { return j.v.syncDevice() }
+
+// home writes replayed or checkpointed blocks to their places.
+type home struct{ v *FS }
+
+func (h home) WriteHome(blk uint64, p []byte) error {
+	if blk < h.v.firstDataBlock && h.v.firstDataBlock > 0 || blk >= h.v.blocksCount {
+		return corruptf(-1, 0, "journal block for %d outside the filesystem", blk)
+	}
+	_, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs))
+	return err
+}
+
+func (h home) Flush() error { return h.v.syncDevice() }
+
+// memHome replays into the staged metadata (read-only opens: the file is
+// not touched, reads see the recovered state).
+type memHome struct{ v *FS }
+
+func (h memHome) WriteHome(blk uint64, p []byte) error {
+	if blk >= h.v.blocksCount {
+		return corruptf(-1, 0, "journal block for %d outside the filesystem", blk)
+	}
+	h.v.meta[blk] = slices.Clone(p[:h.v.bs])
+	return nil
+}
+
+func (v *FS) syncDevice() error {
+	if s, ok := v.dev.(syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+func (v *FS) journalDevice() (*journalDev, error) {
+	if v.sb.FeatureCompat&disk.CompatHasJournal == 0 || v.sb.JournalInum == 0 {
+		return nil, nil
+	}
+	if v.sb.FeatureIncompat&disk.IncompatJournalDev != 0 || v.sb.JournalDev != 0 {
+		return nil, fmt.Errorf("%w: external journal devices", ErrUnsupported)
+	}
+	in, err := v.getInode(v.sb.JournalInum)
+	if err != nil {
+		return nil, fmt.Errorf("journal inode: %w", err)
+	}
+	if in.fileType() != disk.ModeReg || in.d.Size() < uint64(jbd2.MinBlocks)*uint64(v.bs) {
+		return nil, corruptf(-1, in.ino, "journal inode is not a regular file of at least %d blocks", jbd2.MinBlocks)
+	}
+	return &journalDev{v: v, in: in}, nil
+}
+
+// recover replays the journal of a volume that needs recovery: into the
+// file when writable, else into the staged metadata only.
+func (v *FS) recover() error {
+	jd, err := v.journalDevice()
+	if err != nil {
+		return err
+	}
+	if jd == nil {
+		return corruptf(disk.SuperblockOffset, 0, "needs_recovery set but the volume has no journal")
+	}
+	var hw jbd2.HomeWriter = home{v}
+	if v.readOnly {
+		hw = memHome{v}
+	}
+	if _, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount); err != nil {
+		return fmt.Errorf("replaying the journal: %w", err)
+	}
+	// The replay may have rewritten the superblock and descriptors.
+	buf := make([]byte, disk.SuperblockSize)
+	if err := v.readAt(buf, disk.SuperblockOffset); err != nil {
+		return err
+	}
+	sb, err := disk.DecodeSuperblock(buf)
+	if err != nil {
+		return err
+	}
+	if sb.Magic != disk.Magic {
+		return corruptf(disk.SuperblockOffset, 0, "superblock lost its magic in journal replay")
+	}
+	if err := v.loadSuperblock(sb, buf); err != nil {
+		return err
+	}
+	v.inodes = map[uint32]*inode{}
+	v.dirs = map[uint32]*dir{}
+	if err := v.loadGroupDescs(); err != nil {
+		return err
+	}
+	v.sb.FeatureIncompat &^= disk.IncompatRecover
+	if !v.readOnly {
+		if err := v.writeAt(v.sb.Encode(), disk.SuperblockOffset); err != nil {
+			return err
+		}
+		return v.syncDevice()
+	}
+	return nil
+}
+
+// openJournal makes the volume's journal ready for transactions.
+func (v *FS) openJournal() error {
+	jd, err := v.journalDevice()
+	if err != nil {
+		return err
+	}
+	if jd == nil {
+		// No journal: metadata is written home at each flush; the state
+		// says "in use" until Close.
+		return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+	}
+	j, err := jbd2.Open(jd, v.bs)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if j.NeedsRecovery() {
+		// ext4lite sets needs_recovery durably before the journal points at
+		// a transaction and clears it after the log is empty, so this is a
+		// foreign or damaged volume: refuse rather than guess (e2fsck asks
+		// too; Linux wipes the log).
+		return corruptf(-1, disk.JournalIno, "journal holds transactions but needs_recovery is not set (run e2fsck to decide)")
+	}
+	j.SetClock(v.opts.now)
+	if v.sb.FeatureIncompat&disk.Incompat64bit != 0 && v.csum {
+		// What Linux sets at mount on a 64bit, metadata_csum volume.
+		if err := j.SetFeatures(jbd2.KernelFeatures); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	v.journal = j
+	v.deferFree = true
+	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+}
+
+// commitMeta writes the staged metadata: as one journal transaction,
+// then home (checkpoint); without a journal, home directly.
+func (v *FS) commitMeta() error {
+	if len(v.meta) == 0 {
+		return nil
+	}
+	blocks := make([]uint64, 0, len(v.meta))
+	for b := range v.meta {
+		blocks = append(blocks, b)
+	}
+	slices.Sort(blocks)
+	if v.journal == nil {
+		h := home{v}
+		for _, b := range blocks {
+			if err := h.WriteHome(b, v.meta[b]); err != nil {
+				return err
+			}
+		}
+		clear(v.meta)
+		return v.syncDevice()
+	}
+	// needs_recovery goes home, durably, before the journal points at the
+	// transaction, and is cleared only after the checkpoint emptied the
+	// log: it is set whenever a committed transaction may not be home.
+	// e2fsck -fn of an open but idle volume stays clean.
+	// The staged superblock carries the flag too, so the checkpoint's
+	// home writes keep it set until the log is marked empty.
+	flagged := *v.sb
+	flagged.FeatureIncompat |= disk.IncompatRecover
+	raw := flagged.Encode()
+	if err := v.writeAt(raw, disk.SuperblockOffset); err != nil {
+		return err
+	}
+	if err := v.metaWriteAt(raw, disk.SuperblockOffset); err != nil {
+		return err
+	}
+	// Durable before the journal superblock points at the transaction, so
+	// a non-empty log always comes with the flag (e2fsck insists).
+	if err := v.syncDevice(); err != nil {
+		return err
+	}
+	tx, err := v.journal.Begin()
+	if err != nil {
+		return err
+	}
+	for _, b := range blocks {
+		if err := tx.Log(b, v.meta[b]); err != nil {
+			tx.Discard()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Discard()
+		if errors.Is(err, jbd2.ErrNoSpace) {
+			return fmt.Errorf("%w: one flush changes %d metadata blocks, more than the %d-block journal holds", ErrNoSpace, len(blocks), v.journal.Len())
+		}
+		return err
+	}
+	if err := v.journal.Checkpoint(home{v}); err != nil {
+		return err
+	}
+	clear(v.meta)
+	// The log is empty and flushed: clear the flag. Unsynced on purpose:
+	// if a crash loses this write, recovery of an empty log is a no-op.
+	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+}
+
+// journalBudget is how many staged and pending metadata blocks a batch
+// may reach before ext4lite flushes on its own, keeping each transaction
+// well inside the journal.
+func (v *FS) journalBudget() int {
+	if v.journal == nil {
+		return 1 << 16
+	}
+	return int(v.journal.Len()) / 4
+}
+
+// maybeFlush flushes when the changes since the last flush might no longer
+// fit one transaction. It is cheap: it looks every 256 calls.
+func (v *FS) maybeFlush() error {
+	v.opCount++
+	if v.opCount%256 != 0 {
+		return nil
+	}
+	est := len(v.meta)
+	perBlock := v.bs / v.inodeSize
+	dirtyInodes := 0
+	for _, in := range v.inodes {
+		if in.dirty || in.xattrDirt || in.ext != nil && in.ext.dirty {
+			dirtyInodes++
+		}
+	}
+	est += dirtyInodes/perBlock + dirtyInodes/8 + 2*len(v.groups)/8 + 8
+	for _, d := range v.dirs {
+		if d.dirty {
+			est += len(d.entries)/64 + 2
+		}
+	}
+	if est < v.journalBudget() {
+		return nil
+	}
+	return v.flushMetadata()
+}
