@@ -190,3 +190,20 @@ func (d *MemDevice) clone() *MemDevice {
 	}
 	return c
 }
+
+// runDev adds RunWriter to a MemDevice, so tests cover both write paths.
+type runDev struct {
+	*MemDevice
+	runs int
+}
+
+func (d *runDev) WriteBlocks(n uint32, p []byte) error {
+	d.runs++
+	for off := 0; off < len(p); off += d.BlockSize {
+		if err := d.WriteBlock(n, p[off:off+d.BlockSize]); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
+}

@@ -11,10 +11,15 @@ import (
 // relogs), checkpointing when the log fills so it wraps, then "crashes"
 // and recovers a copy of the device; home must match the model every time.
 func TestCommitRecover(t *testing.T) {
-	for _, fs := range featureSets {
+	for i, fs := range featureSets {
 		t.Run(fs.name, func(t *testing.T) {
 			const bs, n, fsBlocks = 1024, 1024, 300
 			dev, j := newJournal(t, bs, n, fs.f)
+			var rd *runDev
+			if i%2 == 1 { // every other feature set writes through RunWriter
+				rd = &runDev{MemDevice: dev}
+				j.dev = rd
+			}
 			j.SetClock(func() time.Time { return time.Unix(1700000000, 5) })
 			home := newMemHome(bs, fsBlocks)
 			m := newModel()
@@ -67,6 +72,9 @@ func TestCommitRecover(t *testing.T) {
 			}
 			if !wrapped {
 				t.Error("the log never wrapped around")
+			}
+			if rd != nil && rd.runs == 0 {
+				t.Error("RunWriter never used")
 			}
 		})
 	}

@@ -47,16 +47,3 @@ func (d *MemDevice) Flush() error { d.Flushes++; return nil }
 // NumBlocks returns the device's length in blocks.
 func (d *MemDevice) NumBlocks() uint32 { return uint32(len(d.Blocks)) }
 
-// WriteBlocks writes consecutive blocks starting at n.
-func (d *MemDevice) WriteBlocks(n uint32, p []byte) error {
-	if len(p)%d.BlockSize != 0 {
-		return fmt.Errorf("memdevice: write of %d bytes is not whole blocks", len(p))
-	}
-	for off := 0; off < len(p); off += d.BlockSize {
-		if err := d.WriteBlock(n, p[off:off+d.BlockSize]); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
-}
