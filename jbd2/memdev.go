@@ -46,4 +46,3 @@ func (d *MemDevice) Flush() error { d.Flushes++; return nil }
 
 // NumBlocks returns the device's length in blocks.
 func (d *MemDevice) NumBlocks() uint32 { return uint32(len(d.Blocks)) }
-
