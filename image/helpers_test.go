@@ -222,3 +222,12 @@ func checkFixtureFacts(t *testing.T, im *erofs.Image) {
 		t.Errorf("home/u/.profile: %+v %v", h, err)
 	}
 }
+
+func openCacheAt(t *testing.T, dir string) *cache.Cache {
+	t.Helper()
+	c, err := cache.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
