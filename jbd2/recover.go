@@ -8,12 +8,12 @@ import (
 
 // Stats describes what Recover did.
 type Stats struct {
-	Transactions int    // committed transactions found and replayed
-	Blocks       int    // blocks written home
-	Revoked      int    // logged blocks skipped because a later revoke covers them
-	RevokeRecord int    // revoke records read
-	StartSeq     uint32 // ID of the first transaction in the log
-	EndSeq       uint32 // first ID not committed: the log ends there
+	Transactions  int    // committed transactions found and replayed
+	Blocks        int    // blocks written home
+	Revoked       int    // logged blocks skipped because a later revoke covers them
+	RevokeRecords int    // revoke records read
+	StartSeq      uint32 // ID of the first transaction in the log
+	EndSeq        uint32 // first ID not committed: the log ends there
 }
 
 // Recover opens the journal on dev and replays it into home; see
@@ -290,7 +290,7 @@ func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error, badMeta
 	recsz := disk.RevokeRecordSize(j.feat)
 	for off := disk.RevokeHdrSize; off+recsz <= int(h.Count); off += recsz {
 		b := disk.GetRevokeRecord(r.buf[off:], j.feat)
-		r.st.RevokeRecord++
+		r.st.RevokeRecords++
 		if old, ok := r.revokes[b]; !ok || tidGT(seq, old) {
 			r.revokes[b] = seq
 		}
