@@ -1612,7 +1612,11 @@ func (c *checker) links() {
 			}
 		}
 		counted := c.counted[ino]
-		if isDir && counted > disk.MaxLinks && c.dirNlink {
+		// dir_nlink: a directory past EXT4_LINK_MAX links counts 1. The
+		// kernel sets 1 on an indexed directory as it reaches the limit
+		// and never raises it again; e2fsck accepts 1 on any indexed
+		// directory.
+		if isDir && ci.links == 1 && counted > 1 && (counted > disk.MaxLinks || ci.flags&disk.FlagIndex != 0) {
 			counted = 1
 		}
 		if uint32(ci.links) != counted && (!isDir || ci.extOK) {

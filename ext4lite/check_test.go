@@ -531,6 +531,27 @@ func TestCheckFindsCorruption(t *testing.T) {
 	}
 }
 
+// TestCheckDirNlinkOne: an indexed directory whose link count is 1 (the
+// kernel's "too many to count" after passing EXT4_LINK_MAX) is accepted,
+// as e2fsck accepts it; a linear one is not.
+func TestCheckDirNlinkOne(t *testing.T) {
+	base := ckCorruptBase(t)
+	for name, wantClean := range map[string]bool{"big": true, "dir": false} {
+		im := ckLoad(t, base)
+		_, ino := im.lookupName(disk.RootIno, name)
+		in := im.inode(ino)
+		in.LinksCount = 1
+		im.putInode(ino, in)
+		r, err := Check(memDevice(im.b), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Clean() != wantClean {
+			t.Errorf("%s (flags %#x) with 1 link: clean = %v, want %v: %v", name, in.Flags, r.Clean(), wantClean, r.Err())
+		}
+	}
+}
+
 // TestCheckBounded feeds hostile structures that would loop or allocate
 // without bounds in a naive checker.
 func TestCheckBounded(t *testing.T) {

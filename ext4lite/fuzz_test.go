@@ -173,30 +173,33 @@ func FuzzOpen(f *testing.F) {
 		f.Add([]byte{byte(i), 6, 0x00, 0, 1, 0x0A})             // first directory block
 		f.Add([]byte{byte(i), 255, 0x00, 0x04, 4, 1, 2, 3, 4})  // anywhere
 	}
-	f.Fuzz(func(t *testing.T, script []byte) {
-		if len(script) == 0 {
-			return
+	f.Fuzz(func(t *testing.T, script []byte) { fuzzOne(t, seeds, script) })
+}
+
+// fuzzOne applies one patch script to its seed image and runs fuzzVolume.
+func fuzzOne(t *testing.T, seeds []*fuzzSeed, script []byte) {
+	if len(script) == 0 {
+		return
+	}
+	s := seeds[int(script[0])%len(seeds)]
+	img := bytes.Clone(s.img)
+	for p := 1; p+4 <= len(script); {
+		r, off, n := script[p], int(binary.LittleEndian.Uint16(script[p+1:])), int(script[p+3]%16)
+		p += 4
+		n = min(n, len(script)-p)
+		var base, size int
+		if r == 255 {
+			base, size = 0, len(img)
+		} else {
+			rg := s.ranges[int(r)%len(s.ranges)]
+			base, size = rg.off, rg.n
 		}
-		s := seeds[int(script[0])%len(seeds)]
-		img := bytes.Clone(s.img)
-		for p := 1; p+4 <= len(script); {
-			r, off, n := script[p], int(binary.LittleEndian.Uint16(script[p+1:])), int(script[p+3]%16)
-			p += 4
-			n = min(n, len(script)-p)
-			var base, size int
-			if r == 255 {
-				base, size = 0, len(img)
-			} else {
-				rg := s.ranges[int(r)%len(s.ranges)]
-				base, size = rg.off, rg.n
-			}
-			for i := 0; i < n; i++ {
-				img[base+(off+i)%size] = script[p+i]
-			}
-			p += n
+		for i := 0; i < n; i++ {
+			img[base+(off+i)%size] = script[p+i]
 		}
-		fuzzVolume(t, img)
-	})
+		p += n
+	}
+	fuzzVolume(t, img)
 }
 
 // fuzzVolume runs the read, check and write phases on one image.
