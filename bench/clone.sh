@@ -35,6 +35,7 @@ mount -o loop "$work/xfs.img" "$mnt"
 CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
 gvx=$work/gvx-vol
 
+echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every number below)"
 echo "== making golden files on $(uname -r) XFS (reflink=1)"
 g16=$mnt/golden-16G-64ext.ext4
 g16one=$mnt/golden-16G-1ext.ext4
@@ -131,5 +132,5 @@ filefrag -v "$mnt/ep-0000.ext4" | grep -c shared | xargs echo "extents of ep-000
 rm -f "$mnt"/ep-*.ext4
 
 echo
-echo "== in-process: go test -bench BenchmarkClone ./reflink/ (GVX_BENCH_DIR on this XFS)"
+echo "== in-process: go test -bench BenchmarkClone ./reflink/ (GVX_BENCH_DIR on this XFS); load $(cut -d' ' -f1-3 /proc/loadavg)"
 GVX_BENCH_DIR=$mnt go test -run '^$' -bench BenchmarkClone -benchmem -count 1 ./reflink/ | grep -E '^(Benchmark|cpu)'
