@@ -280,9 +280,12 @@ func TestOverlayFSMatchesFlatten(t *testing.T) {
 			if err := unix.Mount("overlay", mnt, "overlay", unix.MS_RDONLY, "lowerdir="+strings.Join(lower, ":")); err != nil {
 				t.Skipf("mount overlay: %v", err)
 			}
+			merged := hostdir.New(mnt)
 			t.Cleanup(func() {
+				merged.Close() // its cached handle would keep the mount busy
 				if err := unix.Unmount(mnt, 0); err != nil {
 					t.Errorf("unmount %s: %v", mnt, err)
+					unix.Unmount(mnt, unix.MNT_DETACH) // never leave it behind
 				}
 			})
 			o := sinktest.CompareOptions{IgnoreCtime: true, IgnoreCrtime: true, IgnoreDirSize: true,
@@ -291,7 +294,7 @@ func TestOverlayFSMatchesFlatten(t *testing.T) {
 			// metadata no layer without a "./" entry sets.
 			om := o
 			om.IgnoreRoot = true
-			if err := sinktest.Compare(flat, hostdir.New(mnt), om); err != nil {
+			if err := sinktest.Compare(flat, merged, om); err != nil {
 				t.Error(err)
 			}
 			// And Flatten onto a host directory gives the same tree too.

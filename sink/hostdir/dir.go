@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -13,13 +14,26 @@ import (
 // Dir is a host directory seen as a sink.Sink and a sink.Source. Its zero
 // value is not usable; call New.
 type Dir struct {
-	root string
+	root  string
+	cache *dirCache // the last parent directory walked to, kept open
 }
 
 // New returns the tree rooted at the existing directory root. The root path
 // itself is resolved by the OS (it may be reached through symlinks); nothing
-// below it ever is.
-func New(root string) *Dir { return &Dir{root: root} }
+// below it ever is. Close releases the one directory handle a Dir keeps
+// open (an unreachable Dir releases it too).
+func New(root string) *Dir {
+	d := &Dir{root: root, cache: newDirCache()}
+	runtime.AddCleanup(d, func(c *dirCache) { c.drop() }, d.cache)
+	return d
+}
+
+// Close releases the directory handle the Dir caches. The Dir stays
+// usable.
+func (d *Dir) Close() error {
+	d.cache.drop()
+	return nil
+}
 
 // Root returns the host path of the tree's root.
 func (d *Dir) Root() string { return d.root }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,12 +33,66 @@ func (p parent) procPath() string {
 	return "/proc/self/fd/" + strconv.Itoa(p.fd) + "/" + p.name
 }
 
+// dirCache keeps the last parent directory walked to open, so entries of
+// one directory (the common case in tar streams) cost one dup instead of a
+// walk. Only RemoveAll can make a cached directory go away, and it drops
+// the cache.
+type dirCache struct {
+	mu   sync.Mutex
+	path string
+	fd   int // -1: empty
+}
+
+func newDirCache() *dirCache { return &dirCache{fd: -1} }
+
+func (c *dirCache) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+	}
+	c.fd, c.path = -1, ""
+}
+
+// get returns a duplicate of the cached fd for dir, or -1.
+func (c *dirCache) get(dir string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 || c.path != dir {
+		return -1
+	}
+	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+func (c *dirCache) put(dir string, fd int) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+	}
+	c.fd, c.path = nfd, dir
+}
+
 // walk opens the parent directory of path component by component, never
 // following a symlink.
 func (d *Dir) walk(op, p string) (parent, error) {
 	el, err := split(op, p)
 	if err != nil {
 		return parent{}, err
+	}
+	if len(el) > 1 {
+		dir := p[:len(p)-len(el[len(el)-1])-1]
+		if fd := d.cache.get(dir); fd >= 0 {
+			return parent{fd: fd, name: el[len(el)-1]}, nil
+		}
 	}
 	fd, err := unix.Open(d.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -64,6 +119,9 @@ func (d *Dir) walk(op, p string) (parent, error) {
 		}
 		unix.Close(fd)
 		fd = nfd
+	}
+	if len(el) > 1 {
+		d.cache.put(p[:len(p)-len(el[len(el)-1])-1], fd)
 	}
 	return parent{fd: fd, name: el[len(el)-1]}, nil
 }
@@ -307,10 +365,14 @@ func (d *Dir) WriteFile(h *sink.Header, r io.Reader) error {
 
 const holeBlock = 4096
 
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // writeSparse copies exactly size bytes from r to f, seeking over all-zero
 // blocks so they stay holes.
 func writeSparse(f *os.File, r io.Reader, size int64) error {
-	buf := make([]byte, 256<<10)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
 	var off int64
 	for off < size {
 		n := int(min(int64(len(buf)), size-off))
@@ -435,6 +497,7 @@ func (d *Dir) RemoveAll(p string) error {
 	if pp.name == "." {
 		return wrap("removeall", p, fmt.Errorf("%w: cannot remove the root", fs.ErrInvalid))
 	}
+	d.cache.drop() // the cached directory may be under p
 	return wrap("removeall", p, removeAt(pp.fd, pp.name))
 }
 

@@ -22,6 +22,12 @@ import (
 // intermediate symlinks are detected with Lstat before each operation
 // (which, unlike the Linux *at calls, races with concurrent renames).
 
+// dirCache is empty here: there are no *at calls to keep a handle for.
+type dirCache struct{}
+
+func newDirCache() *dirCache { return &dirCache{} }
+func (c *dirCache) drop()    {}
+
 func unsupported(op, p, what string) error {
 	return &fs.PathError{Op: op, Path: p, Err: fmt.Errorf("%w: %s on this OS", sink.ErrUnsupported, what)}
 }
