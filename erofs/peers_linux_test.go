@@ -2,11 +2,13 @@ package erofs
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
@@ -68,11 +70,36 @@ func mount(t *testing.T, img string) string {
 	mnt := t.TempDir()
 	run(t, "mount", "-t", "erofs", "-o", "loop,ro", img, mnt)
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		// A reader may still hold a handle for a moment: retry, and as
+		// a last resort detach lazily (the loop device goes when freed)
+		// so no mount outlives the test, but report it.
+		var out []byte
+		var err error
+		for range 20 {
+			if out, err = exec.Command("umount", mnt).CombinedOutput(); err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
+		exec.Command("umount", "-l", mnt).Run()
+		t.Errorf("umount %s: %v\n%s", mnt, err, out)
 	})
 	return mnt
+}
+
+// hostTree is a host directory as a sink.Source, released when the test
+// ends (sink/hostdir may keep a directory handle open, which would keep
+// a mount busy).
+func hostTree(t *testing.T, root string) *hostdir.Dir {
+	d := hostdir.New(root)
+	t.Cleanup(func() { closeIfCloser(d) })
+	return d
+}
+
+func closeIfCloser(v any) {
+	if c, ok := v.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 var fullSpec = treeSpec{BigDir: 100000, Deep: 60}
@@ -119,7 +146,7 @@ func TestFsckErofs(t *testing.T) {
 		// fsck.erofs 1.5 extracts contents, modes and owners (chown after
 		// chmod, so setuid bits go), not xattrs, times or hard links:
 		// compare what it promises.
-		compareTrees(t, b, hostdir.New(out), cmpOpts{NoXattrs: true, IgnoreNlink: true, IgnoreMtime: true, IgnoreLinks: true, IgnoreSetid: true})
+		compareTrees(t, b, hostTree(t, out), cmpOpts{NoXattrs: true, IgnoreNlink: true, IgnoreMtime: true, IgnoreLinks: true, IgnoreSetid: true})
 	})
 }
 
@@ -132,7 +159,9 @@ func TestKernelMount(t *testing.T) {
 		t.Run(prof.String(), func(t *testing.T) {
 			b, img := hostileImage(t, prof, fullSpec)
 			mnt := mount(t, img)
-			compareTrees(t, b, hostdir.New(mnt), cmpOpts{NoXattrs: prof == ProfileRuntime})
+			d := hostdir.New(mnt)
+			compareTrees(t, b, d, cmpOpts{NoXattrs: prof == ProfileRuntime})
+			closeIfCloser(d)
 		})
 	}
 }
@@ -151,7 +180,7 @@ func TestReadMkfsErofs(t *testing.T) {
 	defer b.Close()
 	populate(t, b, spec)
 	src := t.TempDir()
-	if err := sink.Copy(hostdir.New(src), b); err != nil {
+	if err := sink.Copy(hostTree(t, src), b); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{}, {"-Enoinline_data"}} {
@@ -169,7 +198,7 @@ func TestReadMkfsErofs(t *testing.T) {
 		// What mkfs.erofs was given is the host directory (the host
 		// filesystem may already differ from the builder: an ACL xattr
 		// rewrites the mode bits).
-		compareTrees(t, hostdir.New(src), im, cmpOpts{})
+		compareTrees(t, hostTree(t, src), im, cmpOpts{})
 		f.Close()
 	}
 }

@@ -110,7 +110,14 @@ func importDir(b *erofs.Builder, src string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("%s is not a directory (use --from-tar for an archive)", src)
 	}
-	if err := sink.Copy(b, hostdir.New(src)); err != nil {
+	d := hostdir.New(src)
+	defer func() {
+		// sink/hostdir may keep a directory handle; release it if so.
+		if c, ok := any(d).(io.Closer); ok {
+			c.Close()
+		}
+	}()
+	if err := sink.Copy(b, d); err != nil {
 		if errors.Is(err, erofs.ErrUnsupported) {
 			return fmt.Errorf("%w\n(EROFS cannot store this; --profile runtime drops xattrs)", err)
 		}
