@@ -53,8 +53,11 @@ type FS struct {
 	deferFree   bool          // hold freed blocks until the next commit
 	pendingFree [][2]uint64
 	opCount     int
-	inodes      map[uint32]*inode
-	dirs        map[uint32]*dir
+	// crashAfterCommit (tests only) stops a flush after its commit, before
+	// the checkpoint: the log keeps a committed transaction.
+	crashAfterCommit bool
+	inodes           map[uint32]*inode
+	dirs             map[uint32]*dir
 
 	buf         []byte // copy buffer for WriteFile
 	allocCursor uint64 // next block to try when no better goal is known

@@ -52,6 +52,11 @@ func (j *journalDev) WriteBlock(n uint32, p []byte) error {
 	if err != nil {
 		return err
 	}
+	if j.v.readOnly {
+		// A read-only replay marks the log empty in memory only.
+		j.v.meta[b] = slices.Clone(p[:j.v.bs])
+		return nil
+	}
 	return j.v.writeBlock(b, p)
 }
 
@@ -247,6 +252,9 @@ func (v *FS) commitMeta() error {
 		}
 		return err
 	}
+	if v.crashAfterCommit {
+		return errCrashAfterCommit
+	}
 	if err := v.journal.Checkpoint(home{v}); err != nil {
 		return err
 	}
@@ -292,3 +300,7 @@ func (v *FS) maybeFlush() error {
 	}
 	return v.flushMetadata()
 }
+
+// errCrashAfterCommit is returned when a test stops ext4lite right after a
+// commit, leaving the transaction in the log as a crash would.
+var errCrashAfterCommit = errors.New("ext4lite: stopped after commit (test hook)")

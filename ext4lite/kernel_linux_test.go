@@ -112,7 +112,7 @@ func TestKernelReadsWhatExt4liteWrites(t *testing.T) {
 	for name, m := range want {
 		opts := kernelCompare
 		opts.IgnoreRoot = true
-		if err := sinktest.Compare(m, hostdir.New(filepath.Join(mnt, name)), opts); err != nil {
+		if err := sinktest.Compare(m, hostSrc(t, filepath.Join(mnt, name)), opts); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -140,13 +140,15 @@ func TestKernelWrittenVolume(t *testing.T) {
 		}
 	}
 	must(os.Mkdir(k, 0o755))
-	must(sinktest.RandomTree(hostdir.New(k), rand.New(rand.NewPCG(3, 3)), sinktest.TreeOptions{Entries: 1500}))
+	hk := hostdir.New(k)
+	must(sinktest.RandomTree(hk, rand.New(rand.NewPCG(3, 3)), sinktest.TreeOptions{Entries: 1500}))
 	must(os.Mkdir(filepath.Join(k, "big"), 0o755))
 	for i := 0; i < 5000; i++ {
 		must(os.WriteFile(filepath.Join(k, "big", "file-"+strings.Repeat("x", i%40)+itoa(i)), []byte(itoa(i)), 0o644))
 	}
 	// Kernel-side changes: renames, deletes, rewrites, xattrs.
-	names, err := hostdir.New(k).ReadDir(".")
+	names, err := hk.ReadDir(".")
+	hk.Close()
 	must(err)
 	for i, n := range names {
 		p := filepath.Join(k, n)
@@ -171,7 +173,9 @@ func TestKernelWrittenVolume(t *testing.T) {
 	// What the kernel shows, snapshotted.
 	mnt = mount(t, img, "ro")
 	kernelK := sinktest.NewMemFS()
-	must(sink.Copy(kernelK, hostdir.New(filepath.Join(mnt, "k"))))
+	hk = hostdir.New(filepath.Join(mnt, "k"))
+	must(sink.Copy(kernelK, hk))
+	hk.Close()
 	umount(t, mnt)
 
 	v, err := Open(img, nil)
@@ -210,10 +214,10 @@ func TestKernelWrittenVolume(t *testing.T) {
 	e2fsckClean(t, img)
 
 	mnt = mount(t, img, "ro")
-	if err := sinktest.Compare(kernelK, hostdir.New(filepath.Join(mnt, "k")), opts); err != nil {
+	if err := sinktest.Compare(kernelK, hostSrc(t, filepath.Join(mnt, "k")), opts); err != nil {
 		t.Errorf("kernel tree after ext4lite's changes: %v", err)
 	}
-	if err := sinktest.Compare(wantW, hostdir.New(filepath.Join(mnt, "w")), opts); err != nil {
+	if err := sinktest.Compare(wantW, hostSrc(t, filepath.Join(mnt, "w")), opts); err != nil {
 		t.Errorf("ext4lite's tree as the kernel reads it: %v", err)
 	}
 }
@@ -235,4 +239,12 @@ func e2fsckAfterRecovery(t *testing.T, img []byte) {
 		t.Fatal(err)
 	}
 	e2fsckClean(t, p)
+}
+
+// hostSrc opens a host directory as a Source, closed at cleanup (before
+// an unmount registered earlier: an open directory keeps a mount busy).
+func hostSrc(t testing.TB, dir string) *hostdir.Dir {
+	d := hostdir.New(dir)
+	t.Cleanup(func() { d.Close() })
+	return d
 }
