@@ -24,13 +24,19 @@ type ExportOptions struct {
 	SkipSockets bool
 	// Compression of the output: Uncompressed (default), Gzip or Zstd.
 	Compression Compression
+	// NoSparse writes every file in full. By default a file with at least
+	// 64 KiB of all-zero 4 KiB blocks is written in GNU's PAX sparse format
+	// 1.0 (read by GNU tar, archive/tar and ImportTar), which costs a
+	// second read of the file.
+	NoSparse bool
 }
 
 // ExportTar writes the tree of src to w as a PAX tar archive that ImportTar
 // (and GNU tar with --xattrs --xattrs-include='*') restores losslessly:
 // mode incl. setuid/setgid/sticky, numeric owners, nanosecond mtime, atime
 // and ctime, xattrs as SCHILY.xattr.*, devices, fifos, and hard links (by
-// Ino) as link entries. The creation time goes in LIBARCHIVE.creationtime.
+// Ino) as link entries, files with 64 KiB or more of holes as GNU PAX 1.0
+// sparse entries. The creation time goes in LIBARCHIVE.creationtime.
 // Entries come in sorted depth-first order, directories before their
 // children, so the same tree always makes the same bytes.
 func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
@@ -50,7 +56,7 @@ func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
 	default:
 		return fmt.Errorf("overlay: export: %w: %s output", ErrUnsupported, opts.Compression)
 	}
-	e := &exporter{tw: tar.NewWriter(out), src: src, o: opts, links: map[uint64]string{}}
+	e := &exporter{tw: tar.NewWriter(out), out: out, src: src, o: opts, links: map[uint64]string{}}
 	if err := e.walk("."); err != nil {
 		return err
 	}
@@ -67,6 +73,7 @@ func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
 
 type exporter struct {
 	tw    *tar.Writer
+	out   io.Writer // under tw, for entries tw cannot write (sparse files)
 	src   sink.Source
 	o     ExportOptions
 	links map[uint64]string // Ino → first name, for Nlink > 1
@@ -138,6 +145,11 @@ func (e *exporter) write(p string, h *sink.Header) error {
 			e.links[h.Ino] = p
 		}
 		th.Typeflag, th.Size = tar.TypeReg, h.Size
+		if !e.o.NoSparse && h.Size >= sparseMinHoles && e.out != nil {
+			if done, err := e.sparse(p, h, th.PAXRecords); done || err != nil {
+				return err
+			}
+		}
 		r, err := e.src.Open(p)
 		if err != nil {
 			return err
@@ -198,4 +210,27 @@ func formatPAXTime(sec int64, nsec int) string {
 		return s + "." + fmt.Sprintf("%09d", nsec)
 	}
 	return strconv.FormatInt(sec, 10) + "." + fmt.Sprintf("%09d", nsec)
+}
+
+// sparse writes p as a sparse entry if it has enough holes; done reports
+// whether it did.
+func (e *exporter) sparse(p string, h *sink.Header, recs map[string]string) (done bool, err error) {
+	r, err := e.src.Open(p)
+	if err != nil {
+		return false, err
+	}
+	regs, holes, err := scanRegions(r, h.Size)
+	r.Close()
+	if err != nil || holes < sparseMinHoles {
+		return false, err
+	}
+	if err := e.tw.Flush(); err != nil {
+		return false, err
+	}
+	r, err = e.src.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	return true, writeSparse(e.out, p, h, recs, regs, r)
 }

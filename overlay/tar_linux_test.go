@@ -2,10 +2,13 @@ package overlay
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
@@ -147,5 +150,53 @@ func TestImportGNUTarSparse(t *testing.T) {
 	}
 	if m.DataBytes() > 1<<20 {
 		t.Errorf("MemFS holds %d bytes", m.DataBytes())
+	}
+}
+
+// TestGNUTarExtractsOurSparse: GNU tar restores our sparse entries, holes
+// and all.
+func TestGNUTarExtractsOurSparse(t *testing.T) {
+	needRootAndTool(t, "tar")
+	if testing.Short() {
+		t.Skip("scans 5 GiB of holes")
+	}
+	src := sinktest.NewMemFS()
+	if err := sinktest.EdgeTree(src, sinktest.TreeOptions{HugeSparse: true}); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "a.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ExportTar(f, src, ExportOptions{SkipSockets: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out := t.TempDir()
+	run(t, "tar", "--xattrs", "--xattrs-include=*", "--numeric-owner", "-xpf", archive, "-C", out)
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(out, "sparse/past-5GiB"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 5<<30+3*4096+17 || st.Blocks > 64 {
+		t.Errorf("GNU tar made size %d with %d blocks", st.Size, st.Blocks)
+	}
+	// The data past the hole (reading all 5 GiB would only cost time).
+	f, err = os.Open(filepath.Join(out, "sparse/past-5GiB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const off = 5<<30 + 4096 - 1 // one zero byte, then the data
+	got := make([]byte, st.Size-off)
+	n, _ := f.ReadAt(got, off)
+	want := make([]byte, len(got))
+	r, _ := src.Open("sparse/past-5GiB")
+	defer r.Close()
+	io.CopyN(io.Discard, r, off)
+	io.ReadFull(r, want)
+	if n != len(want) || !bytes.Equal(got[:n], want) {
+		t.Errorf("data past the hole differs (%d bytes read)", n)
 	}
 }

@@ -217,3 +217,55 @@ func TestWhiteoutNamesArePlainInImport(t *testing.T) {
 		t.Error("whiteout-named files not kept as files")
 	}
 }
+
+// TestExportSparse: a file with data past 5 GiB exports as a small GNU
+// sparse entry and imports back equal, holes kept.
+func TestExportSparse(t *testing.T) {
+	src := sinktest.NewMemFS()
+	if err := sinktest.EdgeTree(src, sinktest.TreeOptions{HugeSparse: true}); err != nil {
+		t.Fatal(err)
+	}
+	src.RemoveAll("dev/socket")
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, src, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() > 8<<20 {
+		t.Fatalf("archive of %d bytes: sparse file written in full", buf.Len())
+	}
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	found := false
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if h.Name == "sparse/past-5GiB" {
+			found = h.Size == 5<<30+3*4096+17
+		}
+	}
+	if !found {
+		t.Fatal("archive/tar does not read the sparse entry back with its real name and size")
+	}
+	dst := sinktest.NewMemFS()
+	if err := ImportTar(dst, bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sinktest.Compare(src, dst, sinktest.CompareOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if dst.DataBytes() > 4<<20 {
+		t.Errorf("import holds %d bytes", dst.DataBytes())
+	}
+	var plain countWriter
+	if err := ExportTar(&plain, src, ExportOptions{NoSparse: true}); err != nil {
+		t.Fatal(err)
+	}
+	if plain.n < 5<<30 {
+		t.Errorf("NoSparse archive of %d bytes", plain.n)
+	}
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
