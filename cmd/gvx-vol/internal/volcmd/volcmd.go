@@ -17,7 +17,7 @@ import (
 
 // Commands returns the volume verbs.
 func Commands() []*cli.Command {
-	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand()}
+	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
 }
 
 // openVolume opens FILE with a hint when it is not a volume.
