@@ -11,10 +11,14 @@ import (
 // user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on
 // Linux, ~/Library/Caches on macOS, %LocalAppData% on Windows) plus "gvx".
 func DefaultCacheDir() (string, error) {
-	if d := os.Getenv("GVX_CACHE"); d != "" {
+	return defaultCacheDir(os.Getenv, runtime.GOOS != "windows" && os.Geteuid() == 0)
+}
+
+func defaultCacheDir(getenv func(string) string, root bool) (string, error) {
+	if d := getenv("GVX_CACHE"); d != "" {
 		return d, nil
 	}
-	if runtime.GOOS != "windows" && os.Geteuid() == 0 {
+	if root {
 		return "/var/cache/gvx", nil
 	}
 	d, err := os.UserCacheDir()

@@ -19,14 +19,22 @@ func TestDefaultCacheDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch {
-	case runtime.GOOS != "windows" && os.Geteuid() == 0:
-		if d != "/var/cache/gvx" {
-			t.Errorf("root: %q, want /var/cache/gvx", d)
-		}
-	case runtime.GOOS == "linux":
-		if d != filepath.Join(xdg, "gvx") {
-			t.Errorf("user: %q, want $XDG_CACHE_HOME/gvx", d)
-		}
+	if runtime.GOOS != "windows" && os.Geteuid() == 0 && d != "/var/cache/gvx" {
+		t.Errorf("root: %q, want /var/cache/gvx", d)
+	}
+	if d, _ := defaultCacheDir(os.Getenv, true); d != "/var/cache/gvx" {
+		t.Errorf("root: %q, want /var/cache/gvx", d)
+	}
+	d, err = defaultCacheDir(os.Getenv, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" && d != filepath.Join(xdg, "gvx") {
+		t.Errorf("user: %q, want $XDG_CACHE_HOME/gvx", d)
+	}
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "/home/someone")
+	if d, _ := defaultCacheDir(os.Getenv, false); runtime.GOOS == "linux" && d != "/home/someone/.cache/gvx" {
+		t.Errorf("user without XDG_CACHE_HOME: %q, want ~/.cache/gvx", d)
 	}
 }
