@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
 gvx=$work/gvx-vol
 
-echo "== tree: $src ($(du -sh "$src" | cut -f1), $(find "$src" | wc -l) entries), $(nproc) cores, $(uname -r), $(mkfs.erofs 2>&1 | head -1 || true)"
+echo "== tree: $src ($(du -sh "$src" | cut -f1), $(find "$src" | wc -l) entries), $(nproc) cores, $(uname -r), $(mkfs.erofs --version 2>&1 | head -1 || true)"
 cat "$src" >/dev/null 2>&1 || true
 find "$src" -type f -print0 | xargs -0 cat >/dev/null 2>&1 || true # warm the page cache
 
