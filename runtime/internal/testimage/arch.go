@@ -1,0 +1,5 @@
+package testimage
+
+import "runtime"
+
+func goarch() string { return runtime.GOARCH }

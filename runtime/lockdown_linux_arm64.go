@@ -1,0 +1,3 @@
+package runtime
+
+var archDenied []uintptr

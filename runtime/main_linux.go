@@ -1,0 +1,36 @@
+package runtime
+
+import (
+	"os"
+
+	"gvisor.dev/gvisor/runsc/cli/maincli"
+)
+
+// Main dispatches a rungv process. The binary is three programs in one:
+// the CLI (ours is called for "run", "help", "version" and no arguments),
+// the episode supervisor (a hidden subcommand), and gVisor's runsc for
+// everything else — runsc re-executes the binary as its sandbox ("boot")
+// and gofer with its global flags first. Main never returns for the latter
+// two.
+func Main(ours func()) {
+	if len(os.Args) > 2 && os.Args[1] == superviseCmd {
+		os.Exit(supervise(os.Args[2], os.Args[3:]))
+	}
+	if isRunsc(os.Args[1:]) {
+		maincli.Main()
+		os.Exit(0)
+	}
+	ours()
+}
+
+// isRunsc tells runsc invocations from CLI ones.
+func isRunsc(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "run", "help", "h", "version", "-h", "--help", "-v", "--version":
+		return false
+	}
+	return true
+}

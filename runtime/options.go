@@ -1,0 +1,136 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Errors returned by the runtime.
+var (
+	// ErrUnsupported reports a request the runtime cannot serve yet (a
+	// registry image, a network mode, a mount kind).
+	ErrUnsupported = errors.New("rungv: not supported")
+	// ErrNoCommand reports an episode with neither an entrypoint nor a
+	// command, as docker run does.
+	ErrNoCommand = errors.New("rungv: no command specified")
+	// ErrBadOption reports a malformed option value.
+	ErrBadOption = errors.New("rungv: bad option")
+)
+
+// NetworkMode selects the guest's network.
+type NetworkMode string
+
+// Network modes.
+const (
+	// NetworkNone gives the guest a loopback interface only.
+	NetworkNone NetworkMode = "none"
+	// NetworkNAT gives the guest a user-space netstack with outbound NAT.
+	// Not implemented yet: refused with ErrUnsupported.
+	NetworkNAT NetworkMode = "nat"
+)
+
+// MountType is the kind of a Mount.
+type MountType string
+
+// Mount types.
+const (
+	// MountVolume is an ext4 volume file served by ext4lite.
+	MountVolume MountType = "volume"
+	// MountBind is a host directory.
+	MountBind MountType = "bind"
+	// MountTmpfs is an empty in-memory filesystem.
+	MountTmpfs MountType = "tmpfs"
+)
+
+// Mount is one filesystem mounted into the guest.
+type Mount struct {
+	Type     MountType
+	Source   string // host path (volume file or directory); empty for tmpfs
+	Target   string // absolute guest path
+	ReadOnly bool
+}
+
+// ParseMount parses docker's --mount syntax:
+// "type=volume,src=FILE,dst=PATH[,readonly]".
+func ParseMount(s string) (Mount, error) {
+	var m Mount
+	for _, kv := range strings.Split(s, ",") {
+		k, v, hasV := strings.Cut(kv, "=")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "type":
+			m.Type = MountType(v)
+		case "src", "source":
+			m.Source = v
+		case "dst", "destination", "target":
+			m.Target = v
+		case "readonly", "ro":
+			m.ReadOnly = !hasV || v == "true" || v == "1"
+		default:
+			return m, fmt.Errorf("%w: --mount %q: unknown key %q", ErrBadOption, s, k)
+		}
+	}
+	if m.Type == "" {
+		m.Type = MountVolume
+	}
+	switch m.Type {
+	case MountVolume, MountBind:
+		if m.Source == "" {
+			return m, fmt.Errorf("%w: --mount %q: missing src=", ErrBadOption, s)
+		}
+	case MountTmpfs:
+		if m.Source != "" {
+			return m, fmt.Errorf("%w: --mount %q: tmpfs takes no src=", ErrBadOption, s)
+		}
+	default:
+		return m, fmt.Errorf("%w: --mount %q: type must be volume, bind or tmpfs", ErrBadOption, s)
+	}
+	if !strings.HasPrefix(m.Target, "/") {
+		return m, fmt.Errorf("%w: --mount %q: dst= must be an absolute path", ErrBadOption, s)
+	}
+	return m, nil
+}
+
+// Options describe one episode, with docker run's meaning.
+type Options struct {
+	// Image names the image: oci:DIR[:REF], docker-archive:TAR, or a path.
+	Image string
+	// Args replace the image's Cmd when not empty.
+	Args []string
+	// Entrypoint replaces the image's Entrypoint when EntrypointSet
+	// (an empty Entrypoint then clears it), and drops the image's Cmd.
+	Entrypoint    []string
+	EntrypointSet bool
+	// Env is KEY=VALUE pairs added to (and overriding) the image's Env.
+	Env []string
+	// Workdir replaces the image's WorkingDir; "" keeps it ("/" if none).
+	Workdir string
+	// User is "user[:group]", names or numbers; "" keeps the image's.
+	User string
+	// Network is NetworkNone when empty.
+	Network NetworkMode
+	Mounts  []Mount
+
+	// MemoryBytes and CPUs shape what the guest sees (0: host's).
+	MemoryBytes int64
+	CPUs        float64
+
+	// NetRaw allows raw sockets, AllowPacketSocketWrite writes on
+	// AF_PACKET sockets, AllowSUID set-user-ID binaries (as docker does).
+	NetRaw, AllowPacketSocketWrite, AllowSUID bool
+
+	// Stdin, Stdout, Stderr default to the process's own.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+
+	// CacheDir holds EROFS rootfs files by config digest; "" disables the
+	// cache (the rootfs is built in the episode's scratch dir).
+	CacheDir string
+	// DebugLogDir, when set, receives runsc's debug logs.
+	DebugLogDir string
+	// Lockdown sets no_new_privs and a seccomp filter on the calling
+	// process once the episode is started: for a process that exists
+	// only to run one episode (the rungv CLI), never for a library user.
+	Lockdown bool
+}

@@ -1,0 +1,234 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/erofs"
+	"z.gfire.dev/gvx/sink"
+)
+
+// forwarded are the signals rungv passes on to the guest.
+var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+
+// Run runs one episode to completion and returns the guest's exit code
+// (128+N when the guest was killed by signal N). It must be called from the
+// rungv binary (a program that calls Main first): the sandbox is run by
+// re-executing /proc/self/exe. Cancelling ctx kills the episode.
+//
+// Process tree: this process (the host side, locked down with
+// Options.Lockdown) → a supervisor in a new user and network namespace
+// (uid 0 there is the caller's uid; lo is brought up) → runsc run (attached:
+// its sandbox and gofer die with it). The supervisor watches a pipe from
+// this process: if this process dies, even by SIGKILL, the supervisor kills
+// the sandbox and removes the episode's state directory.
+func Run(ctx context.Context, o Options) (int, error) {
+	if o.Network == "" {
+		o.Network = NetworkNone
+	}
+	if o.Network != NetworkNone {
+		return 0, fmt.Errorf("%w: --network %s (only none so far)", ErrUnsupported, o.Network)
+	}
+	for _, m := range o.Mounts {
+		if m.Type == MountVolume {
+			return 0, fmt.Errorf("%w: volume mounts are not implemented yet", ErrUnsupported)
+		}
+	}
+	state, err := os.MkdirTemp("", "rungv-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(state)
+	ep, err := prepare(&o, state)
+	if err != nil {
+		return 0, err
+	}
+	return ep.run(ctx, &o)
+}
+
+// episode is a prepared bundle.
+type episode struct {
+	state     string
+	runscArgs []string
+}
+
+// prepare resolves the image and writes the bundle into state.
+func prepare(o *Options, state string) (*episode, error) {
+	img, err := resolveImage(o.Image, o.CacheDir, state)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(img.RootfsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var src sink.Source
+	if im, err := erofs.Open(f, st.Size()); err == nil {
+		src = im
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	id := hex.EncodeToString(rnd[:])
+	bundle := filepath.Join(state, "bundle")
+	rootDir := filepath.Join(bundle, "rootfs")
+	if err := os.MkdirAll(rootDir, 0o755); err != nil {
+		return nil, err
+	}
+	spec, err := buildSpec(o, img, src, rootDir, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range o.Mounts {
+		if m.Type == MountBind {
+			if _, err := os.Stat(m.Source); err != nil {
+				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+			}
+		}
+	}
+	js, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--root=" + filepath.Join(state, "runsc"),
+		"--ignore-cgroups",
+		"--network=" + string(o.Network),
+	}
+	if o.NetRaw {
+		args = append(args, "--net-raw")
+	}
+	if o.AllowPacketSocketWrite {
+		args = append(args, "--allow-packet-socket-write")
+	}
+	if o.AllowSUID {
+		args = append(args, "--allow-suid")
+	}
+	if o.MemoryBytes > 0 {
+		args = append(args, "--total-memory="+strconv.FormatInt(o.MemoryBytes, 10))
+	}
+	if o.CPUs > 0 {
+		n := int(o.CPUs)
+		if float64(n) < o.CPUs {
+			n++
+		}
+		args = append(args, "--cpu-num="+strconv.Itoa(n))
+	}
+	if o.DebugLogDir != "" {
+		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
+	}
+	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
+	return &episode{state: state, runscArgs: args}, nil
+}
+
+// run starts the supervisor and waits for it.
+func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer syncW.Close()
+	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	// A terminal is read by this process (in the foreground group), not
+	// by the sandbox in its own process group.
+	if f, ok := cmd.Stdin.(*os.File); ok && isTerminal(f) {
+		cmd.Stdin = io.NopCloser(f)
+	}
+	cmd.ExtraFiles = []*os.File{syncR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		// Signals from the terminal reach this process only; it forwards
+		// them, so the guest sees each once.
+		Setpgid: true,
+	}
+	if err := cmd.Start(); err != nil {
+		syncR.Close()
+		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+	}
+	syncR.Close()
+	if o.Lockdown {
+		if err := Lockdown(); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, fmt.Errorf("lock down: %w", err)
+		}
+	}
+	if _, err := syncW.Write([]byte{1}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-done
+			return exitCode(cmd.ProcessState), ctx.Err()
+		case err := <-done:
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				return 0, err
+			}
+			return exitCode(cmd.ProcessState), nil
+		}
+	}
+}
+
+// exitCode maps a wait status to a shell-style exit code.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return 255
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+var _ = goruntime.GOOS

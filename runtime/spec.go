@@ -1,0 +1,175 @@
+package runtime
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+// Annotations that make the Sentry mount the rootfs from an EROFS file with
+// a writable layer in memory.
+const (
+	annRootfsSource  = "dev.gvisor.spec.rootfs.source"
+	annRootfsType    = "dev.gvisor.spec.rootfs.type"
+	annRootfsOverlay = "dev.gvisor.spec.rootfs.overlay"
+)
+
+// defaultPath is what docker puts in PATH when the image sets none.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// defaultCaps is docker's default capability set.
+var defaultCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+// processArgs merges entrypoint and command as docker run does: an
+// explicit entrypoint drops the image's Cmd; arguments replace the Cmd.
+func processArgs(o *Options, img *Image) ([]string, error) {
+	entry := img.Config.Entrypoint
+	cmd := img.Config.Cmd
+	if o.EntrypointSet {
+		entry = o.Entrypoint
+		cmd = nil
+	}
+	if len(o.Args) > 0 {
+		cmd = o.Args
+	}
+	args := append(append([]string{}, entry...), cmd...)
+	if len(args) == 0 {
+		return nil, ErrNoCommand
+	}
+	return args, nil
+}
+
+// mergeEnv returns the image's environment overridden by extra, with PATH,
+// HOSTNAME and HOME filled in as docker does.
+func mergeEnv(imageEnv, extra []string, hostname, home string) []string {
+	var order []string
+	vals := map[string]string{}
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = kv
+	}
+	set(defaultPath)
+	set("HOSTNAME=" + hostname)
+	for _, kv := range imageEnv {
+		set(kv)
+	}
+	for _, kv := range extra {
+		set(kv)
+	}
+	if _, ok := vals["HOME"]; !ok {
+		if home == "" {
+			home = "/"
+		}
+		set("HOME=" + home)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, vals[k])
+	}
+	return out
+}
+
+// buildSpec makes the OCI runtime spec of an episode. src reads the image
+// (for /etc/passwd and /etc/group); rootDir is the empty directory standing
+// in for the rootfs.
+func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
+	args, err := processArgs(o, img)
+	if err != nil {
+		return nil, err
+	}
+	userSpec := o.User
+	if userSpec == "" {
+		userSpec = img.Config.User
+	}
+	u, err := resolveUser(src, userSpec)
+	if err != nil {
+		return nil, err
+	}
+	home := u.Home
+	if home == "" && u.UID == 0 {
+		home = "/root"
+	}
+	cwd := o.Workdir
+	if cwd == "" {
+		cwd = img.Config.WorkingDir
+	}
+	if cwd == "" {
+		cwd = "/"
+	}
+	if !path.IsAbs(cwd) {
+		return nil, fmt.Errorf("%w: the working directory %q is not absolute", ErrBadOption, cwd)
+	}
+	caps := &specs.LinuxCapabilities{Bounding: defaultCaps}
+	if u.UID == 0 {
+		caps.Effective, caps.Permitted = defaultCaps, defaultCaps
+	}
+	s := &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			User:         specs.User{UID: u.UID, GID: u.GID, AdditionalGids: u.Groups},
+			Args:         args,
+			Env:          mergeEnv(img.Config.Env, o.Env, hostname, home),
+			Cwd:          path.Clean(cwd),
+			Capabilities: caps,
+			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1048576, Soft: 1048576}},
+		},
+		Root:     &specs.Root{Path: rootDir},
+		Hostname: hostname,
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=67108864"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		},
+		Annotations: map[string]string{
+			annRootfsSource:  img.RootfsPath,
+			annRootfsType:    "erofs",
+			annRootfsOverlay: "memory",
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				{Type: specs.NetworkNamespace, Path: "/proc/self/ns/net"},
+			},
+		},
+	}
+	for _, m := range o.Mounts {
+		sm, err := specMount(m)
+		if err != nil {
+			return nil, err
+		}
+		s.Mounts = append(s.Mounts, sm)
+	}
+	return s, nil
+}
+
+// specMount turns a Mount into a spec mount.
+func specMount(m Mount) (specs.Mount, error) {
+	opts := []string{"rw"}
+	if m.ReadOnly {
+		opts = []string{"ro"}
+	}
+	switch m.Type {
+	case MountTmpfs:
+		return specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: append(opts, "nosuid", "nodev")}, nil
+	case MountBind:
+		return specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: append(opts, "rbind")}, nil
+	}
+	return specs.Mount{}, fmt.Errorf("%w: mount type %q", ErrUnsupported, m.Type)
+}

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	goruntime "runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// superviseCmd is the hidden subcommand of the supervisor process.
+const superviseCmd = "_gvx-supervise"
+
+// supervise is the supervisor: it runs in the episode's user and network
+// namespaces, waits for the host side's go-ahead on fd 3, brings lo up,
+// runs runsc with args, forwards signals to it, and when fd 3 reaches EOF
+// before runsc is done (the host side died) kills it. It removes the state
+// directory in every case and returns runsc's exit code.
+func supervise(state string, args []string) int {
+	defer os.RemoveAll(state)
+	sync := os.NewFile(3, "sync")
+	var b [1]byte
+	if n, _ := sync.Read(b[:]); n != 1 {
+		return 125 // the host side gave up before the start
+	}
+	if err := loUp(); err != nil {
+		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
+		return 125
+	}
+	// The sandbox dies with runsc (Pdeathsig), and runsc with this thread.
+	goruntime.LockOSThread()
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "rungv: start runsc: %v\n", err)
+		return 125
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, sync) // returns at EOF: the host side is gone
+		_ = cmd.Process.Kill()
+	}()
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	_ = cmd.Wait()
+	close(done)
+	return exitCode(cmd.ProcessState)
+}
+
+// loUp sets IFF_UP on the loopback interface of the current network
+// namespace.
+func loUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
