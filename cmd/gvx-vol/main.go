@@ -6,12 +6,17 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/app"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 )
 
 func main() {
+	// One OS thread does all of a verb's volume I/O: the write order is
+	// deterministic, and per-thread tools (strace's fault injection counts
+	// per thread) can target the Nth write of a run.
+	runtime.LockOSThread()
 	if err := app.New().Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "gvx-vol:", err)
 		os.Exit(cliutil.ExitCode(err))
