@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"z.gfire.dev/gvx/erofs/internal/erofstest"
+	"z.gfire.dev/gvx/erofs/erofstest"
 )
 
 type (

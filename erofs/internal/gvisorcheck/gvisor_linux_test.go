@@ -11,7 +11,7 @@ import (
 	gerofs "gvisor.dev/gvisor/pkg/erofs"
 
 	"z.gfire.dev/gvx/erofs"
-	"z.gfire.dev/gvx/erofs/internal/erofstest"
+	"z.gfire.dev/gvx/erofs/erofstest"
 )
 
 // TestGvisorReadsRuntimeProfile opens a runtime-profile image with gVisor's

@@ -117,13 +117,36 @@ func importDir(b *erofs.Builder, src string) error {
 			c.Close()
 		}
 	}()
-	if err := sink.Copy(b, d); err != nil {
-		if errors.Is(err, erofs.ErrUnsupported) {
-			return fmt.Errorf("%w\n(EROFS cannot store this; --profile runtime drops xattrs)", err)
-		}
-		return err
+	return copyTree(b, d)
+}
+
+// copyTree is sink.Copy, made sure to report a failed WriteFile: the
+// sink.Copy of this writing loses that error (a shadowed err in its
+// regular-file case), which would publish an image missing the file.
+func copyTree(b sink.Sink, src sink.Source) error {
+	es := &errSink{Sink: b}
+	err := sink.Copy(es, src)
+	if err == nil {
+		err = es.err
 	}
-	return nil
+	if errors.Is(err, erofs.ErrUnsupported) {
+		return fmt.Errorf("%w\n(EROFS cannot store this; --profile runtime drops xattrs)", err)
+	}
+	return err
+}
+
+// errSink remembers the first error its WriteFile returned.
+type errSink struct {
+	sink.Sink
+	err error
+}
+
+func (s *errSink) WriteFile(h *sink.Header, r io.Reader) error {
+	err := s.Sink.WriteFile(h, r)
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("%s: %w", h.Path, err)
+	}
+	return err
 }
 
 func importTar(b *erofs.Builder, src string) error {

@@ -1,5 +1,5 @@
 // Package erofstest holds the hostile tree generator and the tree
-// comparison that erofs's tests and its cross-checks share.
+// comparison that erofs's tests, its cross-checks and gvx-vol's tests share.
 package erofstest
 
 import (
