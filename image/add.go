@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -272,14 +273,17 @@ func (fl *flattener) progress() *progress {
 	return p
 }
 
-// apply reads layer i, checks its uncompressed bytes against its diffID
-// and applies it onto b.
+// apply reads layer i, applies it onto b and checks it: the blob against
+// its digest (compressed sources) and the uncompressed stream against its
+// diffID. A blob that fails its digest is reported as ErrCorrupt even when
+// the damage first shows as a broken archive.
 func (fl *flattener) apply(b sink.Sink, i int, l v1.Layer, prog *progress) (err error) {
 	fail := func(err error) error {
 		return fmt.Errorf("%s: layer %d (%s): %w", fl.src, i, fl.diffIDs[i], err)
 	}
+	archive := fl.src.Transport == DockerArchive
 	var rc io.ReadCloser
-	if fl.src.Transport == DockerArchive {
+	if archive {
 		// docker save stores layers uncompressed; Compressed would gzip them.
 		rc, err = l.Uncompressed()
 	} else {
@@ -289,29 +293,43 @@ func (fl *flattener) apply(b sink.Sink, i int, l v1.Layer, prog *progress) (err 
 		return fail(err)
 	}
 	defer rc.Close()
-	var r io.Reader = rc
+	var raw io.Reader = rc
 	if prog != nil {
-		r = io.TeeReader(r, prog)
+		raw = io.TeeReader(raw, prog)
 	}
-	if fl.src.Transport != DockerArchive {
-		d, err := overlay.Decompress(r)
+	var blobHash hash.Hash
+	r := raw
+	if !archive {
+		blobHash = sha256.New()
+		raw = io.TeeReader(raw, blobHash)
+		d, err := overlay.Decompress(raw)
 		if err != nil {
 			return fail(err)
 		}
 		defer d.Close()
 		r = d
 	}
-	h := sha256.New()
-	r = io.TeeReader(r, h)
-	if err := overlay.ApplyLayer(b, r, overlay.LayerOptions{}); err != nil {
-		return fail(err)
+	diffHash := sha256.New()
+	r = io.TeeReader(r, diffHash)
+	applyErr := overlay.ApplyLayer(b, r, overlay.LayerOptions{})
+	if applyErr == nil {
+		// Read to the end so the whole stream is hashed.
+		_, applyErr = io.Copy(io.Discard, r)
 	}
-	// Read to the end so the whole stream is hashed (and the registry
-	// client verifies the blob digest at EOF).
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return fail(err)
+	if blobHash != nil {
+		// Whatever happened, the blob's digest says whose fault it was.
+		_, drainErr := io.Copy(io.Discard, raw)
+		if want, err := l.Digest(); err == nil && hex.EncodeToString(blobHash.Sum(nil)) != want.Hex {
+			return fail(fmt.Errorf("%w: blob does not match its digest %s", ErrCorrupt, want))
+		}
+		if applyErr == nil {
+			applyErr = drainErr
+		}
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != fl.diffIDs[i].Hex {
+	if applyErr != nil {
+		return fail(applyErr)
+	}
+	if got := hex.EncodeToString(diffHash.Sum(nil)); got != fl.diffIDs[i].Hex {
 		return fail(fmt.Errorf("%w: uncompressed content has sha256:%s", ErrCorrupt, got))
 	}
 	return nil

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -219,5 +221,49 @@ func TestRegistryAuth(t *testing.T) {
 	}
 	if got := readFile(t, openEROFS(t, res.EROFS), "secret"); got != "s" {
 		t.Errorf("secret = %q", got)
+	}
+}
+
+// TestRegistryTamperedBlob: a registry serving a layer blob that does not
+// match its digest gets the add refused, and nothing lands in the cache.
+func TestRegistryTamperedBlob(t *testing.T) {
+	hermetic(t)
+	var layerDigest string
+	host := startRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || layerDigest == "" || !strings.HasSuffix(r.URL.Path, "/blobs/"+layerDigest) {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			body[len(body)/2] ^= 0x55
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+		})
+	})
+	img := fixtureImage(t, amd64, fixtureLayers(t))
+	push(t, host+"/tampered:v1", img)
+	ls, _ := img.Layers()
+	d, _ := ls[1].Digest()
+	layerDigest = d.String()
+	c := newCache(t)
+	if _, err := Add(ctx, c, host+"/tampered:v1", Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("tampered layer blob: %v, want ErrCorrupt", err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	objs, _ := os.ReadDir(filepath.Join(c.Dir(), "objects"))
+	for _, o := range objs {
+		if strings.HasSuffix(o.Name(), ".erofs") || strings.HasPrefix(o.Name(), ".") {
+			t.Errorf("left in the cache: %s", o.Name())
+		}
+	}
+	if l, _ := List(c); len(l) != 0 {
+		t.Errorf("indexed: %v", l)
 	}
 }

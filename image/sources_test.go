@@ -198,4 +198,24 @@ func TestCorruptLayer(t *testing.T) {
 	if _, err := Add(ctx, c, "oci:"+lay2, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("tampered config: %v, want ErrCorrupt", err)
 	}
+	// A layer blob of a layout changed on disk (go-containerregistry does
+	// not verify layout blobs; Add does).
+	lay3 := t.TempDir()
+	if err := imagetest.WriteLayout(lay3, img, ""); err != nil {
+		t.Fatal(err)
+	}
+	ls, _ := img.Layers()
+	ld, _ := ls[0].Digest()
+	blob := filepath.Join(lay3, "blobs", "sha256", ld.Hex)
+	b, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-5] ^= 1 // in the gzip trailer: the tar itself still reads
+	if err := os.WriteFile(blob, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Add(ctx, c, "oci:"+lay3, Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("tampered layer blob: %v, want ErrCorrupt", err)
+	}
 }
