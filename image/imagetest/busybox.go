@@ -74,7 +74,8 @@ func BusyboxImage() (v1.Image, error) {
 }
 
 // BuildBusyboxLayout writes BusyboxImage as an OCI image layout in dir
-// (created if needed, must not already hold a layout), named BusyboxRef.
+// (created if needed; an index.json already there is replaced), named
+// BusyboxRef.
 // Add it with "oci:DIR". It returns ErrNoBusybox when the host has no
 // busybox.
 func BuildBusyboxLayout(dir string) error {
@@ -85,8 +86,8 @@ func BuildBusyboxLayout(dir string) error {
 	return WriteLayout(dir, img, BusyboxRef)
 }
 
-// WriteLayout writes img as the only image of a new OCI layout in dir,
-// with the reference name ref (none when empty).
+// WriteLayout writes img as the only image of an OCI layout in dir (its
+// index.json is replaced), with the reference name ref (none when empty).
 func WriteLayout(dir string, img v1.Image, ref string) error {
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {

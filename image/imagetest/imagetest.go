@@ -3,8 +3,9 @@
 // from those layers, and a bootable one-layer busybox image as an OCI
 // layout (BuildBusyboxLayout) that the runtime's tests reuse.
 //
-// Everything is deterministic: fixed times, sorted nothing (entries stay in
-// the order given, as in a real layer), so digests are stable across runs.
+// Everything is deterministic: entries keep the order given (as in a real
+// layer) and get fixed times, so digests are stable across runs and hosts
+// with the same busybox binary.
 //
 // Example:
 //
