@@ -108,6 +108,9 @@ func fuzzReader(t *testing.T, data []byte) {
 			}
 		}
 		walk(".", 0)
+		if _, err := im.Check(); err != nil {
+			checkErr(t, err)
+		}
 	}
 }
 

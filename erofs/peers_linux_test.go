@@ -199,6 +199,9 @@ func TestReadMkfsErofs(t *testing.T) {
 		// filesystem may already differ from the builder: an ACL xattr
 		// rewrites the mode bits).
 		compareTrees(t, hostTree(t, src), im, cmpOpts{})
+		if _, err := im.Check(); err != nil {
+			t.Errorf("Check of mkfs.erofs's image %v: %v", args, err)
+		}
 		f.Close()
 	}
 }

@@ -54,6 +54,18 @@ func TestBuildFromDir(t *testing.T) {
 	if err != nil || cat != "gvx\n" {
 		t.Errorf("cat: %q %v", cat, err)
 	}
+	chk, _, err := runApp(t, "erofs", "check", out)
+	if err != nil || !strings.Contains(chk, "clean, 4 inodes") {
+		t.Errorf("check: %q %v", chk, err)
+	}
+	raw, _ := os.ReadFile(out)
+	raw[2000] ^= 1
+	bad := out + ".bad"
+	os.WriteFile(bad, raw, 0o644)
+	if _, _, err := runApp(t, "erofs", "check", bad); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("check of a damaged image: %v", err)
+	}
+	os.Remove(bad)
 	// No temporary file is left beside OUT.
 	ents, _ := os.ReadDir(filepath.Dir(out))
 	if len(ents) != 1 {

@@ -26,9 +26,10 @@ deterministic, and reads them back without mounting anything.
 Examples:
    gvx-vol erofs build --profile runtime ./rootfs rootfs.erofs
    gvx-vol erofs build --from-tar layer.tar.gz layer.erofs
+   gvx-vol erofs check rootfs.erofs
    gvx-vol erofs ls -l rootfs.erofs etc
    gvx-vol erofs cat rootfs.erofs etc/os-release`,
-		Subcommands: []*cli.Command{buildCommand(), lsCommand(), catCommand()},
+		Subcommands: []*cli.Command{buildCommand(), checkCommand(), lsCommand(), catCommand()},
 	}}
 }
 
