@@ -200,3 +200,22 @@ func TestGNUTarExtractsOurSparse(t *testing.T) {
 		t.Errorf("data past the hole differs (%d bytes read)", n)
 	}
 }
+
+// TestTarRoundTripHostDir: our export imported by us into a host directory
+// is the source tree, as the kernel stores it.
+func TestTarRoundTripHostDir(t *testing.T) {
+	needRootAndTool(t, "true")
+	src := testTree(t, 5, sinktest.TreeOptions{})
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, src, ExportOptions{Compression: Zstd}); err != nil {
+		t.Fatal(err)
+	}
+	d := hostdir.New(t.TempDir())
+	defer d.Close()
+	if err := ImportTar(d, &buf, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sinktest.Compare(src, d, hostOpts); err != nil {
+		t.Error(err)
+	}
+}

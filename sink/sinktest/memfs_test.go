@@ -221,3 +221,18 @@ func TestEdgeTreeHugeDir(t *testing.T) {
 		t.Fatalf("huge: %d entries, %v", len(names), err)
 	}
 }
+
+func TestCompareSpecialHardLinks(t *testing.T) {
+	a, b := NewMemFS(), NewMemFS()
+	for _, m := range []*MemFS{a, b} {
+		m.Mknod(&sink.Header{Path: "p", Mode: sink.TypeFifo | 0o644})
+	}
+	a.Link("p", "q")
+	b.Mknod(&sink.Header{Path: "q", Mode: sink.TypeFifo | 0o644})
+	if err := Compare(a, b, CompareOptions{}); err == nil || !strings.Contains(err.Error(), "hard-linked") {
+		t.Fatalf("Compare = %v, want a hard-link difference", err)
+	}
+	if err := Compare(a, b, CompareOptions{IgnoreSpecialHardLinks: true}); err != nil {
+		t.Fatal(err)
+	}
+}
