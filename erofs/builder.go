@@ -74,7 +74,8 @@ type Options struct {
 	// the tree (earliest on ties), which makes the most inodes compact and
 	// keeps output a function of the tree alone.
 	Epoch time.Time
-	// UUID and VolumeName go to the superblock verbatim.
+	// UUID and VolumeName go to the superblock verbatim (VolumeName cut
+	// to its 16 bytes).
 	UUID       [16]byte
 	VolumeName string
 	// TempDir is where file data is spooled; "" means os.TempDir().
@@ -361,6 +362,9 @@ func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
 	}
 	if _, _, err := b.resolveParent("write", h.Path); err != nil {
 		return err
+	}
+	if r == nil && h.Size > 0 {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("no reader for %d bytes: %w", h.Size, fs.ErrInvalid)}
 	}
 	n := b.newInode(sink.TypeReg, h)
 	if err := b.setMeta(n, h); err != nil {

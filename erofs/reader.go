@@ -307,7 +307,7 @@ func (im *Image) Lstat(p string) (*sink.Header, error) {
 }
 
 func (im *Image) readlink(n *rinode) (string, error) {
-	if n.size == 0 || n.size >= 4096 || n.size > im.bs && n.layout == disk.FlatInline {
+	if n.size == 0 || n.size >= 4096 { // PATH_MAX, as the kernel's page_get_link allows
 		return "", corruptf(n.off+8, "symlink inode %d has a %d-byte target", n.nid, n.size)
 	}
 	b := make([]byte, n.size)

@@ -81,6 +81,9 @@ func TestSinkContract(t *testing.T) {
 	if err := b.WriteFile(&sink.Header{Path: "x", Size: 5}, strings.NewReader("abc")); err == nil {
 		t.Error("short reader accepted")
 	}
+	if err := b.WriteFile(&sink.Header{Path: "x", Size: 5}, nil); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("nil reader: %v", err)
+	}
 	if err := b.Mkdir(&sink.Header{Path: "d/../e"}); !errors.Is(err, fs.ErrInvalid) {
 		t.Errorf("unclean path: %v", err)
 	}
