@@ -87,3 +87,79 @@ func TestRemoveAndGC(t *testing.T) {
 		t.Errorf("re-add: %+v %v", again, err)
 	}
 }
+
+// TestGCRacesAdds runs GC in a loop while images are added and removed:
+// every image in the index at the end has its files, and every Add
+// returned paths that existed when it returned.
+func TestGCRacesAdds(t *testing.T) {
+	c := newCache(t)
+	var srcs []string
+	for _, body := range []string{"a", "b", "c"} {
+		lay := t.TempDir()
+		img := fixtureImage(t, amd64, [][]byte{mustTar(t, imagetest.File("who", body))})
+		if err := imagetest.WriteLayout(lay, img, ""); err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, "oci:"+lay)
+	}
+	stop := make(chan struct{})
+	gcDone := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				gcDone <- nil
+				return
+			default:
+			}
+			if _, err := GC(c); err != nil {
+				gcDone <- err
+				return
+			}
+		}
+	}()
+	errs := make(chan error, len(srcs))
+	for _, src := range srcs {
+		go func() {
+			for i := 0; i < 15; i++ {
+				res, err := Add(ctx, c, src, Options{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Until the entry is removed, GC must keep its files.
+				for _, p := range []string{res.EROFS, res.Config} {
+					if _, err := os.Stat(p); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if i%2 == 1 { // the last add (i = 14) stays
+					if _, err := Remove(c, src, ""); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range srcs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	if err := <-gcDone; err != nil {
+		t.Fatal(err)
+	}
+	l, err := List(c)
+	if err != nil || len(l) != 3 {
+		t.Fatalf("List: %v %v", l, err)
+	}
+	for _, r := range l {
+		if r.EROFS == "" || r.Config == "" {
+			t.Errorf("%s lost its files: %+v", r.Ref, r)
+		}
+	}
+}
