@@ -2,7 +2,9 @@ package erofs
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
+	"z.gfire.dev/gvx/sink/sinktest"
 )
 
 func needTool(t *testing.T, name string) string {
@@ -217,4 +220,49 @@ func TestMkfsErofs255(t *testing.T) {
 	}
 	out, err := exec.Command(mkfs, filepath.Join(t.TempDir(), "i"), src).CombinedOutput()
 	t.Logf("mkfs.erofs with a 255-byte name: err=%v\n%s", err, out)
+}
+
+// TestKernelMountSharedTrees mounts images of the shared random and edge
+// trees (package sinktest, written by others for every sink) and compares
+// the kernel's view with the builder's using sinktest.Compare.
+func TestKernelMountSharedTrees(t *testing.T) {
+	needRoot(t)
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprintf("random-%d", seed), func(t *testing.T) {
+			b := NewBuilder(Options{TempDir: t.TempDir()})
+			defer b.Close()
+			if err := sinktest.RandomTree(b, rand.New(rand.NewPCG(seed, seed)), sinktest.TreeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			kernelCompare(t, b)
+		})
+	}
+	t.Run("edge", func(t *testing.T) {
+		b := NewBuilder(Options{TempDir: t.TempDir()})
+		defer b.Close()
+		if err := sinktest.EdgeTree(b, sinktest.TreeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kernelCompare(t, b)
+	})
+}
+
+func kernelCompare(t *testing.T, b *Builder) {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "img.erofs")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	d := hostdir.New(mount(t, img))
+	defer closeIfCloser(d)
+	// EROFS stores one time (mtime); directory sizes are its own.
+	o := sinktest.CompareOptions{IgnoreAtime: true, IgnoreCtime: true, IgnoreCrtime: true, IgnoreDirSize: true}
+	if err := sinktest.Compare(b, d, o); err != nil {
+		t.Error(err)
+	}
 }
