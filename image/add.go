@@ -175,7 +175,7 @@ func Add(ctx context.Context, c *cache.Cache, src string, o Options) (*Result, e
 		return nil, err
 	}
 
-	fl := &flattener{src: s, prof: prof, c: c, pin: pin, key: key, layers: layers, diffIDs: diffIDs, o: &o}
+	fl := &flattener{ctx: ctx, src: s, prof: prof, c: c, pin: pin, key: key, layers: layers, diffIDs: diffIDs, o: &o}
 	res.EROFS, res.Created, err = pin.Ensure(key+extEROFS, fl.build)
 	if err != nil {
 		return nil, err
@@ -205,6 +205,7 @@ func Add(ctx context.Context, c *cache.Cache, src string, o Options) (*Result, e
 
 // flattener builds one cache entry's EROFS file.
 type flattener struct {
+	ctx     context.Context
 	src     *Source
 	prof    erofs.Profile
 	c       *cache.Cache
@@ -221,6 +222,9 @@ func (fl *flattener) build(f *os.File) error {
 	tr := newXattrTracker(b)
 	prog := fl.progress()
 	for i, l := range fl.layers {
+		if err := fl.ctx.Err(); err != nil {
+			return err
+		}
 		if err := fl.apply(tr, i, l, prog); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -217,5 +218,23 @@ func TestCorruptLayer(t *testing.T) {
 	}
 	if _, err := Add(ctx, c, "oci:"+lay3, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("tampered layer blob: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestCanceled: a canceled context stops an add before anything is
+// published.
+func TestCanceled(t *testing.T) {
+	lay := t.TempDir()
+	if err := imagetest.WriteLayout(lay, fixtureImage(t, amd64, fixtureLayers(t)), ""); err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Add(cctx, c, "oci:"+lay, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled add: %v", err)
+	}
+	if l, _ := List(c); len(l) != 0 {
+		t.Errorf("indexed %v", l)
 	}
 }
