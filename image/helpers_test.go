@@ -167,7 +167,11 @@ func checkFlattened(t *testing.T, path string, profile string, layers [][]byte) 
 	if profile == "runtime" {
 		o.IgnoreXattrPrefixes = []string{""} // the runtime profile stores none
 	}
-	if err := sinktest.Compare(openEROFS(t, path), want, o); err != nil {
+	im := openEROFS(t, path)
+	if _, err := im.Check(); err != nil {
+		t.Errorf("%s: erofs Check: %v", path, err)
+	}
+	if err := sinktest.Compare(im, want, o); err != nil {
 		t.Errorf("%s (%s) differs from overlay.Flatten: %v", path, profile, err)
 	}
 }
