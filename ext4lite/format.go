@@ -62,7 +62,12 @@ func Create(path string, size int64, opts *CreateOptions) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := format(f, size, &o)
+	// The file gets its size first: formatting reads blocks it patches.
+	err = f.Truncate(size)
+	var v *FS
+	if err == nil {
+		v, err = format(f, size, &o)
+	}
 	if err == nil {
 		err = f.Truncate(int64(v.blocksCount) * int64(v.bs))
 	}

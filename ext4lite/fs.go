@@ -49,10 +49,10 @@ type FS struct {
 	groups []*group
 	meta   map[uint64][]byte // staged metadata blocks (see device.go)
 
-	journal     *jbd2.Journal // nil without a journal
-	deferFree   bool          // hold freed blocks until the next commit
-	pendingFree [][2]uint64
-	opCount     int
+	journal       *jbd2.Journal // nil without a journal
+	deferFree     bool          // hold freed blocks until the next commit
+	pendingFree   [][2]uint64
+	opsSinceFlush int // mutating operations since the last flush
 	// crashAfterCommit (tests only) stops a flush after its commit, before
 	// the checkpoint: the log keeps a committed transaction.
 	crashAfterCommit bool

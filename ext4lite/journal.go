@@ -275,21 +275,16 @@ func (v *FS) journalBudget() int {
 }
 
 // maybeFlush flushes when the changes since the last flush might no longer
-// fit one transaction. It is cheap: it looks every 256 calls.
+// fit one transaction. It is cheap: every 256 calls it estimates the
+// blocks a flush would stage from the operations since the last one (each
+// dirties a few inodes) and the dirty directories' sizes.
 func (v *FS) maybeFlush() error {
-	v.opCount++
-	if v.opCount%256 != 0 {
+	v.opsSinceFlush++
+	if v.opsSinceFlush%256 != 0 {
 		return nil
 	}
-	est := len(v.meta)
-	perBlock := v.bs / v.inodeSize
-	dirtyInodes := 0
-	for _, in := range v.inodes {
-		if in.dirty || in.xattrDirt || in.ext != nil && in.ext.dirty {
-			dirtyInodes++
-		}
-	}
-	est += dirtyInodes/perBlock + dirtyInodes/8 + 2*len(v.groups)/8 + 8
+	perBlock := max(1, v.bs/v.inodeSize)
+	est := len(v.meta) + 3*v.opsSinceFlush/perBlock + v.opsSinceFlush/8 + 2*len(v.groups)/8 + 8
 	for _, d := range v.dirs {
 		if d.dirty {
 			est += len(d.entries)/64 + 2
