@@ -2,6 +2,7 @@ package ext4lite
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -632,4 +633,73 @@ func (m memDevice) WriteAt(p []byte, off int64) (int, error) {
 		return 0, os.ErrInvalid
 	}
 	return copy(m[off:], p), nil
+}
+
+func ExampleCheck() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	img := filepath.Join(dir, "vol.ext4")
+	v, err := Create(img, 16<<20, nil)
+	if err != nil {
+		panic(err)
+	}
+	if err := v.Mkdir(&sink.Header{Path: "etc", Mode: sink.TypeDir | 0o755}); err != nil {
+		panic(err)
+	}
+	if err := v.Close(); err != nil {
+		panic(err)
+	}
+
+	f, err := os.Open(img)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	r, err := Check(f, nil)
+	if err != nil {
+		panic(err) // unreadable superblock or I/O error
+	}
+	for _, finding := range r.Findings {
+		fmt.Println(finding)
+	}
+	fmt.Println("clean:", r.Clean(), "directories:", r.Dirs)
+	// Output: clean: true directories: 3
+}
+
+// BenchmarkCheck measures Check on ext4lite volumes; bytes are the
+// volume's blocks in use.
+func BenchmarkCheck(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		size int64
+		bs   int
+		fill func(v *FS) error
+	}{
+		{"random-2000", 256 << 20, 4096, ckRandomTree(21, 2000)},
+		{"dir-20000", 256 << 20, 4096, ckBigDir(20000)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := ckVolume(b, tc.size, tc.bs, tc.fill)
+			f, err := os.Open(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			r, err := Check(f, nil)
+			if err != nil || !r.Clean() {
+				b.Fatalf("%v %v", err, r.Err())
+			}
+			b.SetBytes(int64(r.Blocks) * int64(tc.bs))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Check(f, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
