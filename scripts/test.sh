@@ -15,7 +15,7 @@ go vet ./...
 
 echo "== cross-platform build of the storage packages"
 for os in darwin windows; do
-	GOOS=$os go build ./sink/... $(ls -d ext4lite jbd2 reflink erofs overlay 2>/dev/null | sed 's#$#/...#;s#^#./#')
+	GOOS=$os go build ./sink/... $(ls -d ext4lite jbd2 reflink erofs overlay image 2>/dev/null | sed 's#$#/...#;s#^#./#')
 done
 
 echo "== go test"
