@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"os"
 
 	"gvisor.dev/gvisor/runsc/cli/maincli"
@@ -13,6 +14,10 @@ import (
 // and gofer with its global flags first. Main never returns for the latter
 // two.
 func Main(ours func()) {
+	if builtWithCgo {
+		fmt.Fprintln(os.Stderr, "rungv: this binary was built with cgo; gVisor's sandbox cannot start from it. Rebuild with CGO_ENABLED=0.")
+		os.Exit(125)
+	}
 	if len(os.Args) > 2 && os.Args[1] == superviseCmd {
 		os.Exit(supervise(os.Args[2], os.Args[3:]))
 	}

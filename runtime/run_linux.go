@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"syscall"
 
@@ -160,6 +159,9 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
+	// gVisor writes a regular file at its own offsets, so files get a pipe
+	// and a copy here, as with any other writer.
+	cmd.Stdout, cmd.Stderr = unlessRegular(cmd.Stdout), unlessRegular(cmd.Stderr)
 	// A terminal is read by this process (in the foreground group), not
 	// by the sandbox in its own process group.
 	if f, ok := cmd.Stdin.(*os.File); ok && isTerminal(f) {
@@ -226,9 +228,18 @@ func exitCode(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
+// unlessRegular hides a regular file behind a plain io.Writer so that
+// os/exec copies to it through a pipe.
+func unlessRegular(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			return struct{ io.Writer }{f}
+		}
+	}
+	return w
+}
+
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
-
-var _ = goruntime.GOOS

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/signal"
 	goruntime "runtime"
+	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,10 +50,20 @@ func supervise(state string, args []string) int {
 	}()
 	done := make(chan struct{})
 	go func() {
+		var grace <-chan time.Time
 		for {
 			select {
 			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
+				// runsc run forwards nothing without a terminal: signal
+				// the guest's init with runsc kill, as docker kill does.
+				kill := exec.Command("/proc/self/exe", killArgs(args, s.(syscall.Signal))...)
+				kill.Stdout, kill.Stderr = io.Discard, os.Stderr
+				_ = kill.Run()
+				if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
+					grace = time.After(StopTimeout)
+				}
+			case <-grace:
+				_ = cmd.Process.Kill() // docker stop's SIGKILL after the timeout
 			case <-done:
 				return
 			}
@@ -60,6 +72,23 @@ func supervise(state string, args []string) int {
 	_ = cmd.Wait()
 	close(done)
 	return exitCode(cmd.ProcessState)
+}
+
+// StopTimeout is how long the guest has to exit after SIGTERM or SIGINT
+// before it is killed, as with docker stop.
+var StopTimeout = 10 * time.Second
+
+// killArgs turns runsc global flags + "run" ... ID into a runsc kill of
+// the same container.
+func killArgs(runArgs []string, sig syscall.Signal) []string {
+	var out []string
+	for _, a := range runArgs {
+		if a == "run" {
+			break
+		}
+		out = append(out, a)
+	}
+	return append(out, "kill", runArgs[len(runArgs)-1], strconv.Itoa(int(sig)))
 }
 
 // loUp sets IFF_UP on the loopback interface of the current network

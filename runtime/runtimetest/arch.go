@@ -1,4 +1,4 @@
-package testimage
+package runtimetest
 
 import "runtime"
 

@@ -1,6 +1,6 @@
-// Package testimage makes small OCI images for the runtime's tests from the
+// Package runtimetest makes small OCI images for the runtime's tests from the
 // host's static busybox (Debian's busybox-static), never from a registry.
-package testimage
+package runtimetest
 
 import (
 	"archive/tar"
@@ -25,7 +25,7 @@ import (
 const BusyboxPath = "/bin/busybox"
 
 // ErrNoBusybox reports a host without a static busybox.
-var ErrNoBusybox = errors.New("testimage: /bin/busybox is missing or not static (apt-get install busybox-static)")
+var ErrNoBusybox = errors.New("runtimetest: /bin/busybox is missing or not static (apt-get install busybox-static)")
 
 // File is an extra file of the image.
 type File struct {

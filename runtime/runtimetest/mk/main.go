@@ -8,7 +8,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"z.gfire.dev/gvx/runtime/internal/testimage"
+	"z.gfire.dev/gvx/runtime/runtimetest"
 )
 
 func main() {
@@ -16,7 +16,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mk DIR")
 		os.Exit(2)
 	}
-	err := testimage.Busybox(os.Args[1], v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
+	err := runtimetest.Busybox(os.Args[1], v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

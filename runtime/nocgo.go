@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package runtime
+
+const builtWithCgo = false
