@@ -61,3 +61,29 @@ func TestNoSpace(t *testing.T) {
 	}
 	noSpaceE2fsck(t, p)
 }
+
+// TestXattrTooLarge: attributes that cannot fit the inode plus one block
+// are refused by the call that sets them, and nothing is created.
+func TestXattrTooLarge(t *testing.T) {
+	v, _ := newVolume(t, 64<<20)
+	big := map[string][]byte{"user.big": bytes.Repeat([]byte("x"), 5000)}
+	err := v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Xattrs: big}, bytes.NewReader(nil))
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("WriteFile with a 5000-byte xattr: %v, want ErrNoSpace", err)
+	}
+	if _, err := v.Lstat("f"); err == nil {
+		t.Fatal("the file was created anyway")
+	}
+	if err := v.Mkdir(&sink.Header{Path: "d", Mode: sink.TypeDir | 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Setxattr("d", "user.big", big["user.big"]); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Setxattr of 5000 bytes: %v, want ErrNoSpace", err)
+	}
+	if err := v.Setxattr("d", "user.ok", bytes.Repeat([]byte("y"), 3000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

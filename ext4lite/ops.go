@@ -203,6 +203,9 @@ func (v *FS) setAllXattrs(in *inode, m map[string][]byte) error {
 		xs = append(xs, xattr{name: k, value: bytes.Clone(val)})
 	}
 	sort.Slice(xs, func(i, j int) bool { return xs[i].name < xs[j].name })
+	if err := v.xattrsFit(in.d.ExtraIsize, sortedForStore(xs)); err != nil {
+		return err
+	}
 	in.xattrs, in.xattrsOK, in.xattrDirt, in.dirty = xs, true, true, true
 	return nil
 }
@@ -220,6 +223,9 @@ func (v *FS) Mkdir(h *sink.Header) error {
 	defer v.mu.Unlock()
 	if err := v.beginOp(); err != nil {
 		return err
+	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return pathErr("mkdir", h.Path, err)
 	}
 	if h.Path == "." {
 		root, err := v.getInode(disk.RootIno)
@@ -256,6 +262,9 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	defer v.mu.Unlock()
 	if err := v.beginOp(); err != nil {
 		return err
+	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return pathErr("write", h.Path, err)
 	}
 	if h.Size < 0 {
 		return pathErr("write", h.Path, errInvalid)
@@ -323,6 +332,9 @@ func (v *FS) Symlink(h *sink.Header) error {
 	if err := v.beginOp(); err != nil {
 		return err
 	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return pathErr("symlink", h.Path, err)
+	}
 	if len(h.Linkname) == 0 || len(h.Linkname) >= v.bs {
 		return pathErr("symlink", h.Path, errInvalid)
 	}
@@ -360,6 +372,9 @@ func (v *FS) Mknod(h *sink.Header) error {
 	defer v.mu.Unlock()
 	if err := v.beginOp(); err != nil {
 		return err
+	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return pathErr("mknod", h.Path, err)
 	}
 	typ := h.Mode & sink.TypeMask
 	switch typ {

@@ -319,6 +319,9 @@ func (v *FS) Setxattr(p, name string, value []byte) error {
 			copy(out[i+1:], out[i:])
 			out[i] = xattr{name, bytes.Clone(value)}
 		}
+		if err := v.xattrsFit(in.d.ExtraIsize, sortedForStore(out)); err != nil {
+			return err
+		}
 		in.xattrs, in.xattrDirt = out, true
 		return nil
 	})

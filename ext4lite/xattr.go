@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
 )
 
 // xattr is one extended attribute with its full name ("user.foo").
@@ -145,19 +146,7 @@ func (v *FS) storeXattrs(in *inode) error {
 			return fmt.Errorf("xattr %q: %w: namespace not storable in ext4", x.name, ErrUnsupported)
 		}
 	}
-	// Kernel order within an area: by (index, name length, name).
-	sorted := append([]xattr(nil), xs...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		ii, si, _ := disk.XattrSplitName(sorted[i].name)
-		ij, sj, _ := disk.XattrSplitName(sorted[j].name)
-		if ii != ij {
-			return ii < ij
-		}
-		if len(si) != len(sj) {
-			return len(si) < len(sj)
-		}
-		return si < sj
-	})
+	sorted := sortedForStore(xs)
 	var inInode, inBlock []xattr
 	start := disk.GoodOldInodeSize + int(in.d.ExtraIsize)
 	room := v.inodeSize - start - disk.XattrIbodyHeaderLen - 4
@@ -243,4 +232,68 @@ func (v *FS) releaseXattrBlock(in *inode) error {
 		binary.LittleEndian.PutUint32(b[16:], disk.XattrBlockChecksum(v.seed, blk, b))
 	}
 	return v.metaWriteBlock(blk, b)
+}
+
+// xattrsFit reports whether xs can be stored for an inode with extra_isize
+// extra: what does not fit in the inode must fit one block. Checked when
+// attributes are set, so the error comes from the call that caused it,
+// not from a later flush.
+func (v *FS) xattrsFit(extra uint16, xs []xattr) error {
+	room := 0
+	if v.inodeSize > disk.GoodOldInodeSize {
+		room = v.inodeSize - disk.GoodOldInodeSize - int(extra) - disk.XattrIbodyHeaderLen - 4
+	}
+	blockUsed := disk.XattrBlockHeaderLen + 4
+	spilled := false
+	for _, x := range xs {
+		sz := xattrPackSize(x)
+		if !spilled && sz <= room {
+			room -= sz
+			continue
+		}
+		spilled = true
+		blockUsed += sz
+	}
+	if blockUsed > v.bs {
+		return fmt.Errorf("%w: the attributes need %d bytes beyond the inode, more than one %d-byte block", ErrNoSpace, blockUsed, v.bs)
+	}
+	return nil
+}
+
+// sortedForStore orders attributes as the kernel lays them out in an area:
+// by (name index, name length, name).
+func sortedForStore(xs []xattr) []xattr {
+	sorted := append([]xattr(nil), xs...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		ii, si, _ := disk.XattrSplitName(sorted[i].name)
+		ij, sj, _ := disk.XattrSplitName(sorted[j].name)
+		if ii != ij {
+			return ii < ij
+		}
+		if len(si) != len(sj) {
+			return len(si) < len(sj)
+		}
+		return si < sj
+	})
+	return sorted
+}
+
+// checkHeaderXattrs refuses, before anything is created, attributes a new
+// inode could not store.
+func (v *FS) checkHeaderXattrs(h *sink.Header) error {
+	if len(h.Xattrs) == 0 {
+		return nil
+	}
+	xs := make([]xattr, 0, len(h.Xattrs))
+	for k, val := range h.Xattrs {
+		if _, _, ok := disk.XattrSplitName(k); !ok {
+			return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", k, sink.ErrUnsupported)
+		}
+		xs = append(xs, xattr{name: k, value: val})
+	}
+	extra := uint16(0)
+	if v.inodeSize > disk.GoodOldInodeSize {
+		extra = disk.InodeExtraSize
+	}
+	return v.xattrsFit(extra, sortedForStore(xs))
 }
