@@ -73,11 +73,11 @@ func (c *copier) entry(p string) error {
 	}
 	switch h.Type() {
 	case TypeReg:
-		r, err := c.src.Open(p)
-		if err != nil {
-			return fmt.Errorf("sink: copy: %w", err)
+		r, oerr := c.src.Open(p)
+		if oerr != nil {
+			return fmt.Errorf("sink: copy: %w", oerr)
 		}
-		err = c.dst.WriteFile(h, r)
+		err = c.dst.WriteFile(h, r) // the outer err: checked below
 		r.Close()
 	case TypeSymlink:
 		err = c.dst.Symlink(h)
