@@ -9,7 +9,7 @@ for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "-- $pkg $f"
-		go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg" 2>&1 | tail -3
+		go test -run "^$" -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime 5s "$pkg" 2>&1 | tail -3
 		n=$((n + 1))
 	done
 done
