@@ -14,7 +14,7 @@ import (
 // benchFixtures are archives of trees shaped like image layers: many small
 // files ("small": 3000 entries up to 16 KiB) and fewer big ones ("large":
 // 300 entries up to 1 MiB).
-func benchFixtures(b *testing.B) map[string][]byte {
+func benchFixtures(b testing.TB) map[string][]byte {
 	b.Helper()
 	fx := map[string][]byte{}
 	for name, o := range map[string]sinktest.TreeOptions{

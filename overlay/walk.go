@@ -39,6 +39,7 @@ type walker struct {
 
 	dirs   map[string]*sink.Header // metadata to apply at the end
 	isDir  map[string]bool         // paths known to be directories in dst
+	fresh  map[string]bool         // directories this walk created: all they hold is known
 	layer  map[string]bool         // paths (and their ancestors) this archive wrote
 	opaque []string
 	last   string
@@ -50,7 +51,14 @@ func newWalker(dst sink.Sink, m mode, dest string, maxSize int64) (*walker, erro
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
 	w := &walker{dst: dst, mode: m, dest: d, maxSize: maxSize,
-		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}}
+		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}}
+	// Record the root's metadata before reading it moves its atime.
+	if err := w.ensureDir("."); err != nil {
+		return nil, fmt.Errorf("overlay: target root: %w", err)
+	}
+	if names, err := dst.ReadDir("."); err == nil && len(names) == 0 {
+		w.fresh["."] = true // an empty target: nothing unknown in it
+	}
 	if d != "." {
 		if err := w.ensureDir(d); err != nil {
 			return nil, fmt.Errorf("overlay: destination %q: %w", dest, err)
@@ -123,22 +131,15 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	}
 	w.mark(p)
 	if h.Type() == sink.TypeDir {
-		if p != "." && !w.isDir[p] {
-			t, err := w.typeAt(p)
-			if err != nil {
-				return err
-			}
-			if t != 0 && t != sink.TypeDir {
-				if err := w.remove(p); err != nil {
-					return err
-				}
-			}
-		}
-		// Writable now, exact at the end.
+		// Mkdir replaces a non-directory itself. Writable now, exact at
+		// the end.
 		tmp := *h
 		tmp.Mode |= 0o700
 		if err := w.dst.Mkdir(&tmp); err != nil {
 			return err
+		}
+		if !w.isDir[p] && w.fresh[parentOf(p)] {
+			w.fresh[p] = true // new, or replaced a walk-made file
 		}
 		w.isDir[p] = true
 		w.dirs[p] = h
@@ -147,24 +148,35 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	if p == "." || p == w.dest {
 		return fmt.Errorf("%w: the root must be a directory", ErrCorrupt)
 	}
-	t, err := w.typeAt(p)
-	if err != nil {
-		return err
+	if hdr.Typeflag != tar.TypeLink && h.Type() == sink.TypeReg && w.maxSize > 0 && h.Size > w.maxSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.maxSize)
 	}
-	if t == sink.TypeDir {
+	// A directory in the way is replaced. Under a directory this walk
+	// created, only walk-made directories can be in the way and isDir
+	// knows them, so the lookup (not free on a real filesystem) is skipped.
+	inWay := w.isDir[p]
+	if !inWay && !w.fresh[parentOf(p)] {
+		t, err := w.typeAt(p)
+		if err != nil {
+			return err
+		}
+		inWay = t == sink.TypeDir
+	}
+	if inWay {
 		if err := w.remove(p); err != nil {
 			return err
 		}
 	}
+	return w.create(hdr, h, p, tr)
+}
+
+func (w *walker) create(hdr *tar.Header, h *sink.Header, p string, r io.Reader) error {
 	switch h.Type() {
 	case sink.TypeReg:
 		if hdr.Typeflag == tar.TypeLink {
 			return w.link(hdr, p)
 		}
-		if w.maxSize > 0 && h.Size > w.maxSize {
-			return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.maxSize)
-		}
-		return w.dst.WriteFile(h, tr)
+		return w.dst.WriteFile(h, r)
 	case sink.TypeSymlink:
 		return w.dst.Symlink(h)
 	default:
@@ -289,6 +301,7 @@ func (w *walker) ensureDir(p string) error {
 			return err
 		}
 		w.dirs[p] = h
+		w.fresh[p] = true
 		w.mark(p)
 	case sink.TypeSymlink:
 		return fmt.Errorf("%w: %q is a symlink", sink.ErrSymlinkInPath, p)
@@ -311,7 +324,7 @@ func (w *walker) remove(p string) error {
 		return err
 	}
 	prefix := p + "/"
-	for _, m := range []map[string]bool{w.isDir} {
+	for _, m := range []map[string]bool{w.isDir, w.fresh} {
 		for k := range m {
 			if k == p || strings.HasPrefix(k, prefix) {
 				delete(m, k)

@@ -33,35 +33,37 @@ func (p parent) procPath() string {
 	return "/proc/self/fd/" + strconv.Itoa(p.fd) + "/" + p.name
 }
 
-// dirCache keeps the last parent directory walked to open, so entries of
-// one directory (the common case in tar streams) cost one dup instead of a
-// walk. Only RemoveAll can make a cached directory go away, and it drops
-// the cache.
+// dirCache keeps the directories walked to open (up to dirCacheMax), so
+// an entry costs one dup instead of a walk from the root, and a walk starts
+// at its deepest cached ancestor. Only RemoveAll can make a cached directory
+// go away, and it empties the cache.
 type dirCache struct {
-	mu   sync.Mutex
-	path string
-	fd   int // -1: empty
+	mu  sync.Mutex
+	fds map[string]int // sink path ("." for the root) → O_PATH fd
 }
 
-func newDirCache() *dirCache { return &dirCache{fd: -1} }
+const dirCacheMax = 64
+
+func newDirCache() *dirCache { return &dirCache{fds: map[string]int{}} }
 
 func (c *dirCache) drop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd >= 0 {
-		unix.Close(c.fd)
+	for _, fd := range c.fds {
+		unix.Close(fd)
 	}
-	c.fd, c.path = -1, ""
+	clear(c.fds)
 }
 
 // get returns a duplicate of the cached fd for dir, or -1.
 func (c *dirCache) get(dir string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 || c.path != dir {
+	cfd, ok := c.fds[dir]
+	if !ok {
 		return -1
 	}
-	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := unix.FcntlInt(uintptr(cfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return -1
 	}
@@ -75,10 +77,15 @@ func (c *dirCache) put(dir string, fd int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd >= 0 {
-		unix.Close(c.fd)
+	if old, ok := c.fds[dir]; ok {
+		unix.Close(old)
+	} else if len(c.fds) >= dirCacheMax {
+		for k, v := range c.fds {
+			unix.Close(v)
+			delete(c.fds, k)
+		}
 	}
-	c.fd, c.path = nfd, dir
+	c.fds[dir] = nfd
 }
 
 // walk opens the parent directory of path component by component, never
@@ -88,20 +95,27 @@ func (d *Dir) walk(op, p string) (parent, error) {
 	if err != nil {
 		return parent{}, err
 	}
-	if len(el) > 1 {
-		dir := p[:len(p)-len(el[len(el)-1])-1]
-		if fd := d.cache.get(dir); fd >= 0 {
-			return parent{fd: fd, name: el[len(el)-1]}, nil
-		}
-	}
-	fd, err := unix.Open(d.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return parent{}, wrap(op, p, err)
-	}
 	if len(el) == 0 {
+		fd, err := d.rootFD()
+		if err != nil {
+			return parent{}, wrap(op, p, err)
+		}
 		return parent{fd: fd, name: "."}, nil
 	}
-	for i, e := range el[:len(el)-1] {
+	// Start from the deepest cached ancestor of the parent.
+	fd, i := -1, len(el)-1
+	for ; i > 0; i-- {
+		if fd = d.cache.get(joinEl(el[:i])); fd >= 0 {
+			break
+		}
+	}
+	if fd < 0 {
+		if fd, err = d.rootFD(); err != nil {
+			return parent{}, wrap(op, p, err)
+		}
+	}
+	for ; i < len(el)-1; i++ {
+		e := el[i]
 		nfd, err := unix.Openat(fd, e, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			var st unix.Stat_t
@@ -119,11 +133,22 @@ func (d *Dir) walk(op, p string) (parent, error) {
 		}
 		unix.Close(fd)
 		fd = nfd
-	}
-	if len(el) > 1 {
-		d.cache.put(p[:len(p)-len(el[len(el)-1])-1], fd)
+		d.cache.put(joinEl(el[:i+1]), fd)
 	}
 	return parent{fd: fd, name: el[len(el)-1]}, nil
+}
+
+// rootFD returns an O_PATH fd of the root, from the cache when it can.
+func (d *Dir) rootFD() (int, error) {
+	if fd := d.cache.get("."); fd >= 0 {
+		return fd, nil
+	}
+	fd, err := unix.Open(d.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	d.cache.put(".", fd)
+	return fd, nil
 }
 
 func joinEl(el []string) string {
@@ -142,6 +167,22 @@ func (pp parent) lstat() (unix.Stat_t, uint32, error) {
 		return st, 0, nil
 	}
 	return st, st.Mode & unix.S_IFMT, err
+}
+
+// create runs mk, which makes a new non-directory at pp; if something is
+// there already, clear makes room (or refuses a directory) and mk runs again.
+func (pp parent) create(op, p string, mk func() error) error {
+	if pp.name == "." {
+		return pp.clear(op, p)
+	}
+	err := mk()
+	if err != unix.EEXIST {
+		return wrap(op, p, err)
+	}
+	if err := pp.clear(op, p); err != nil {
+		return err
+	}
+	return wrap(op, p, mk())
 }
 
 // clear makes room for a new non-directory: an existing non-directory is
@@ -316,6 +357,16 @@ func (d *Dir) Mkdir(h *sink.Header) error {
 		return err
 	}
 	defer pp.close()
+	if pp.name != "." {
+		// Create first, look only if something is there.
+		err := unix.Mkdirat(pp.fd, pp.name, 0o700)
+		if err == nil {
+			return pp.setMeta("mkdir", h, false)
+		}
+		if err != unix.EEXIST {
+			return wrap("mkdir", h.Path, err)
+		}
+	}
 	_, typ, err := pp.lstat()
 	if err != nil {
 		return wrap("mkdir", h.Path, err)
@@ -344,12 +395,13 @@ func (d *Dir) WriteFile(h *sink.Header, r io.Reader) error {
 		return err
 	}
 	defer pp.close()
-	if err := pp.clear("writefile", h.Path); err != nil {
+	var fd int
+	err = pp.create("writefile", h.Path, func() (err error) {
+		fd, err = unix.Openat(pp.fd, pp.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		return err
-	}
-	fd, err := unix.Openat(pp.fd, pp.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	})
 	if err != nil {
-		return wrap("writefile", h.Path, err)
+		return err
 	}
 	f := os.NewFile(uintptr(fd), h.Path)
 	err = writeSparse(f, r, h.Size)
@@ -421,11 +473,10 @@ func (d *Dir) Symlink(h *sink.Header) error {
 		return err
 	}
 	defer pp.close()
-	if err := pp.clear("symlink", h.Path); err != nil {
+	if err := pp.create("symlink", h.Path, func() error {
+		return unix.Symlinkat(h.Linkname, pp.fd, pp.name)
+	}); err != nil {
 		return err
-	}
-	if err := unix.Symlinkat(h.Linkname, pp.fd, pp.name); err != nil {
-		return wrap("symlink", h.Path, err)
 	}
 	return pp.setMeta("symlink", h, false)
 }
@@ -445,11 +496,10 @@ func (d *Dir) Mknod(h *sink.Header) error {
 		return err
 	}
 	defer pp.close()
-	if err := pp.clear("mknod", h.Path); err != nil {
+	if err := pp.create("mknod", h.Path, func() error {
+		return unix.Mknodat(pp.fd, pp.name, h.Type()|0o600, int(dev))
+	}); err != nil {
 		return err
-	}
-	if err := unix.Mknodat(pp.fd, pp.name, h.Type()|0o600, int(dev)); err != nil {
-		return wrap("mknod", h.Path, err)
 	}
 	return pp.setMeta("mknod", h, false)
 }

@@ -14,8 +14,8 @@
 // permission bits of symlinks (always 0777 on Linux). Without root, other
 // owners, devices and trusted.* xattrs fail with errors wrapping
 // fs.ErrPermission; everything else works (the conformance suite runs as
-// uid 65534 too). A Dir keeps the last parent directory it walked to open,
-// so entries of one directory cost no walk; Close releases it (do so before
+// uid 65534 too). A Dir keeps up to 64 directories it walked to open,
+// so entries of one directory cost no walk; Close releases them (do so before
 // unmounting a tree a Dir has read).
 //
 // On other systems a Dir does what package os allows (files, directories,

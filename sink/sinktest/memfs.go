@@ -222,9 +222,15 @@ func (m *MemFS) WriteFile(h *sink.Header, r io.Reader) error {
 	if h.Size < 0 {
 		return &fs.PathError{Op: "writefile", Path: h.Path, Err: fmt.Errorf("%w: negative size", fs.ErrInvalid)}
 	}
-	// Check the path before consuming r.
+	// Check the path, and that no directory is in the way, before
+	// consuming r.
 	m.mu.Lock()
-	_, _, err := m.lookupDir("writefile", h.Path)
+	dir, name, err := m.lookupDir("writefile", h.Path)
+	if err == nil && dir == nil {
+		err = &fs.PathError{Op: "writefile", Path: h.Path, Err: fs.ErrExist}
+	} else if err == nil && dir.kids[name] != nil && dir.kids[name].h.Type() == sink.TypeDir {
+		err = &fs.PathError{Op: "writefile", Path: h.Path, Err: fmt.Errorf("%w: is a directory", fs.ErrExist)}
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return err
