@@ -88,7 +88,9 @@ func ckHostTree(t testing.TB, seed uint64, entries int, xattrs bool) string {
 	if os.Geteuid() != 0 {
 		o.Unprivileged, o.UID, o.GID = true, uint32(os.Getuid()), uint32(os.Getgid())
 	}
-	if err := sinktest.RandomTree(hostdir.New(dir), rand.New(rand.NewPCG(seed, seed)), o); err != nil {
+	hd := hostdir.New(dir)
+	defer hd.Close()
+	if err := sinktest.RandomTree(hd, rand.New(rand.NewPCG(seed, seed)), o); err != nil {
 		t.Fatal(err)
 	}
 	// A directory big enough for mkfs to index it.
@@ -178,15 +180,16 @@ func TestCheckKernelWritten(t *testing.T) {
 			mounted := true
 			unmount := func() {
 				if mounted {
-					if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-						t.Errorf("umount: %v\n%s", err, out)
-					}
+					ckUmount(t, mnt)
 					mounted = false
 				}
 			}
 			t.Cleanup(unmount)
 			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: size == "32M"}
-			if err := sinktest.RandomTree(hostdir.New(mnt), rand.New(rand.NewPCG(3, 3)), o); err != nil {
+			hd := hostdir.New(mnt)
+			err := sinktest.RandomTree(hd, rand.New(rand.NewPCG(3, 3)), o)
+			hd.Close() // its cached directory handles would keep the mount busy
+			if err != nil {
 				t.Fatal(err)
 			}
 			big := filepath.Join(mnt, "big")
@@ -224,6 +227,23 @@ func TestCheckKernelWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ckUmount unmounts dir, retrying while something else on the machine
+// briefly holds it busy; as a last resort it detaches lazily so no mount
+// outlives the test.
+func ckUmount(t testing.TB, dir string) {
+	t.Helper()
+	var out []byte
+	var err error
+	for i := 0; i < 20; i++ {
+		if out, err = exec.Command("umount", dir).CombinedOutput(); err == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	exec.Command("umount", "-l", dir).Run()
+	t.Fatalf("umount %s: %v\n%s", dir, err, out)
 }
 
 // TestCheckCorruptionsAgreeE2fsck: for each targeted corruption, whenever
@@ -381,7 +401,10 @@ func TestFuzzSeedRegen(t *testing.T) {
 		var img []byte
 		if strings.HasPrefix(n, "mkfs") {
 			dir := t.TempDir()
-			if err := fuzzSmallTree(hostdir.New(dir), bs); err != nil {
+			hd := hostdir.New(dir)
+			err := fuzzSmallTree(hd, bs)
+			hd.Close()
+			if err != nil {
 				t.Fatal(err)
 			}
 			p := filepath.Join(t.TempDir(), "img")
