@@ -25,7 +25,8 @@
 # create --from vs mkfs.ext4 -d, checked the same way.
 #
 # usage: sudo bench/import.sh [RUNS]   (default 3)
-# env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000  GVX_VOL=prebuilt-binary
+# env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
+#        GVX_VOL=prebuilt-binary
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
 #        ~3 × the tree's size free in /var/tmp.
@@ -62,40 +63,6 @@ else
 	built="built from $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- ext4lite jbd2 overlay sink cmd/gvx-vol 2>/dev/null || echo ' + uncommitted changes')"
 fi
 echo "   $(mkfs.ext4 -V 2>&1 | head -1); gvx-vol $built"
-
-# ---------------------------------------------------------------- the tree
-src=$work/src
-mkdir "$src"
-chmod 755 "$src"
-tree=${BENCH_TREE:-/usr/share /usr/local/go}
-for d in $tree; do
-	[ -d "$d" ] || { echo "   (skipping $d: not a directory)"; continue; }
-	cp -a --no-preserve=timestamps "$d" "$src/$(basename "$d")"
-done
-x=$src/extras
-mkdir "$x"
-printf 'hello\n' >"$x/file"
-ln "$x/file" "$x/hardlink"
-chown 1234:5678 "$x/file"
-setfattr -n user.gvx -v hello "$x/file"
-setfattr -n trusted.overlay.opaque -v y "$x"
-printf '#!/bin/sh\n' >"$x/setuid"
-chmod 4755 "$x/setuid"
-mkfifo "$x/fifo"
-mknod "$x/chardev" c 1 3
-mknod "$x/blockdev" b 7 200
-mknod "$x/whiteout" c 0 0
-ln -s file "$x/shortlink"
-ln -s "$(printf 'long/%.0s' $(seq 30))target" "$x/longlink"
-truncate -s 64M "$x/sparse"
-head -c 1M /dev/urandom | dd of="$x/sparse" bs=1M seek=32 conv=notrunc status=none
-touch -d @1700000000.123456789 "$x/file"
-touch -h -d @1700000001.987654321 "$x/shortlink"
-entries=$(find "$src" | wc -l)
-echo "   tree: $tree + extras → $(du -sh "$src" | cut -f1) in $entries entries (apparent $(du -sh --apparent-size "$src" | cut -f1))"
-tar_file=$work/tree.tar
-tar --format=posix --xattrs --xattrs-include='*' --numeric-owner -C "$src" -cf "$tar_file" .
-echo "   tar: $(du -h --apparent-size "$tar_file" | cut -f1) (GNU tar --format=posix --xattrs)"
 
 # ---------------------------------------------------------------- timing
 # race LABEL NAME|IMG|CMD… : runs each command RUNS times after one warm-up,
@@ -140,14 +107,6 @@ race() {
 	fi
 }
 
-ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4
-echo
-echo "== import of the tree into a $size volume, $runs runs each"
-race tree \
-	"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null" \
-	"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file" \
-	"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size"
-
 # ---------------------------------------------------------------- fidelity
 # listing DIR: one line per entry (lost+found left out): path, type, mode,
 # owner, links, size (not for directories: that is layout), device, link
@@ -162,14 +121,8 @@ mtimes() {
 }
 xattrs() {
 	(cd "$1" && getfattr -R -h -d -m - -e hex . 2>/dev/null |
-		awk '/^# file: / {f = substr($0, 9); next} /=/ {print f " " $0}' | grep -v '^\./lost+found' | LC_ALL=C sort)
+		awk '/^# file: / {f = substr($0, 9); next} /=/ && f !~ /^\.\/lost\+found/ {print f " " $0}' | LC_ALL=C sort)
 }
-listing "$src" >"$work/src.list"
-mtimes "$src" >"$work/src.mtimes"
-xattrs "$src" >"$work/src.xattrs"
-echo
-echo "== source: $(wc -l <"$work/src.list") entries, $(awk '$2 !~ /\.000000000$/' "$work/src.mtimes" | wc -l) with a non-zero ns part of mtime, $(wc -l <"$work/src.xattrs") xattrs"
-
 # check NAME IMG SRCDIR: fsck twice, mount read-only, compare.
 check() {
 	local name=$1 img=$2 dir=$3 base=$work/check
@@ -206,26 +159,79 @@ check() {
 	paste "$work/$4.mtimes" "$base.mtimes" | awk -F'\t' '$1 != $2 {print "      source " $1 " → image " $2}' | head -3  || true
 }
 
-echo
-echo "== fidelity of each image (the last timed run's)"
-check "A gvx-vol create --from DIR" "$ia" "$src" src
-check "B gvx-vol create + import TAR" "$ib" "$src" src
-check "C mkfs.ext4 -d DIR" "$ic" "$src" src
-rm -f "$ia" "$ib" "$ic" "$tar_file"
-rm -rf "$src"
+ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4
+
+# ---------------------------------------------------------------- the tree
+if [ -z "${SKIP_TREE:-}" ]; then
+	src=$work/src
+	mkdir "$src"
+	chmod 755 "$src"
+	tree=${BENCH_TREE:-/usr/share /usr/local/go}
+	for d in $tree; do
+		[ -d "$d" ] || { echo "   (skipping $d: not a directory)"; continue; }
+		cp -a --no-preserve=timestamps "$d" "$src/$(basename "$d")"
+	done
+	x=$src/extras
+	mkdir "$x"
+	printf 'hello\n' >"$x/file"
+	ln "$x/file" "$x/hardlink"
+	chown 1234:5678 "$x/file"
+	setfattr -n user.gvx -v hello "$x/file"
+	setfattr -n trusted.overlay.opaque -v y "$x"
+	printf '#!/bin/sh\n' >"$x/setuid"
+	chmod 4755 "$x/setuid"
+	mkfifo "$x/fifo"
+	mknod "$x/chardev" c 1 3
+	mknod "$x/blockdev" b 7 200
+	mknod "$x/whiteout" c 0 0
+	ln -s file "$x/shortlink"
+	ln -s "$(printf 'long/%.0s' $(seq 30))target" "$x/longlink"
+	truncate -s 64M "$x/sparse"
+	head -c 1M /dev/urandom | dd of="$x/sparse" bs=1M seek=32 conv=notrunc status=none
+	touch -d @1700000000.123456789 "$x/file"
+	touch -h -d @1700000001.987654321 "$x/shortlink"
+	entries=$(find "$src" | wc -l)
+	echo "   tree: $tree + extras → $(du -sh "$src" | cut -f1) in $entries entries (apparent $(du -sh --apparent-size "$src" | cut -f1))"
+	tar_file=$work/tree.tar
+	tar --format=posix --xattrs --xattrs-include='*' --numeric-owner -C "$src" -cf "$tar_file" .
+	echo "   tar: $(du -h --apparent-size "$tar_file" | cut -f1) (GNU tar --format=posix --xattrs)"
+
+	echo
+	echo "== import of the tree into a $size volume, $runs runs each"
+	race tree \
+		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null" \
+		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file" \
+		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size"
+
+	listing "$src" >"$work/src.list"
+	mtimes "$src" >"$work/src.mtimes"
+	xattrs "$src" >"$work/src.xattrs"
+	echo
+	echo "== source: $(wc -l <"$work/src.list") entries, $(awk '$2 !~ /\.000000000$/' "$work/src.mtimes" | wc -l) with a non-zero ns part of mtime, $(wc -l <"$work/src.xattrs") xattrs"
+
+	echo
+	echo "== fidelity of each image (the last timed run's)"
+	check "A gvx-vol create --from DIR" "$ia" "$src" src
+	check "B gvx-vol create + import TAR" "$ib" "$src" src
+	check "C mkfs.ext4 -d DIR" "$ic" "$src" src
+	rm -f "$ia" "$ib" "$ic" "$tar_file"
+	rm -rf "$src"
+fi
 
 # ---------------------------------------------------------------- quadratic
-flat=$work/flat
-mkdir -p "$flat/d"
-chmod 755 "$flat"
-(cd "$flat/d" && seq -f "file-%06g.txt" 1 "$flat_n" | xargs touch)
-listing "$flat" >"$work/flat.list"
-mtimes "$flat" >"$work/flat.mtimes"
-xattrs "$flat" >"$work/flat.xattrs"
-echo
-echo "== $flat_n empty files in one directory, 1G volume, $runs runs each"
-race flat \
-	"gvx-vol create --from DIR|$ia|$gvx create --size 1G --from $flat $ia >/dev/null" \
-	"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $flat $ic 1G"
-check "gvx-vol create --from DIR ($flat_n in one dir)" "$ia" "$flat" flat
-check "mkfs.ext4 -d DIR ($flat_n in one dir)" "$ic" "$flat" flat
+if [ "$flat_n" -gt 0 ]; then
+	flat=$work/flat
+	mkdir -p "$flat/d"
+	chmod 755 "$flat"
+	(cd "$flat/d" && seq -f "file-%07.0f.txt" 1 "$flat_n" | xargs touch)
+	listing "$flat" >"$work/flat.list"
+	mtimes "$flat" >"$work/flat.mtimes"
+	xattrs "$flat" >"$work/flat.xattrs"
+	echo
+	echo "== $flat_n empty files in one directory, 1G volume, $runs runs each"
+	race flat \
+		"gvx-vol create --from DIR|$ia|$gvx create --size 1G --from $flat $ia >/dev/null" \
+		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $flat $ic 1G"
+	check "gvx-vol create --from DIR ($flat_n in one dir)" "$ia" "$flat" flat
+	check "mkfs.ext4 -d DIR ($flat_n in one dir)" "$ic" "$flat" flat
+fi
