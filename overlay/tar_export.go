@@ -29,6 +29,10 @@ type ExportOptions struct {
 	// 1.0 (read by GNU tar, archive/tar and ImportTar), which costs a
 	// second read of the file.
 	NoSparse bool
+	// Crtime records creation times as LIBARCHIVE.creationtime (bsdtar's
+	// keyword; ImportTar reads it). Off by default: GNU tar warns about the
+	// unknown keyword on every entry, and few filesystems can set it.
+	Crtime bool
 }
 
 // ExportTar writes the tree of src to w as a PAX tar archive that ImportTar
@@ -36,7 +40,8 @@ type ExportOptions struct {
 // mode incl. setuid/setgid/sticky, numeric owners, nanosecond mtime, atime
 // and ctime, xattrs as SCHILY.xattr.*, devices, fifos, and hard links (by
 // Ino) as link entries, files with 64 KiB or more of holes as GNU PAX 1.0
-// sparse entries. The creation time goes in LIBARCHIVE.creationtime.
+// sparse entries; with opts.Crtime, creation times as
+// LIBARCHIVE.creationtime.
 // Entries come in sorted depth-first order, directories before their
 // children, so the same tree always makes the same bytes.
 func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
@@ -115,7 +120,8 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		ChangeTime: h.Ctime,
 		Format:     tar.FormatPAX,
 	}
-	if len(h.Xattrs) > 0 || !h.Crtime.IsZero() {
+	crtime := e.o.Crtime && !h.Crtime.IsZero()
+	if len(h.Xattrs) > 0 || crtime {
 		th.PAXRecords = map[string]string{}
 	}
 	for _, k := range slices.Sorted(maps.Keys(h.Xattrs)) {
@@ -124,7 +130,7 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		}
 		th.PAXRecords[paxSchilyXattr+k] = string(h.Xattrs[k])
 	}
-	if !h.Crtime.IsZero() {
+	if crtime {
 		th.PAXRecords[paxCrtime] = formatPAXTime(h.Crtime.Unix(), h.Crtime.Nanosecond())
 	}
 	var body io.ReadCloser

@@ -269,3 +269,26 @@ func TestExportSparse(t *testing.T) {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func TestExportCrtime(t *testing.T) {
+	m := sinktest.NewMemFS()
+	ct := time.Unix(1500000000, 42)
+	m.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Crtime: ct}, bytes.NewReader(nil))
+	for _, keep := range []bool{false, true} {
+		var buf bytes.Buffer
+		if err := ExportTar(&buf, m, ExportOptions{Crtime: keep}); err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(buf.Bytes(), []byte(paxCrtime)); got != keep {
+			t.Errorf("Crtime=%v: record present %v", keep, got)
+		}
+		back := sinktest.NewMemFS()
+		if err := ImportTar(back, &buf, ImportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := back.Lstat("f")
+		if h.Crtime.Equal(ct) != keep {
+			t.Errorf("Crtime=%v: imported crtime %v", keep, h.Crtime)
+		}
+	}
+}
