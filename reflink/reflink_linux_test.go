@@ -44,7 +44,7 @@ func freeBytes(t testing.TB, dir string) int64 {
 	if err := unix.Fstatfs(int(d.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bfree) * st.Bsize
+	return int64(st.Bfree) * int64(st.Bsize)
 }
 
 func allocated(t testing.TB, path string) int64 {
@@ -53,7 +53,7 @@ func allocated(t testing.TB, path string) int64 {
 	if err := unix.Stat(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	return st.Blocks * 512
+	return int64(st.Blocks) * 512
 }
 
 // sharedExtents reports whether filefrag -v flags any extent of path as
