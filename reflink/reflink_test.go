@@ -284,3 +284,35 @@ func TestAlwaysNeverCopies(t *testing.T) {
 	}
 	mustOnlyFiles(t, dir, "golden")
 }
+
+// TestRacingClonesOneWins: the existence check is the rename itself, so of
+// several clones racing for one name exactly one wins and the others get
+// fs.ErrExist, leaving no temporary file behind.
+func TestRacingClonesOneWins(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "golden"), filepath.Join(dir, "ep")
+	want := makeSparse(t, src, 256<<10, []region{{0, 256 << 10}}, 0o644)
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := CloneFile(src, dst, Options{Mode: Never, NoSync: true})
+			errs <- err
+		}()
+	}
+	wins := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, fs.ErrExist):
+			t.Errorf("a losing clone failed with %v, want fs.ErrExist", err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d clones won the race for one name, want 1", wins)
+	}
+	mustEqualFile(t, dst, want)
+	mustOnlyFiles(t, dir, "ep", "golden")
+}
