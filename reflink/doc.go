@@ -1,6 +1,8 @@
 // Package reflink clones files: the new file shares the source's extents
-// copy-on-write, so it appears in well under a millisecond whatever its
-// size, and only blocks written later cost space. This is gvx's episode
+// copy-on-write, so it appears in about a millisecond whatever its size
+// (mostly the fsyncs; ~0.1 ms with Options.NoSync on an idle XFS), and only
+// blocks written later cost space. The cost grows with the number of
+// extents, not the size. This is gvx's episode
 // reset: clone golden-docker.ext4 to ep-0042.ext4, run the episode, unlink.
 //
 // Clone and CloneFile use, per system:

@@ -29,7 +29,7 @@ func command() *cli.Command {
 		Usage:     "clone a golden volume copy-on-write (an episode's reset), once or N times",
 		ArgsUsage: "SRC DST | --count N SRC DIR/ep-%04d.ext4 | --probe DIR...",
 		Description: `Makes DST a reflink clone of SRC: DST shares SRC's blocks until either is
-written, so a clone of a 16 GiB volume takes well under a millisecond and no
+written, so a clone of a 16 GiB volume takes a few milliseconds and no
 space; only the 4 KiB blocks an episode changes cost space. This is
 cp --reflink=always, as a library call the runtime and SDK also use.
 
