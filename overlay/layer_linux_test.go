@@ -129,10 +129,10 @@ func (g *layerGen) generate(ops int) {
 	files, dirs := g.paths()
 	for i := 0; i < ops && len(files) > 0 && len(dirs) > 0; i++ {
 		f, d := g.pick(files), g.pick(dirs)
-		op := g.rng.IntN(8)
+		op := g.rng.IntN(9)
 		target := f
 		switch op {
-		case 1, 2, 4, 5:
+		case 1, 2, 4, 5, 8:
 			target = d
 		case 6:
 			target = joinPath(d, fmt.Sprintf("hl%d", i))
@@ -174,6 +174,10 @@ func (g *layerGen) generate(ops int) {
 					g.t.Fatal(err)
 				}
 			}
+		case 8: // whiteout of a lower directory, then filled again
+			g.whiteout(d)
+			g.dir(d, 0o711)
+			g.file(joinPath(d, fmt.Sprintf("refill%d", i)), "refilled")
 		case 7: // a symlink where a file was
 			g.ancestors(f)
 			g.up.RemoveAll(f)

@@ -46,6 +46,12 @@ func TestApplyLayer(t *testing.T) {
 			map[string]string{"t/file2dir/in": "i", "t/dir2file": "now file", "t/dir2file/x": "<none>", "t/link2dir": "<dir>", "t/link2dir/in": "j"}},
 		{"hard-links", tarOf(t, file("n1", "new"), hardlink("n2", "n1"), hardlink("n3", "shared")),
 			map[string]string{"n2": "new", "n3": "s"}},
+		{"whiteout-then-refill", tarOf(t, wh(".wh.a"), dir("a"), file("a/new", "n"), file("a/sub/x", "x")),
+			map[string]string{"a/new": "n", "a/keep": "<none>", "a/sub/deep": "<none>", "a/sub/x": "x"}},
+		{"refill-then-whiteout", tarOf(t, dir("a"), file("a/new", "n"), file("a/sub/x", "x"), wh(".wh.a")),
+			map[string]string{"a/new": "n", "a/keep": "<none>", "a/sub/deep": "<none>", "a/sub/x": "x"}},
+		{"whiteout-then-implicit-refill", tarOf(t, wh(".wh.a"), file("a/new", "n")),
+			map[string]string{"a/new": "n", "a/keep": "<none>"}},
 		{"dir-merge", tarOf(t, dir("a"), file("a/added", "+")),
 			map[string]string{"a/keep": "k", "a/added": "+", "a/sub/deep": "d"}},
 	}
@@ -144,6 +150,39 @@ func TestLayerRefusals(t *testing.T) {
 			if err := apply(sinktest.NewMemFS(), tc.tar); !errors.Is(err, tc.want) {
 				t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 			}
+		}
+	}
+}
+
+// TestWhiteoutAndRefillOverlayForm: a layer that whites out a lower
+// directory and fills it again, in either order, writes an opaque
+// directory in overlay form, never a whiteout with entries under it.
+func TestWhiteoutAndRefillOverlayForm(t *testing.T) {
+	for name, l := range map[string][]byte{
+		"whiteout-first":     tarOf(t, wh(".wh.a"), dir("a"), file("a/new", "n")),
+		"whiteout-last":      tarOf(t, dir("a"), file("a/new", "n"), wh(".wh.a")),
+		"implicit-parent":    tarOf(t, wh(".wh.a"), file("a/new", "n")),
+		"file-over-whiteout": tarOf(t, wh(".wh.a"), file("a", "f")),
+	} {
+		m := sinktest.NewMemFS()
+		if err := WriteLayerOverlayFS(m, bytes.NewReader(l), LayerOptions{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		h, err := m.Lstat("a")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "file-over-whiteout" {
+			if h.Type() != sink.TypeReg || h.Xattrs != nil {
+				t.Errorf("%s: a is %o %q", name, h.Mode, h.Xattrs)
+			}
+			continue
+		}
+		if h.Type() != sink.TypeDir || string(h.Xattrs[OpaqueXattr]) != "y" {
+			t.Errorf("%s: a is %o with xattrs %q, want an opaque directory", name, h.Mode, h.Xattrs)
+		}
+		if content(t, m, "a/new") != "n" {
+			t.Errorf("%s: a/new lost", name)
 		}
 	}
 }

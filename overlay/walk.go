@@ -40,6 +40,7 @@ type walker struct {
 	dirs   map[string]*sink.Header // metadata to apply at the end
 	isDir  map[string]bool         // paths known to be directories in dst
 	fresh  map[string]bool         // directories this walk created: all they hold is known
+	whited map[string]bool         // whiteout devices this walk made (overlay form)
 	layer  map[string]bool         // paths (and their ancestors) this archive wrote
 	opaque []string
 	last   string
@@ -51,7 +52,7 @@ func newWalker(dst sink.Sink, m mode, dest string, maxSize int64) (*walker, erro
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
 	w := &walker{dst: dst, mode: m, dest: d, maxSize: maxSize,
-		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}}
+		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{}}
 	// Record the root's metadata before reading it moves its atime.
 	if err := w.ensureDir("."); err != nil {
 		return nil, fmt.Errorf("overlay: target root: %w", err)
@@ -141,6 +142,11 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 		if !w.isDir[p] && w.fresh[parentOf(p)] {
 			w.fresh[p] = true // new, or replaced a walk-made file
 		}
+		if w.whited[p] {
+			// It replaced this layer's whiteout of a lower p: hide that.
+			delete(w.whited, p)
+			w.opaque = append(w.opaque, p)
+		}
 		w.isDir[p] = true
 		w.dirs[p] = h
 		return nil
@@ -219,7 +225,13 @@ func (w *walker) whiteout(dir, base string, hdr *tar.Header) error {
 	}
 	target := joinPath(dir, name)
 	if w.layer[target] {
-		return nil // an entry of the same layer wins, whatever the order
+		// The layer has entries at or under target too: they stay, and
+		// the lower target goes, as if the whiteout had come first. For a
+		// directory that is exactly an opaque directory.
+		if w.isDir[target] {
+			w.opaque = append(w.opaque, target)
+		}
+		return nil
 	}
 	if w.mode == modeLayer {
 		return w.remove(target)
@@ -237,8 +249,12 @@ func (w *walker) whiteout(dir, base string, hdr *tar.Header) error {
 	if hdr.Uid < 0 || hdr.Gid < 0 || int64(hdr.Uid) > math.MaxUint32 || int64(hdr.Gid) > math.MaxUint32 {
 		return fmt.Errorf("%w: uid/gid %d/%d out of range", ErrCorrupt, hdr.Uid, hdr.Gid)
 	}
-	return w.dst.Mknod(&sink.Header{Path: target, Mode: sink.TypeChar, UID: uint32(hdr.Uid), GID: uint32(hdr.Gid),
-		Mtime: hdr.ModTime, Atime: hdr.ModTime})
+	if err := w.dst.Mknod(&sink.Header{Path: target, Mode: sink.TypeChar, UID: uint32(hdr.Uid), GID: uint32(hdr.Gid),
+		Mtime: hdr.ModTime, Atime: hdr.ModTime}); err != nil {
+		return err
+	}
+	w.whited[target] = true
+	return nil
 }
 
 // mark records p and its ancestors as written by this archive.
@@ -306,7 +322,20 @@ func (w *walker) ensureDir(p string) error {
 	case sink.TypeSymlink:
 		return fmt.Errorf("%w: %q is a symlink", sink.ErrSymlinkInPath, p)
 	default:
-		return fmt.Errorf("%w: parent %q is not a directory", ErrCorrupt, p)
+		if !w.whited[p] {
+			return fmt.Errorf("%w: parent %q is not a directory", ErrCorrupt, p)
+		}
+		// This layer whited out a lower p and now fills p: an opaque
+		// directory replaces the whiteout device.
+		h := &sink.Header{Path: p, Mode: sink.TypeDir | 0o755}
+		if err := w.dst.Mkdir(h); err != nil {
+			return err
+		}
+		delete(w.whited, p)
+		w.dirs[p] = h
+		w.fresh[p] = true
+		w.mark(p)
+		w.opaque = append(w.opaque, p)
 	}
 	w.isDir[p] = true
 	return nil
