@@ -108,7 +108,7 @@ func corrupt(err error) error {
 
 func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	switch hdr.Typeflag {
-	case tar.TypeXGlobalHeader:
+	case tar.TypeXGlobalHeader, 'V': // global PAX records; GNU volume label
 		return nil
 	}
 	name, err := cleanName(hdr.Name)
