@@ -22,6 +22,7 @@ func Main(ours func()) {
 		os.Exit(supervise(os.Args[2], os.Args[3:]))
 	}
 	if isRunsc(os.Args[1:]) {
+		os.Args = append(os.Args[:1:1], patchBootArgs(os.Args[1:])...)
 		maincli.Main()
 		os.Exit(0)
 	}

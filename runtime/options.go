@@ -112,6 +112,10 @@ type Options struct {
 	Network NetworkMode
 	Mounts  []Mount
 
+	// Platform is runsc's platform (systrap, ptrace, kvm); "" picks
+	// systrap, which needs no /dev/kvm.
+	Platform string
+
 	// MemoryBytes and CPUs shape what the guest sees (0: host's).
 	MemoryBytes int64
 	CPUs        float64

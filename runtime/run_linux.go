@@ -103,6 +103,16 @@ func prepare(o *Options, state string) (*episode, error) {
 			}
 		}
 	}
+	if o.MemoryBytes > 0 {
+		spec.Annotations[annTotalMemory] = strconv.FormatInt(o.MemoryBytes, 10)
+	}
+	if o.CPUs > 0 {
+		n := int(o.CPUs)
+		if float64(n) < o.CPUs {
+			n++
+		}
+		spec.Annotations[annCPUNum] = strconv.Itoa(n)
+	}
 	js, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, err
@@ -115,6 +125,9 @@ func prepare(o *Options, state string) (*episode, error) {
 		"--ignore-cgroups",
 		"--network=" + string(o.Network),
 	}
+	if o.Platform != "" {
+		args = append(args, "--platform="+o.Platform)
+	}
 	if o.NetRaw {
 		args = append(args, "--net-raw")
 	}
@@ -123,16 +136,6 @@ func prepare(o *Options, state string) (*episode, error) {
 	}
 	if o.AllowSUID {
 		args = append(args, "--allow-suid")
-	}
-	if o.MemoryBytes > 0 {
-		args = append(args, "--total-memory="+strconv.FormatInt(o.MemoryBytes, 10))
-	}
-	if o.CPUs > 0 {
-		n := int(o.CPUs)
-		if float64(n) < o.CPUs {
-			n++
-		}
-		args = append(args, "--cpu-num="+strconv.Itoa(n))
 	}
 	if o.DebugLogDir != "" {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")

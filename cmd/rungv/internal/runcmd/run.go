@@ -32,6 +32,8 @@ var Command = &cli.Command{
 		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
 		&cli.BoolFlag{Name: "allow-packet-socket-write", Usage: "allow writes on AF_PACKET sockets"},
 		&cli.BoolFlag{Name: "allow-suid", Usage: "honour set-user-ID and set-group-ID bits"},
+		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
+		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR"}, Usage: "where EROFS rootfs files are cached (default: the user cache dir; \"none\" disables)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
 	},
@@ -39,6 +41,18 @@ var Command = &cli.Command{
 }
 
 func run(c *cli.Context) error {
+	err := runEpisode(c)
+	if fd := c.Int("error-fd"); fd >= 0 && err != nil {
+		if ec, ok := err.(cli.ExitCoder); ok && ec.Error() != "" {
+			f := os.NewFile(uintptr(fd), "error-fd")
+			fmt.Fprintln(f, ec.Error())
+			f.Close()
+		}
+	}
+	return err
+}
+
+func runEpisode(c *cli.Context) error {
 	if c.NArg() < 1 {
 		return cli.Exit("rungv run: IMAGE is required (try: rungv run oci:DIR echo hi)", 125)
 	}
@@ -53,6 +67,7 @@ func run(c *cli.Context) error {
 		AllowPacketSocketWrite: c.Bool("allow-packet-socket-write"),
 		AllowSUID:              c.Bool("allow-suid"),
 		DebugLogDir:            c.String("debug-log"),
+		Platform:               c.String("platform"),
 		Lockdown:               true,
 	}
 	if c.IsSet("entrypoint") {

@@ -1,0 +1,32 @@
+// Package gvx is the Go SDK of gvx: it runs one RL episode — an OCI image
+// in its own gVisor sandbox, with ext4 volume files mounted — per Sandbox.
+//
+// Each Sandbox runs the rungv binary (found through Config.Rungv, the
+// GVX_RUNGV environment variable, or PATH, in that order) as a child
+// process: `rungv run` with flags made from the Config. This keeps the
+// caller's process free of gVisor (rungv is a ~100 MB binary that embeds
+// runsc and locks itself down with no_new_privs and seccomp before the
+// guest runs, which a library must not do to its host program), and makes
+// teardown a kill: when Run's context is cancelled, or Close is called,
+// rungv gets SIGKILL and takes the sandbox, its mounts-free state and its
+// processes with it.
+//
+// Errors of rungv itself (bad image, bad option) come back from Run as an
+// error; the guest's exit status comes back as the int.
+//
+// Example:
+//
+//	var out bytes.Buffer
+//	sb, err := gvx.New(ctx, gvx.Config{
+//		OCIImage:    "oci:/srv/images/busybox",
+//		Cmd:         []string{"sh", "-c", "echo hi > /data/hello"},
+//		NetworkMode: gvx.NetModeNone,
+//		Mounts: []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: "ep-0001.ext4", GuestPath: "/data"}},
+//		Stdout:      &out,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer sb.Close()
+//	code, err := sb.Run(ctx)
+package gvx

@@ -1,0 +1,360 @@
+package gvx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Platform selects how the Sentry intercepts guest system calls.
+type Platform string
+
+// Platforms.
+const (
+	// PlatformAuto lets rungv choose (systrap: needs no /dev/kvm).
+	PlatformAuto    Platform = ""
+	PlatformSystrap Platform = "systrap"
+	PlatformPtrace  Platform = "ptrace"
+	PlatformKVM     Platform = "kvm"
+)
+
+// NetworkMode selects the guest's network.
+type NetworkMode int
+
+// Network modes.
+const (
+	// NetModeNone gives the guest loopback only.
+	NetModeNone NetworkMode = iota
+	// NetModeNAT gives the guest a user-space netstack with outbound NAT
+	// (10.0.2.15/24).
+	NetModeNAT
+)
+
+func (m NetworkMode) flag() (string, error) {
+	switch m {
+	case NetModeNone:
+		return "none", nil
+	case NetModeNAT:
+		return "nat", nil
+	}
+	return "", fmt.Errorf("gvx: unknown NetworkMode %d", int(m))
+}
+
+// MountKind is the kind of a Mount.
+type MountKind int
+
+// Mount kinds.
+const (
+	// MountVolume mounts an ext4 volume file (ImagePath) read-write,
+	// served by ext4lite: guest writes land in that one file.
+	MountVolume MountKind = iota
+	// MountBind mounts a host directory (ImagePath).
+	MountBind
+	// MountTmpfs mounts an empty in-memory filesystem (no ImagePath).
+	MountTmpfs
+)
+
+// Mount is a filesystem mounted into the guest at GuestPath.
+type Mount struct {
+	Kind      MountKind
+	ImagePath string // host path: the volume file or the directory
+	GuestPath string // absolute path in the guest
+	ReadOnly  bool
+}
+
+// Resources shape what the guest sees. Zero means the host's.
+type Resources struct {
+	MemoryBytes int64
+	CPUMillis   int64 // 1000 = one CPU
+}
+
+// Config describes one episode. Its fields mean what the matching
+// `docker run` options mean.
+type Config struct {
+	Platform    Platform
+	NetworkMode NetworkMode
+	// NetRaw allows raw sockets; AllowPacketSocketWrite writes on
+	// AF_PACKET sockets; AllowSUID honours set-user-ID bits.
+	NetRaw                 bool
+	AllowPacketSocketWrite bool
+	AllowSUID              bool
+
+	// OCIImage names the image: oci:DIR[:REF], docker-archive:TAR, or a
+	// path to either.
+	OCIImage string
+	// Entrypoint replaces the image's when EntrypointSet (empty clears
+	// it; the image's Cmd is then dropped, as with docker run
+	// --entrypoint).
+	Entrypoint    []string
+	EntrypointSet bool
+	// Cmd replaces the image's Cmd when not empty.
+	Cmd []string
+	// Envv is KEY=VALUE pairs over the image's environment.
+	Envv    []string
+	Workdir string
+	User    string // user[:group]
+
+	Mounts    []Mount
+	Resources Resources
+
+	// Stdin, Stdout and Stderr of the guest; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+
+	// Rungv is the rungv binary; "" means $GVX_RUNGV, then PATH.
+	Rungv string
+}
+
+// Errors.
+var (
+	// ErrNoRungv reports that no rungv binary could be found.
+	ErrNoRungv = errors.New("gvx: rungv binary not found (set Config.Rungv or GVX_RUNGV, or put rungv in PATH; build it with CGO_ENABLED=0 go build ./cmd/rungv)")
+	// ErrClosed reports a Run on a closed Sandbox.
+	ErrClosed = errors.New("gvx: sandbox is closed")
+	// ErrRunning reports a second Run while one is in progress or done.
+	ErrRunning = errors.New("gvx: sandbox already ran")
+)
+
+// Sandbox is one episode. Run it once, then Close it.
+type Sandbox struct {
+	bin  string
+	args []string
+	cfg  Config
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when rungv has been waited for
+	started bool
+	closed  bool
+}
+
+// New validates cfg and prepares an episode. ctx bounds nothing yet (the
+// episode starts in Run); it is accepted so preparation can become
+// cancellable without an API change.
+func New(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bin, err := findRungv(cfg.Rungv)
+	if err != nil {
+		return nil, err
+	}
+	args, err := cfg.args()
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{bin: bin, args: args, cfg: cfg}, nil
+}
+
+// Args returns the rungv command line the Sandbox runs (for logs).
+func (s *Sandbox) Args() []string {
+	return append([]string{s.bin}, s.args...)
+}
+
+// Run runs the episode to its end and returns the guest's exit code (128+N
+// if it was killed by signal N). Cancelling ctx kills the episode; Run
+// then returns ctx.Err().
+func (s *Sandbox) Run(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return 0, ErrClosed
+	case s.started:
+		s.mu.Unlock()
+		return 0, ErrRunning
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		s.mu.Unlock()
+		return 0, err
+	}
+	cmd := exec.Command(s.bin, append([]string{"run", "--error-fd=3"}, s.args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
+	cmd.ExtraFiles = []*os.File{errW}
+	err = cmd.Start()
+	errW.Close()
+	if err != nil {
+		errR.Close()
+		s.mu.Unlock()
+		return 0, fmt.Errorf("gvx: start %s: %w", s.bin, err)
+	}
+	s.cmd, s.started = cmd, true
+	s.exited = make(chan struct{})
+	s.mu.Unlock()
+	defer close(s.exited)
+
+	msgc := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(errR, 64<<10))
+		errR.Close()
+		msgc <- strings.TrimSpace(string(b))
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		_ = cmd.Process.Kill() // rungv's supervisor tears the episode down
+		<-done
+		<-msgc
+		return 0, ctx.Err()
+	}
+	msg := <-msgc
+	if msg != "" {
+		return 0, fmt.Errorf("gvx: %s", msg)
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return 0, fmt.Errorf("gvx: %w", werr)
+	}
+	if ee != nil && ee.ExitCode() < 0 {
+		return 0, fmt.Errorf("gvx: rungv died: %v", ee)
+	}
+	return cmd.ProcessState.ExitCode(), nil
+}
+
+// Close kills the episode if it is still running and waits for it to go.
+// It is safe to call more than once and from another goroutine than Run.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	exited := s.exited
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill() // harmless if it already exited
+	}
+	s.mu.Unlock()
+	if exited != nil {
+		<-exited
+	}
+	return nil
+}
+
+// args turns the Config into rungv run flags.
+func (c *Config) args() ([]string, error) {
+	if c.OCIImage == "" {
+		return nil, errors.New("gvx: Config.OCIImage is empty")
+	}
+	net, err := c.NetworkMode.flag()
+	if err != nil {
+		return nil, err
+	}
+	a := []string{"--network=" + net}
+	if c.Platform != PlatformAuto {
+		a = append(a, "--platform="+string(c.Platform))
+	}
+	if c.NetRaw {
+		a = append(a, "--net-raw")
+	}
+	if c.AllowPacketSocketWrite {
+		a = append(a, "--allow-packet-socket-write")
+	}
+	if c.AllowSUID {
+		a = append(a, "--allow-suid")
+	}
+	for _, kv := range c.Envv {
+		if !strings.Contains(kv, "=") {
+			return nil, fmt.Errorf("gvx: Envv entry %q is not KEY=VALUE", kv)
+		}
+		a = append(a, "--env="+kv)
+	}
+	if c.Workdir != "" {
+		a = append(a, "--workdir="+c.Workdir)
+	}
+	if c.User != "" {
+		a = append(a, "--user="+c.User)
+	}
+	if r := c.Resources; r.MemoryBytes < 0 || r.CPUMillis < 0 {
+		return nil, errors.New("gvx: negative Resources")
+	}
+	if c.Resources.MemoryBytes > 0 {
+		a = append(a, "--memory="+strconv.FormatInt(c.Resources.MemoryBytes, 10))
+	}
+	if c.Resources.CPUMillis > 0 {
+		a = append(a, "--cpus="+strconv.FormatFloat(float64(c.Resources.CPUMillis)/1000, 'f', -1, 64))
+	}
+	for i, m := range c.Mounts {
+		s, err := m.flag()
+		if err != nil {
+			return nil, fmt.Errorf("gvx: Mounts[%d]: %w", i, err)
+		}
+		a = append(a, "--mount="+s)
+	}
+	if c.EntrypointSet {
+		// docker run --entrypoint takes one word; more words go first in
+		// the command.
+		if len(c.Entrypoint) == 0 {
+			a = append(a, "--entrypoint=")
+		} else {
+			a = append(a, "--entrypoint="+c.Entrypoint[0])
+		}
+	}
+	a = append(a, "--", c.OCIImage)
+	if c.EntrypointSet && len(c.Entrypoint) > 1 {
+		a = append(a, c.Entrypoint[1:]...)
+	}
+	a = append(a, c.Cmd...)
+	return a, nil
+}
+
+func (m Mount) flag() (string, error) {
+	if !filepath.IsAbs(m.GuestPath) {
+		return "", fmt.Errorf("GuestPath %q is not absolute", m.GuestPath)
+	}
+	if strings.Contains(m.ImagePath, ",") || strings.Contains(m.GuestPath, ",") {
+		return "", errors.New("paths with commas cannot be mounted")
+	}
+	var s string
+	switch m.Kind {
+	case MountVolume, MountBind:
+		if m.ImagePath == "" {
+			return "", errors.New("ImagePath is empty")
+		}
+		p, err := filepath.Abs(m.ImagePath)
+		if err != nil {
+			return "", err
+		}
+		kind := "volume"
+		if m.Kind == MountBind {
+			kind = "bind"
+		}
+		s = "type=" + kind + ",src=" + p + ",dst=" + m.GuestPath
+	case MountTmpfs:
+		s = "type=tmpfs,dst=" + m.GuestPath
+	default:
+		return "", fmt.Errorf("unknown MountKind %d", int(m.Kind))
+	}
+	if m.ReadOnly {
+		s += ",readonly"
+	}
+	return s, nil
+}
+
+// findRungv locates the rungv binary.
+func findRungv(explicit string) (string, error) {
+	for _, p := range []string{explicit, os.Getenv("GVX_RUNGV")} {
+		if p != "" {
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("%w: %v", ErrNoRungv, err)
+			}
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("rungv")
+	if err != nil {
+		return "", ErrNoRungv
+	}
+	return p, nil
+}

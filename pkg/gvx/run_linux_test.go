@@ -1,0 +1,207 @@
+package gvx_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/runtime/runtimetest"
+)
+
+var (
+	rungvBin string
+	imageRef string
+	setupErr error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "gvx-sdk-test-")
+		if err != nil {
+			setupErr = err
+			return m.Run()
+		}
+		defer os.RemoveAll(dir)
+		rungvBin = filepath.Join(dir, "rungv")
+		build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
+			return m.Run()
+		}
+		img := filepath.Join(dir, "image")
+		setupErr = runtimetest.Busybox(img, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
+		imageRef = "oci:" + img
+		return m.Run()
+	}())
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if setupErr != nil {
+		if errors.Is(setupErr, runtimetest.ErrNoBusybox) {
+			t.Skip(setupErr)
+		}
+		t.Fatal(setupErr)
+	}
+	if os.Getuid() != 0 {
+		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
+			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
+		}
+	}
+}
+
+func newSandbox(t *testing.T, ctx context.Context, cfg gvx.Config) *gvx.Sandbox {
+	t.Helper()
+	cfg.Rungv = rungvBin
+	cfg.OCIImage = imageRef
+	sb, err := gvx.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+func TestRun(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	sb := newSandbox(t, ctx, gvx.Config{
+		Platform:      gvx.PlatformAuto,
+		NetworkMode:   gvx.NetModeNone,
+		Entrypoint:    []string{"sh", "-c"},
+		EntrypointSet: true,
+		Cmd:           []string{"echo hi $GREETING; echo oops >&2; exit 7"},
+		Envv:          []string{"GREETING=there"},
+		Stdout:        &out,
+		Stderr:        &errb,
+	})
+	code, err := sb.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 7 || out.String() != "hi there\n" || errb.String() != "oops\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+	if _, err := sb.Run(ctx); !errors.Is(err, gvx.ErrRunning) {
+		t.Fatalf("second Run: %v, want ErrRunning", err)
+	}
+}
+
+func TestMountsAndResources(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sb := newSandbox(t, ctx, gvx.Config{
+		Cmd: []string{"sh", "-c", "cat /in/in.txt; echo x > /scratch/f && cat /scratch/f; nproc; awk '/MemTotal/{print $2}' /proc/meminfo"},
+		Mounts: []gvx.Mount{
+			{Kind: gvx.MountBind, ImagePath: host, GuestPath: "/in", ReadOnly: true},
+			{Kind: gvx.MountTmpfs, GuestPath: "/scratch"},
+		},
+		Resources: gvx.Resources{MemoryBytes: 512 << 20, CPUMillis: 1500},
+		Stdout:    &out,
+	})
+	code, err := sb.Run(ctx)
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d, %v; output %q", code, err, out.String())
+	}
+	if want := fmt.Sprintf("from host\nx\n2\n%d\n", 512<<10); out.String() != want {
+		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+}
+
+// TestCancel: cancelling the context kills the episode promptly.
+func TestCancel(t *testing.T) {
+	need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	sb := newSandbox(t, ctx, gvx.Config{Cmd: []string{"sleep", "1000"}})
+	start := time.Now()
+	_, err := sb.Run(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Run returned %v after start; cancel did not kill promptly", d)
+	}
+	waitNoSandbox(t)
+}
+
+// TestCloseDuringRun: Close from another goroutine ends Run.
+func TestCloseDuringRun(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	pr, pw, _ := os.Pipe()
+	defer pr.Close()
+	sb := newSandbox(t, ctx, gvx.Config{Cmd: []string{"sh", "-c", "echo up; exec sleep 1000"}, Stdout: pw})
+	res := make(chan error, 1)
+	go func() { _, err := sb.Run(ctx); res <- err }()
+	buf := make([]byte, 3)
+	if _, err := pr.Read(buf); err != nil || string(buf) != "up\n" {
+		t.Fatalf("guest did not start: %q %v", buf, err)
+	}
+	pw.Close()
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-res:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	waitNoSandbox(t)
+}
+
+func TestRungvErrorIsAnError(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	sb, err := gvx.New(ctx, gvx.Config{Rungv: rungvBin, OCIImage: "oci:/nonexistent/layout", Cmd: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	code, err := sb.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/layout") {
+		t.Fatalf("Run = %d, %v; want an error naming the image", code, err)
+	}
+}
+
+// waitNoSandbox waits until no process runs rungvBin.
+func waitNoSandbox(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+			if err == nil && strings.HasPrefix(exe, rungvBin) {
+				if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !bytes.Contains(st, []byte(") Z ")) {
+					left = append(left, e.Name())
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rungv processes left: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
