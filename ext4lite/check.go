@@ -262,6 +262,9 @@ func (c *checker) superblock() error {
 	if f := sb.FeatureROCompat &^ checkROCompat; f != 0 {
 		return fmt.Errorf("%w: check of feature(s) %s", ErrUnsupported, disk.FeatureString(f.Names()))
 	}
+	if sb.FeatureIncompat&disk.IncompatExtents == 0 {
+		return fmt.Errorf("%w: check of volumes without extents (ext2/ext3 block maps)", ErrUnsupported)
+	}
 	if sb.LogBlockSize > 6 {
 		return bad("block size 2^%d KiB", sb.LogBlockSize)
 	}
@@ -434,12 +437,6 @@ func (c *checker) claim(blk, n uint64, ino uint32, what string) bool {
 		c.add(ino, firstDup, "%s: %d block(s) from here already in use by other metadata or another inode", what, dups)
 	}
 	return ok
-}
-
-func (c *checker) isClaimed(blk uint64) bool {
-	b := blk - c.fdb
-	g, bit := uint32(b/uint64(c.bpg)), uint32(b%uint64(c.bpg))
-	return c.claimed[g][bit/8]&(1<<(bit%8)) != 0
 }
 
 // run does the passes after the superblock.
@@ -1308,6 +1305,9 @@ func (c *checker) htreeDir(d *dirWalk) {
 		}
 	}
 	root := make([]byte, c.bs)
+	if _, ok := blocks[0]; !ok {
+		return // a hole at block 0: dirSize reported it
+	}
 	if !c.readBlock(blocks[0], root, d.ino, "htree root") {
 		return
 	}
