@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -217,5 +218,50 @@ func TestTarRoundTripHostDir(t *testing.T) {
 	}
 	if err := sinktest.Compare(src, d, hostOpts); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestHostileTarIntoHostDir: on a real filesystem, nothing a hostile
+// archive does lands outside the target.
+func TestHostileTarIntoHostDir(t *testing.T) {
+	outside := t.TempDir()
+	canary := filepath.Join(outside, "canary")
+	if err := os.WriteFile(canary, []byte("safe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"symlink-abs":      tarOf(t, symlink("l", outside), file("l/canary", "pwned")),
+		"symlink-rel":      tarOf(t, dir("d"), symlink("d/up", "../../../../../../../.."+outside), file("d/up/canary", "pwned")),
+		"symlink-chain":    tarOf(t, symlink("a", "b"), symlink("b", outside), file("a/canary", "pwned")),
+		"symlink-dir-swap": tarOf(t, dir("x"), symlink("x", outside), file("x/canary", "pwned")),
+		"dotdot":           tarOf(t, file("../../../../../../.."+canary, "pwned")),
+		"hardlink-out":     tarOf(t, hardlink("h", canary)),
+		"hardlink-dotdot":  tarOf(t, hardlink("h", "../../../../../../.."+canary)),
+		"whiteout-out":     tarOf(t, symlink("l", outside), wh("l/.wh.canary")),
+		"opaque-out":       tarOf(t, symlink("l", outside), wh("l/.wh..wh..opq")),
+	} {
+		for _, mode := range []string{"import", "layer", "overlayfs"} {
+			d := hostdir.New(t.TempDir())
+			var err error
+			switch mode {
+			case "import":
+				err = ImportTar(d, bytes.NewReader(data), ImportOptions{})
+			case "layer":
+				err = ApplyLayer(d, bytes.NewReader(data), LayerOptions{})
+			case "overlayfs":
+				err = WriteLayerOverlayFS(d, bytes.NewReader(data), LayerOptions{})
+			}
+			d.Close()
+			b, rerr := os.ReadFile(canary)
+			if rerr != nil || string(b) != "safe" {
+				t.Fatalf("%s/%s: the canary outside the target changed: %q %v (import error: %v)", name, mode, b, rerr, err)
+			}
+			if names, _ := os.ReadDir(outside); len(names) != 1 {
+				t.Fatalf("%s/%s: wrote outside the target: %v", name, mode, names)
+			}
+			if !errors.Is(err, sink.ErrSymlinkInPath) && !errors.Is(err, ErrUnsafePath) && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s/%s: %v, want a refusal", name, mode, err)
+			}
+		}
 	}
 }
