@@ -52,7 +52,8 @@ type FS struct {
 	journal       *jbd2.Journal // nil without a journal
 	deferFree     bool          // hold freed blocks until the next commit
 	pendingFree   [][2]uint64
-	opsSinceFlush int // mutating operations since the last flush
+	opsSinceFlush int            // mutating operations since the last flush
+	refs          map[uint32]int // open references (Ref/Unref)
 	// crashAfterCommit (tests only) stops a flush after its commit, before
 	// the checkpoint: the log keeps a committed transaction.
 	crashAfterCommit bool
@@ -121,6 +122,9 @@ func OpenDevice(dev Device, opts *Options) (*FS, error) {
 	if !v.readOnly {
 		v.sb.State &^= disk.StateValid
 		if err := v.openJournal(); err != nil {
+			return nil, err
+		}
+		if err := v.cleanOrphans(); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +247,10 @@ func (v *FS) Close() error {
 		// The last transaction, then the clean state written home directly:
 		// the log is empty, nothing needs recovery.
 		v.sb.State |= disk.StateValid
-		err = v.flushMetadata()
+		err = v.releaseOrphans()
+		if err == nil {
+			err = v.flushMetadata()
+		}
 		if err == nil {
 			v.sb.FeatureIncompat &^= disk.IncompatRecover
 			err = v.writeAt(v.sb.Encode(), disk.SuperblockOffset)

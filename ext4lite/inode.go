@@ -19,6 +19,7 @@ type inode struct {
 	xattrBlk  uint64 // external xattr block in use (0 = none)
 	dirty     bool
 	xattrDirt bool
+	orphan    bool // unlinked but referenced (Ref): on the orphan list
 }
 
 func (in *inode) mode() uint32     { return uint32(in.d.Mode) }

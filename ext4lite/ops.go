@@ -114,6 +114,13 @@ func (v *FS) unlink(pin *inode, d *dir, name string, child *inode) error {
 // release frees an inode with no links: data, extent tree, xattr block and
 // the inode itself.
 func (v *FS) release(in *inode) error {
+	if v.refs[in.ino] > 0 && !in.orphan {
+		// Still open: keep it, on the orphan list, until the last Unref.
+		in.orphan = true
+		v.addOrphan(in)
+		delete(v.dirs, in.ino)
+		return nil
+	}
 	if usesBlockData(in) {
 		m, err := v.loadExtents(in)
 		if err != nil {
@@ -558,37 +565,28 @@ func (v *FS) Rename(oldpath, newpath string) error {
 	if err != nil {
 		return pathErr("rename", oldpath, err)
 	}
+	np, nd, nname, err := v.parentOf(newpath)
+	if err != nil {
+		return pathErr("rename", newpath, err)
+	}
+	if err := v.renameLocked(op, od, oname, np, nd, nname); err != nil {
+		return pathErr("rename", oldpath, err)
+	}
+	return nil
+}
+
+// renameLocked moves oname in od to nname in nd with rename(2)'s rules.
+func (v *FS) renameLocked(op *inode, od *dir, oname string, np *inode, nd *dir, nname string) error {
 	ode, ok := od.entries[oname]
 	if !ok {
-		return pathErr("rename", oldpath, fs.ErrNotExist)
+		return fs.ErrNotExist
 	}
 	src, err := v.getInode(ode.ino)
 	if err != nil {
 		return err
 	}
-	np, nd, nname, err := v.parentOf(newpath)
-	if err != nil {
-		return pathErr("rename", newpath, err)
-	}
-	if src.isDir() {
-		// Refuse moving a directory below itself.
-		for cur := np.ino; ; {
-			if cur == src.ino {
-				return pathErr("rename", newpath, errInvalid)
-			}
-			if cur == disk.RootIno {
-				break
-			}
-			cin, err := v.getInode(cur)
-			if err != nil {
-				return err
-			}
-			cd, err := v.loadDir(cin)
-			if err != nil {
-				return err
-			}
-			cur = cd.parent
-		}
+	if src.isDir() && v.isAncestor(src.ino, np.ino) {
+		return errInvalid // a directory cannot move below itself
 	}
 	if nde, ok := nd.entries[nname]; ok {
 		if nde.ino == src.ino {
@@ -600,16 +598,16 @@ func (v *FS) Rename(oldpath, newpath string) error {
 		}
 		switch {
 		case dst.isDir() && !src.isDir():
-			return pathErr("rename", newpath, errIsDir)
+			return errIsDir
 		case !dst.isDir() && src.isDir():
-			return pathErr("rename", newpath, errNotDir)
+			return errNotDir
 		case dst.isDir():
 			dd, err := v.loadDir(dst)
 			if err != nil {
 				return err
 			}
 			if len(dd.entries) > 0 {
-				return pathErr("rename", newpath, errNotEmpty)
+				return errNotEmpty
 			}
 		}
 		if err := v.unlink(np, nd, nname, dst); err != nil {

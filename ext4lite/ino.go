@@ -1,0 +1,659 @@
+package ext4lite
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"sort"
+	"time"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
+)
+
+// The inode API: what a file server (the runtime's lisafs server) needs.
+// Handles name inodes, not paths, so a handle stays valid when a directory
+// above it is renamed, and a file unlinked while referenced (Ref) lives on
+// until its last Unref, as POSIX open files do.
+
+// Ino is an inode number.
+type Ino uint32
+
+// RootIno is the root directory's inode.
+const RootIno Ino = disk.RootIno
+
+// DirEntry is one entry of a directory.
+type DirEntry struct {
+	Name string
+	Ino  Ino
+	Type uint32 // sink.Type* bits
+}
+
+// RenameFlags select renameat2 behaviour.
+type RenameFlags uint32
+
+// Rename flags (as RENAME_NOREPLACE and RENAME_EXCHANGE).
+const (
+	RenameNoReplace RenameFlags = 1 << iota
+	RenameExchange
+)
+
+// SetAttr lists the attributes SetAttrIno changes; nil fields are kept.
+type SetAttr struct {
+	Mode         *uint32 // permission bits incl. setuid/setgid/sticky
+	UID, GID     *uint32
+	Size         *int64 // regular files: truncate or extend
+	Atime, Mtime *time.Time
+}
+
+func (v *FS) inoLocked(ino Ino) (*inode, error) {
+	if ino == 0 || uint32(ino) > v.sb.InodesCount {
+		return nil, fs.ErrNotExist
+	}
+	in, err := v.getInode(uint32(ino))
+	if err != nil {
+		return nil, err
+	}
+	if in.d.LinksCount == 0 && !in.orphan && uint32(ino) != disk.RootIno {
+		return nil, fs.ErrNotExist
+	}
+	return in, nil
+}
+
+func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !in.isDir() {
+		return nil, nil, errNotDir
+	}
+	if in.orphan {
+		return nil, nil, fs.ErrNotExist // a removed directory has no entries
+	}
+	d, err := v.loadDir(in)
+	return in, d, err
+}
+
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || containsSlashOrNul(name) {
+		return errInvalid
+	}
+	if len(name) > disk.MaxNameLen {
+		return errTooLong
+	}
+	return nil
+}
+
+// Lookup returns the inode of name in directory dir ("." and ".." too).
+func (v *FS) Lookup(dir Ino, name string) (Ino, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, d, err := v.dirLocked(dir)
+	if err != nil {
+		return 0, err
+	}
+	switch name {
+	case ".":
+		return dir, nil
+	case "..":
+		return Ino(d.parent), nil
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return 0, fs.ErrNotExist
+	}
+	return Ino(de.ino), nil
+}
+
+// Stat returns an inode's metadata (Path empty, Ino and Nlink set).
+func (v *FS) Stat(ino Ino) (*sink.Header, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	return v.header(in)
+}
+
+// Entries lists a directory, sorted by name.
+func (v *FS) Entries(dir Ino) ([]DirEntry, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, d, err := v.dirLocked(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, 0, len(d.entries))
+	for name, de := range d.entries {
+		out = append(out, DirEntry{Name: name, Ino: Ino(de.ino), Type: typeOfFt(de.ft)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func typeOfFt(ft uint8) uint32 {
+	switch ft {
+	case disk.FtReg:
+		return sink.TypeReg
+	case disk.FtDir:
+		return sink.TypeDir
+	case disk.FtChr:
+		return sink.TypeChar
+	case disk.FtBlk:
+		return sink.TypeBlock
+	case disk.FtFifo:
+		return sink.TypeFifo
+	case disk.FtSock:
+		return sink.TypeSocket
+	case disk.FtSymlink:
+		return sink.TypeSymlink
+	}
+	return 0
+}
+
+// CreateAt makes a new entry name in dir from h (h.Path is ignored): an
+// empty regular file, a directory, a symlink to h.Linkname, a device, fifo
+// or socket. An existing name is fs.ErrExist.
+func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return 0, err
+	}
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return 0, err
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := d.entries[name]; ok {
+		return 0, fs.ErrExist
+	}
+	typ := h.Mode & sink.TypeMask
+	var in *inode
+	switch typ {
+	case sink.TypeReg, sink.TypeDir, sink.TypeSymlink, sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:
+	default:
+		return 0, errInvalid
+	}
+	if typ == sink.TypeSymlink && (len(h.Linkname) == 0 || len(h.Linkname) >= v.bs) {
+		return 0, errInvalid
+	}
+	in, err = v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return 0, err
+	}
+	in.d.LinksCount = 1
+	switch typ {
+	case sink.TypeReg:
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+	case sink.TypeDir:
+		in.d.LinksCount = 2
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+		v.newDir(in.ino, pin.ino)
+	case sink.TypeSymlink:
+		in.d.Mode = uint16(sink.TypeSymlink | 0o777)
+		if len(h.Linkname) <= disk.FastSymlinkMax {
+			copy(in.d.Block[:], h.Linkname)
+			in.d.SetSize(uint64(len(h.Linkname)))
+		} else {
+			in.d.Flags |= disk.FlagExtents
+			in.ext = &extentMap{dirty: true}
+			if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
+				v.freeInode(in.ino, false)
+				return 0, err
+			}
+		}
+	case sink.TypeChar, sink.TypeBlock:
+		encodeDev(in.d.Block[:], h.Devmajor, h.Devminor)
+	}
+	if err := v.link(pin, d, name, in); err != nil {
+		return 0, err
+	}
+	now := v.opts.now()
+	pick := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return now
+		}
+		return t
+	}
+	v.setTimes(in, pick(h.Atime), pick(h.Mtime), pick(h.Ctime), pick(h.Crtime))
+	if len(h.Xattrs) > 0 {
+		if err := v.setAllXattrs(in, h.Xattrs); err != nil {
+			return 0, err
+		}
+	}
+	return Ino(in.ino), nil
+}
+
+// UnlinkAt removes name from dir: a directory (which must be empty) when
+// isDir, else a non-directory.
+func (v *FS) UnlinkAt(dir Ino, name string, isDir bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return err
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return fs.ErrNotExist
+	}
+	in, err := v.getInode(de.ino)
+	if err != nil {
+		return err
+	}
+	if in.isDir() != isDir {
+		if isDir {
+			return errNotDir
+		}
+		return errIsDir
+	}
+	if isDir {
+		cd, err := v.loadDir(in)
+		if err != nil {
+			return err
+		}
+		if len(cd.entries) > 0 {
+			return errNotEmpty
+		}
+	}
+	return v.unlink(pin, d, name, in)
+}
+
+// LinkAt makes a new name for the non-directory ino.
+func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	if in.isDir() {
+		return fs.ErrPermission
+	}
+	if in.d.LinksCount == 0 {
+		return fs.ErrNotExist // linking an unlinked file back (linkat of O_TMPFILE) is not supported
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := d.entries[name]; ok {
+		return fs.ErrExist
+	}
+	if err := v.incLinks(in); err != nil {
+		return err
+	}
+	v.touchCtime(in)
+	return v.link(pin, d, name, in)
+}
+
+// RenameAt moves oname in odir to nname in ndir, with rename(2)'s
+// replacement rules, or as renameat2 with NoReplace or Exchange.
+func (v *FS) RenameAt(odir Ino, oname string, ndir Ino, nname string, flags RenameFlags) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	if err := checkName(nname); err != nil {
+		return err
+	}
+	op, od, err := v.dirLocked(odir)
+	if err != nil {
+		return err
+	}
+	np, nd, err := v.dirLocked(ndir)
+	if err != nil {
+		return err
+	}
+	ode, ok := od.entries[oname]
+	if !ok {
+		return fs.ErrNotExist
+	}
+	nde, exists := nd.entries[nname]
+	if flags&RenameNoReplace != 0 && exists {
+		return fs.ErrExist
+	}
+	if flags&RenameExchange != 0 {
+		if !exists {
+			return fs.ErrNotExist
+		}
+		return v.exchange(op, od, oname, ode, np, nd, nname, nde)
+	}
+	return v.renameLocked(op, od, oname, np, nd, nname)
+}
+
+// exchange swaps two entries (RENAME_EXCHANGE).
+func (v *FS) exchange(op *inode, od *dir, oname string, ode dirent, np *inode, nd *dir, nname string, nde dirent) error {
+	a, err := v.getInode(ode.ino)
+	if err != nil {
+		return err
+	}
+	b, err := v.getInode(nde.ino)
+	if err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		moved *inode
+		into  *inode
+	}{{a, np}, {b, op}} {
+		if x.moved.isDir() && v.isAncestor(x.moved.ino, x.into.ino) {
+			return errInvalid
+		}
+	}
+	od.entries[oname], nd.entries[nname] = nde, ode
+	od.dirty, nd.dirty = true, true
+	v.touch(op)
+	v.touch(np)
+	v.touchCtime(a)
+	v.touchCtime(b)
+	if op.ino != np.ino {
+		for _, x := range []struct {
+			moved    *inode
+			from, to *inode
+		}{{a, op, np}, {b, np, op}} {
+			if !x.moved.isDir() {
+				continue
+			}
+			md, err := v.loadDir(x.moved)
+			if err != nil {
+				return err
+			}
+			md.parent, md.dirty = x.to.ino, true
+			decLinks(x.from)
+			if err := v.incLinks(x.to); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isAncestor reports whether dir a is dir b or above it.
+func (v *FS) isAncestor(a, b uint32) bool {
+	for cur, n := b, uint32(0); n <= v.sb.InodesCount; n++ {
+		if cur == a {
+			return true
+		}
+		if cur == disk.RootIno {
+			return false
+		}
+		in, err := v.getInode(cur)
+		if err != nil {
+			return false
+		}
+		d, err := v.loadDir(in)
+		if err != nil {
+			return false
+		}
+		cur = d.parent
+	}
+	return false
+}
+
+// ReadAtIno reads a regular file's data.
+func (v *FS) ReadAtIno(ino Ino, p []byte, off int64) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return 0, err
+	}
+	if in.fileType() != disk.ModeReg {
+		return 0, errInvalid
+	}
+	if off < 0 {
+		return 0, errInvalid
+	}
+	n, err := v.readData(in, p, off)
+	if err == io.EOF && n > 0 && n == len(p) {
+		err = nil
+	}
+	return n, err
+}
+
+// WriteAtIno writes a regular file's data, allocating blocks as needed.
+func (v *FS) WriteAtIno(ino Ino, p []byte, off int64) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return 0, err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return 0, err
+	}
+	if in.fileType() != disk.ModeReg || off < 0 {
+		return 0, errInvalid
+	}
+	if err := v.writeData(in, p, off, false); err != nil {
+		return 0, err
+	}
+	t := v.opts.now()
+	in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(t)
+	in.d.Ctime, in.d.CtimeExtra = disk.EncodeTime(t)
+	return len(p), nil
+}
+
+// SetAttrIno changes mode, owner, size and times.
+func (v *FS) SetAttrIno(ino Ino, a SetAttr) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	if a.Size != nil {
+		if in.fileType() != disk.ModeReg {
+			if in.isDir() {
+				return errIsDir
+			}
+			return errInvalid
+		}
+		if *a.Size < 0 {
+			return errInvalid
+		}
+		if err := v.truncateData(in, uint64(*a.Size)); err != nil {
+			return err
+		}
+		t := v.opts.now()
+		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(t)
+	}
+	if a.Mode != nil {
+		in.d.Mode = uint16(in.fileType() | *a.Mode&sink.ModePerm)
+	}
+	if a.UID != nil || a.GID != nil {
+		uid, gid := in.d.UID(), in.d.GID()
+		if a.UID != nil {
+			uid = *a.UID
+		}
+		if a.GID != nil {
+			gid = *a.GID
+		}
+		in.d.SetOwner(uid, gid)
+	}
+	if a.Atime != nil {
+		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(*a.Atime)
+	}
+	if a.Mtime != nil {
+		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(*a.Mtime)
+	}
+	v.touchCtime(in)
+	return nil
+}
+
+// ReadlinkIno returns a symlink's target.
+func (v *FS) ReadlinkIno(ino Ino) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return "", err
+	}
+	if in.fileType() != disk.ModeSymlink {
+		return "", errInvalid
+	}
+	return v.readlink(in)
+}
+
+// GetxattrIno returns one attribute (syscall.ENODATA when absent).
+func (v *FS) GetxattrIno(ino Ino, name string) ([]byte, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xs {
+		if x.name == name {
+			return bytes.Clone(x.value), nil
+		}
+	}
+	return nil, errNoAttr
+}
+
+// ListxattrIno returns the attribute names, sorted.
+func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = x.name
+	}
+	return names, nil
+}
+
+// SetxattrIno sets (or with value nil and remove set, removes) one
+// attribute.
+func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	if _, _, ok := disk.XattrSplitName(name); !ok {
+		return ErrUnsupported
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return err
+	}
+	out := append([]xattr(nil), xs...)
+	i := sort.Search(len(out), func(i int) bool { return out[i].name >= name })
+	found := i < len(out) && out[i].name == name
+	switch {
+	case remove && !found:
+		return errNoAttr
+	case remove:
+		out = append(out[:i], out[i+1:]...)
+	case found:
+		out[i].value = bytes.Clone(value)
+	default:
+		out = append(out, xattr{})
+		copy(out[i+1:], out[i:])
+		out[i] = xattr{name, bytes.Clone(value)}
+	}
+	if err := v.xattrsFit(in.d.ExtraIsize, sortedForStore(out)); err != nil {
+		return err
+	}
+	in.xattrs, in.xattrDirt, in.dirty = out, true, true
+	v.touchCtime(in)
+	return nil
+}
+
+// StatFS describes capacity, as statfs(2) reports it.
+type StatFS struct {
+	BlockSize          int
+	Blocks, FreeBlocks uint64
+	Inodes, FreeInodes uint64
+	NameLen            int
+}
+
+// StatFS returns the volume's capacity and free space.
+func (v *FS) StatFS() StatFS {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := StatFS{BlockSize: v.bs, Blocks: v.blocksCount, Inodes: uint64(v.sb.InodesCount), NameLen: disk.MaxNameLen}
+	for _, g := range v.groups {
+		s.FreeBlocks += uint64(g.desc.FreeBlocks())
+		s.FreeInodes += uint64(g.desc.FreeInodes())
+	}
+	for _, r := range v.pendingFree {
+		s.FreeBlocks += r[1]
+	}
+	return s
+}
+
+// Ref takes a reference on an inode (an open file): if its last link goes
+// while referenced, it lives on, readable and writable, until Unref.
+func (v *FS) Ref(ino Ino) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.refs == nil {
+		v.refs = map[uint32]int{}
+	}
+	v.refs[uint32(ino)]++
+}
+
+// Unref drops a reference taken by Ref, freeing an unlinked inode whose
+// last reference it was.
+func (v *FS) Unref(ino Ino) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.refs[uint32(ino)] - 1
+	if n > 0 {
+		v.refs[uint32(ino)] = n
+		return nil
+	}
+	delete(v.refs, uint32(ino))
+	in, ok := v.inodes[uint32(ino)]
+	if !ok || !in.orphan {
+		return nil
+	}
+	if v.closed || v.readOnly {
+		return nil
+	}
+	if err := v.removeOrphan(in); err != nil {
+		return err
+	}
+	in.orphan = false
+	return v.release(in)
+}

@@ -1,0 +1,147 @@
+package ext4lite
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"testing"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+func TestInodeAPI(t *testing.T) {
+	v, _ := newVolume(t, 64<<20)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := v.CreateAt(RootIno, "d", &sink.Header{Mode: sink.TypeDir | 0o755})
+	must(err)
+	f, err := v.CreateAt(d, "f", &sink.Header{Mode: sink.TypeReg | 0o600, UID: 1000, GID: 1000})
+	must(err)
+	if _, err := v.CreateAt(d, "f", &sink.Header{Mode: sink.TypeReg}); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("create over an existing name: %v", err)
+	}
+	if _, err := v.WriteAtIno(f, []byte("hello"), 3); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := v.ReadAtIno(f, buf, 0); err != nil || n != 8 || !bytes.Equal(buf, []byte("\x00\x00\x00hello")) {
+		t.Fatalf("read %d %q %v", n, buf, err)
+	}
+	// A handle survives renaming the directory above it.
+	must(v.RenameAt(RootIno, "d", RootIno, "e", 0))
+	if h, err := v.Stat(f); err != nil || h.Size != 8 || h.UID != 1000 {
+		t.Fatalf("stat after rename: %+v %v", h, err)
+	}
+	if got, err := v.Lookup(RootIno, "e"); err != nil || got != d {
+		t.Fatalf("lookup e = %d %v", got, err)
+	}
+	if p, err := v.Lookup(d, ".."); err != nil || p != RootIno {
+		t.Fatalf("lookup .. = %d %v", p, err)
+	}
+	// Exchange a file and a directory.
+	s, err := v.CreateAt(RootIno, "s", &sink.Header{Mode: sink.TypeSymlink, Linkname: "e/f"})
+	must(err)
+	must(v.RenameAt(RootIno, "s", d, "f", RenameExchange))
+	if got, _ := v.Lookup(d, "f"); got != s {
+		t.Fatal("exchange did not swap")
+	}
+	if got, _ := v.Lookup(RootIno, "s"); got != f {
+		t.Fatal("exchange did not swap back")
+	}
+	if err := v.RenameAt(RootIno, "s", d, "f", RenameNoReplace); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("NoReplace over an entry: %v", err)
+	}
+	// Moving a directory below itself is refused.
+	sub, err := v.CreateAt(d, "sub", &sink.Header{Mode: sink.TypeDir | 0o755})
+	must(err)
+	if err := v.RenameAt(RootIno, "e", sub, "loop", 0); err == nil {
+		t.Fatal("moved a directory below itself")
+	}
+	must(v.SetxattrIno(f, "trusted.overlay.opaque", []byte("y"), false))
+	if val, err := v.GetxattrIno(f, "trusted.overlay.opaque"); err != nil || string(val) != "y" {
+		t.Fatalf("getxattr %q %v", val, err)
+	}
+	must(v.SetxattrIno(f, "trusted.overlay.opaque", nil, true))
+	mode := uint32(0o4755)
+	size := int64(2)
+	must(v.SetAttrIno(f, SetAttr{Mode: &mode, Size: &size}))
+	if h, _ := v.Stat(f); h.Mode != sink.TypeReg|0o4755 || h.Size != 2 {
+		t.Fatalf("setattr: %+v", h)
+	}
+	must(v.LinkAt(f, d, "hard"))
+	if h, _ := v.Stat(f); h.Nlink != 2 {
+		t.Fatalf("nlink %d", h.Nlink)
+	}
+	must(v.UnlinkAt(d, "hard", false))
+	if err := v.UnlinkAt(RootIno, "e", true); !errors.Is(err, errNotEmpty) {
+		t.Fatalf("rmdir of a non-empty dir: %v", err)
+	}
+	rep, err := v.Check(nil)
+	must(err)
+	if len(rep.Findings) > 0 {
+		t.Fatal(rep.Findings)
+	}
+}
+
+// TestOpenUnlinked: a file unlinked while referenced stays readable and
+// writable until Unref; a crash while it is open leaves it on the orphan
+// list, and the next open frees it.
+func TestOpenUnlinked(t *testing.T) {
+	v, p := newVolume(t, 64<<20)
+	f, err := v.CreateAt(RootIno, "tmp", &sink.Header{Mode: sink.TypeReg | 0o600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("z"), 1<<20)
+	if _, err := v.WriteAtIno(f, data, 0); err != nil {
+		t.Fatal(err)
+	}
+	free0 := v.StatFS().FreeBlocks
+	v.Ref(f)
+	if err := v.UnlinkAt(RootIno, "tmp", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Lookup(RootIno, "tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("name still there")
+	}
+	buf := make([]byte, 10)
+	if _, err := v.ReadAtIno(f, buf, 100); err != nil || string(buf) != "zzzzzzzzzz" {
+		t.Fatalf("read of an open unlinked file: %q %v", buf, err)
+	}
+	if _, err := v.WriteAtIno(f, []byte("still"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if free := v.StatFS().FreeBlocks; free != free0 {
+		t.Fatalf("blocks freed while the file is open: %d -> %d", free0, free)
+	}
+	// Crash now (the sync makes the orphan durable), on a copy.
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	img, _ := os.ReadFile(p)
+	crashed := p + ".crashed"
+	os.WriteFile(crashed, img, 0o644)
+	if err := v.Unref(f); err != nil {
+		t.Fatal(err)
+	}
+	if free := v.StatFS().FreeBlocks; free <= free0 {
+		t.Fatalf("blocks not freed at the last unref: %d -> %d", free0, free)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(crashed, nil) // frees the orphan
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noSpaceE2fsck(t, crashed)
+	noSpaceE2fsck(t, p)
+}
