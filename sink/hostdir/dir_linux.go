@@ -276,6 +276,10 @@ func (pp parent) setXattrs(x map[string][]byte, replace bool) error {
 	}
 	for _, n := range slices.Sorted(mapKeys(x)) {
 		if err := unix.Lsetxattr(path, n, x[n], 0); err != nil {
+			if err == unix.ENOSPC || err == unix.E2BIG || err == unix.ERANGE {
+				// ext4 without ea_inode: the value does not fit one block.
+				return fmt.Errorf("setxattr %s (%d bytes): %w: %w", n, len(x[n]), sink.ErrUnsupported, err)
+			}
 			return fmt.Errorf("setxattr %s (%d bytes): %w", n, len(x[n]), err)
 		}
 	}

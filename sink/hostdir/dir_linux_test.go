@@ -127,3 +127,18 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 		t.Fatalf("wrote outside the tree: %v", names)
 	}
 }
+
+// TestXattrTooLargeIsUnsupported: a value the filesystem cannot hold
+// (ext4 without ea_inode keeps all xattrs in one block) is ErrUnsupported.
+func TestXattrTooLargeIsUnsupported(t *testing.T) {
+	d := New(t.TempDir())
+	defer d.Close()
+	err := d.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+		Xattrs: map[string][]byte{"user.big": make([]byte, 1<<16)}}, strings.NewReader(""))
+	if err == nil {
+		t.Skip("this filesystem holds 64 KiB xattrs")
+	}
+	if !errors.Is(err, sink.ErrUnsupported) {
+		t.Fatalf("err = %v, want sink.ErrUnsupported", err)
+	}
+}
