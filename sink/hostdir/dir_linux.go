@@ -625,15 +625,22 @@ func (d *Dir) Lstat(p string) (*sink.Header, error) {
 	case sink.TypeChar, sink.TypeBlock:
 		h.Devmajor, h.Devminor = st.Rdev_major, st.Rdev_minor
 	case sink.TypeSymlink:
-		buf := make([]byte, st.Size+1)
-		n, err := unix.Readlinkat(pp.fd, pp.name, buf)
-		if err != nil {
-			return nil, wrap("lstat", p, err)
+		// st_size is the target's length on most filesystems, 0 on some:
+		// grow until the target fits.
+		for size := max(int(st.Size)+1, 256); ; size *= 2 {
+			buf := make([]byte, size)
+			n, err := unix.Readlinkat(pp.fd, pp.name, buf)
+			if err != nil {
+				return nil, wrap("lstat", p, err)
+			}
+			if n < size {
+				h.Linkname = string(buf[:n])
+				break
+			}
+			if size > 1<<20 {
+				return nil, wrap("lstat", p, fmt.Errorf("symlink target longer than 1 MiB"))
+			}
 		}
-		if n > int(st.Size) {
-			return nil, wrap("lstat", p, fmt.Errorf("symlink changed while read"))
-		}
-		h.Linkname = string(buf[:n])
 	}
 	if h.Xattrs, err = getXattrs(pp.procPath()); err != nil {
 		return nil, wrap("lstat", p, err)
