@@ -17,6 +17,11 @@ type CheckOptions struct {
 	// MaxFindings stops recording findings after this many (default 200);
 	// CheckReport.Omitted counts the rest.
 	MaxFindings int
+	// AllowOrphans accepts inodes on the orphan list (files unlinked while
+	// open) without a finding, for checking a volume in use. By default
+	// they are reported, as e2fsck -fn reports them: at rest, an orphan
+	// list means a crash left work for the next read-write open.
+	AllowOrphans bool
 }
 
 // Finding is one inconsistency Check found.
@@ -86,8 +91,11 @@ func (r *CheckReport) Err() error {
 // bytes say.
 func Check(dev Device, opts *CheckOptions) (*CheckReport, error) {
 	c := &checker{dev: dev, rep: &CheckReport{}, max: 200}
-	if opts != nil && opts.MaxFindings > 0 {
-		c.max = opts.MaxFindings
+	if opts != nil {
+		if opts.MaxFindings > 0 {
+			c.max = opts.MaxFindings
+		}
+		c.allowOrphans = opts.AllowOrphans
 	}
 	if err := c.superblock(); err != nil {
 		return nil, err
@@ -129,9 +137,10 @@ const (
 // checker holds one run's state. Internal helpers record findings with
 // c.add and stop early (c.stop) on I/O errors or exhausted budgets.
 type checker struct {
-	dev   Device
-	rep   *CheckReport
-	max   int
+	dev          Device
+	rep          *CheckReport
+	max          int
+	allowOrphans bool
 	stop  bool
 	ioErr error
 
@@ -159,8 +168,9 @@ type checker struct {
 	claimed [][]byte // per group: blocks found in use
 	budget  int64    // block claims left before the check gives up
 
-	inodes map[uint32]*cInode
-	xattrs map[uint64]*cXattrBlock
+	inodes  map[uint32]*cInode
+	xattrs  map[uint64]*cXattrBlock
+	orphans map[uint32]bool // on the s_last_orphan chain
 
 	// Directory pass results.
 	counted  map[uint32]uint32   // links counted from entries, ".", ".."
@@ -451,6 +461,7 @@ func (c *checker) run() {
 	if c.stop {
 		return
 	}
+	c.orphanList()
 	c.scanInodes(ibs)
 	if c.stop {
 		return
@@ -603,6 +614,44 @@ func (c *checker) groupDescs() (bbs, ibs [][]byte) {
 	return bbs, ibs
 }
 
+// orphanList walks the orphan chain (s_last_orphan, linked through
+// i_dtime): inodes unlinked while still open, which keep their blocks
+// until the kernel, ext4lite or e2fsck frees them. They are in use for
+// the rest of the check; a chain that leaves the inode range or loops is
+// a finding.
+func (c *checker) orphanList() {
+	c.orphans = map[uint32]bool{}
+	slot := make([]byte, c.isz)
+	for ino := c.sb.LastOrphan; ino != 0 && !c.stop; {
+		if ino < c.sb.FirstIno || ino > c.sb.InodesCount {
+			c.add(ino, 0, "orphan list points at inode %d, outside %d..%d", ino, c.sb.FirstIno, c.sb.InodesCount)
+			return
+		}
+		if c.orphans[ino] {
+			c.add(ino, 0, "orphan list loops")
+			return
+		}
+		c.orphans[ino] = true
+		g, i := (ino-1)/c.ipg, (ino-1)%c.ipg
+		t := c.gds[g].InodeTable()
+		if t < c.fdb || t+c.itb > c.blocks {
+			return // a bad descriptor: already a finding
+		}
+		if !c.read(slot, int64(t)*int64(c.bs)+int64(i)*int64(c.isz), ino, "orphan inode") {
+			return
+		}
+		in := disk.DecodeInode(slot)
+		if in.Mode == 0 {
+			c.add(ino, 0, "orphan list holds a free inode")
+			return
+		}
+		ino = in.Dtime
+	}
+	if len(c.orphans) > 0 && !c.allowOrphans {
+		c.add(c.sb.LastOrphan, 0, "%d inode(s) on the orphan list (unlinked while open; the next read-write open frees them)", len(c.orphans))
+	}
+}
+
 // scanInodes reads each group's used part of the inode table and checks
 // every inode in use.
 func (c *checker) scanInodes(ibs [][]byte) {
@@ -667,7 +716,7 @@ func (c *checker) inode(ino uint32, slot []byte) {
 	case reserved:
 		c.inodes[ino] = &cInode{mode: in.Mode, links: in.LinksCount}
 		return
-	case in.LinksCount == 0:
+	case in.LinksCount == 0 && !c.orphans[ino]:
 		return // free (pass 5 compares with the bitmap)
 	}
 	ci := &cInode{mode: in.Mode, links: in.LinksCount, flags: in.Flags, gen: in.Generation, size: in.Size()}
@@ -678,7 +727,7 @@ func (c *checker) inode(ino uint32, slot []byte) {
 			c.add(ino, 0, "i_extra_isize %d", e)
 		}
 	}
-	if in.Dtime != 0 && in.LinksCount != 0 && !reserved {
+	if in.Dtime != 0 && in.LinksCount != 0 && !reserved && !c.orphans[ino] {
 		c.add(ino, 0, "in use (%d links) but deletion time is set", in.LinksCount)
 	}
 	typ := uint32(in.Mode) & disk.ModeTypeMask
@@ -1599,6 +1648,12 @@ func (c *checker) links() {
 			continue
 		}
 		isDir := ci.mode&disk.ModeTypeMask == disk.ModeDir
+		if c.orphans[ino] && ci.links == 0 {
+			if c.counted[ino] != 0 {
+				c.add(ino, 0, "orphan with no links is named by %d directory entries", c.counted[ino])
+			}
+			continue
+		}
 		if !ci.reached {
 			c.add(ino, 0, "in use (%d links) but not reachable from the root", ci.links)
 		}

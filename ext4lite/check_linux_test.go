@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -244,6 +245,67 @@ func ckUmount(t testing.TB, dir string) {
 	}
 	exec.Command("umount", "-l", dir).Run()
 	t.Fatalf("umount %s: %v\n%s", dir, err, out)
+}
+
+// TestCheckOrphans: files unlinked while open stay on the orphan list.
+// A copy of the volume taken then (a crash) is reported by e2fsck -fn and
+// by Check; with AllowOrphans, and after Close frees them, it is clean.
+func TestCheckOrphans(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vol.ext4")
+	v, err := Create(p, 16<<20, &CreateOptions{BlockSize: 1024, Time: time.Unix(1700000000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	data := strings.Repeat("x", 20000)
+	for _, n := range []string{"a", "b", "c"} {
+		if err := v.WriteFile(&sink.Header{Path: n, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, strings.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := v.Lstat(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Ref(Ino(h.Ino))
+		if err := v.Remove(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := v.Check(&CheckOptions{AllowOrphans: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("live volume with AllowOrphans: %v", err)
+	}
+	crash, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := filepath.Join(t.TempDir(), "crash.ext4")
+	if err := os.WriteFile(q, crash, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := ckE2fsck(t, q)
+	if code == 0 {
+		t.Logf("e2fsck -fn is clean on an orphan list:\n%s", out)
+	}
+	r = ckFile(t, q)
+	if r.Clean() || !strings.Contains(r.Err().Error(), "orphan list") {
+		t.Errorf("Check of the crash copy: %v", r.Err())
+	}
+	if len(r.Findings) != 1 {
+		t.Errorf("want exactly the orphan finding, got %v", r.Err())
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := ckE2fsck(t, p); code != 0 {
+		t.Errorf("after Close: e2fsck exit %d\n%s", code, out)
+	}
+	if err := ckFile(t, p).Err(); err != nil {
+		t.Errorf("after Close: %v", err)
+	}
 }
 
 // TestCheckCorruptionsAgreeE2fsck: for each targeted corruption, whenever
