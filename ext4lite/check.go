@@ -141,8 +141,8 @@ type checker struct {
 	rep          *CheckReport
 	max          int
 	allowOrphans bool
-	stop  bool
-	ioErr error
+	stop         bool
+	ioErr        error
 
 	sb             *disk.Superblock
 	bs             int
