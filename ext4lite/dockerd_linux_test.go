@@ -338,7 +338,8 @@ func (d *dockerd) reap(strict bool) {
 
 // leftovers lists processes this daemon started that still run: those
 // whose command line names its private dir (containerd, shims) and those
-// whose root is inside its data-root (container processes).
+// in its cgroup parent (container processes; their root, in their own
+// mount namespace, would read as "/").
 func (d *dockerd) leftovers() []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
@@ -353,12 +354,27 @@ func (d *dockerd) leftovers() []int {
 			pids = append(pids, pid)
 			continue
 		}
-		root, err := os.Readlink(filepath.Join("/proc", e.Name(), "root"))
-		if err == nil && strings.HasPrefix(root, d.dataRoot+"/") {
+		if d.inCgroup(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// inCgroup reports whether pid is in a cgroup below the daemon's cgroup
+// parent in any hierarchy.
+func (d *dockerd) inCgroup(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// hierarchy-id:controllers:path
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && strings.HasPrefix(f[2], "/"+d.cgroup+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // dkZombie reports whether pid has exited but was not reaped yet (a zombie
@@ -564,8 +580,80 @@ func dkDockerVolume(t testing.TB, tl dkTools) string {
 	d.build()
 	d.checkBuiltRun()
 	d.stop()
-	umount(t, mnt)
+	dkUmount(t, mnt, vol)
 	return vol
+}
+
+// dkUmount unmounts the loop-mounted volume img at mnt and waits until the
+// kernel has let go of the filesystem (its loop device detached), so what
+// follows reads a flushed, checkpointed file. umount returning is not
+// enough: a mount namespace created meanwhile by any process on the host
+// (runc, a sandbox) holds a copy of the mount, and the filesystem is shut
+// down only when the last copy goes; until then e2fsck would read stale
+// metadata (journal not checkpointed).
+func dkUmount(t testing.TB, mnt, img string) {
+	t.Helper()
+	dev, devno := dkMountDev(t, mnt)
+	umount(t, mnt)
+	if !strings.HasPrefix(dev, "/dev/loop") {
+		t.Fatalf("%s was mounted from %q, not a loop device", mnt, dev)
+	}
+	bf := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(bf)
+		if err != nil || strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") != img {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still backs %s 60s after umount: the filesystem is mounted in another mount namespace (processes %v), so it is not flushed", img, dev, dkMountHolders(devno))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dkMountDev returns the source and major:minor of the mount at mnt.
+func dkMountDev(t testing.TB, mnt string) (src, devno string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint opts... - fstype source superopts
+		f := strings.Fields(l)
+		if len(f) < 10 || unescapeMount(f[4]) != mnt {
+			continue
+		}
+		for i := 6; i+2 < len(f); i++ {
+			if f[i] == "-" {
+				src, devno = unescapeMount(f[i+2]), f[2]
+			}
+		}
+	}
+	if src == "" {
+		t.Fatalf("%s is not mounted", mnt)
+	}
+	return src, devno
+}
+
+// dkMountHolders lists processes whose mount namespace still has a mount
+// of device devno, as "pid(comm)".
+func dkMountHolders(devno string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if err != nil || !strings.Contains(string(b), " "+devno+" ") {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		out = append(out, e.Name()+"("+strings.TrimSpace(string(comm))+")")
+	}
+	return out
 }
 
 // TestDockerdOnExt4liteVolume: a real dockerd with the overlay2 driver
@@ -693,7 +781,7 @@ func TestDockerdAfterExt4liteWrites(t *testing.T) {
 			t.Logf("docker run: %v", took)
 			d.checkBuiltRun()
 			d.stop()
-			umount(t, mnt)
+			dkUmount(t, mnt, c.vol)
 			e2fsckClean(t, c.vol)
 		})
 	}
@@ -789,14 +877,14 @@ func TestDockerdCrashLeavesNothing(t *testing.T) {
 	d := startDockerd(t, tl, mnt)
 	d.docker("load", "-i", imgTar)
 	d.docker("run", "-d", "--network", "none", dkBaseRef, "sleep", "600")
-	inRoot := 0
+	inCg := 0
 	for _, pid := range d.leftovers() {
-		if root, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/root"); err == nil && strings.HasPrefix(root, mnt+"/") {
-			inRoot++
+		if d.inCgroup(pid) {
+			inCg++
 		}
 	}
-	if inRoot == 0 {
-		t.Fatal("no container process runs in the data-root: the scenario is not set up")
+	if inCg == 0 {
+		t.Fatal("no container process found in the daemon's cgroup: the scenario is not set up")
 	}
 	if len(d.mounts()) == 0 {
 		t.Fatal("a running container should have mounts under the data-root")
@@ -815,7 +903,7 @@ func TestDockerdCrashLeavesNothing(t *testing.T) {
 	if cg, _ := filepath.Glob(filepath.Join(dkCgroupFS, "*", d.cgroup)); len(cg) > 0 {
 		t.Errorf("cgroups left after reap: %v", cg)
 	}
-	umount(t, mnt)
+	dkUmount(t, mnt, vol)
 	e2fsckClean(t, vol)
 }
 
