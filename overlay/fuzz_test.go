@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -36,6 +37,8 @@ func fuzzSeeds(f *testing.F) {
 	zw.Write(pax)
 	zw.Close()
 	f.Add(gz.Bytes())
+	zw2, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	f.Add(zw2.EncodeAll(pax, nil))
 	f.Add(tarOf(f, dir("a"), file("a/x", "x"), hardlink("a/y", "a/x"), symlink("l", "/etc"), file("l/x", "evil")))
 	f.Add(tarOf(f, dir("o"), wh("o/.wh..wh..opq"), file("o/n", "n"), wh(".wh.a"), wh("o/.wh.n")))
 	f.Add(tarOf(f, file("../../x", "x")))
