@@ -549,14 +549,19 @@ func dkHasLine(s, line string) bool {
 	return false
 }
 
-// build runs `docker build` of dkDockerfile.
-func (d *dockerd) build() {
+// build runs `docker build` of dkDockerfile; with noCache every RUN makes
+// a new layer even where the image exists.
+func (d *dockerd) build(noCache bool) {
 	d.t.Helper()
 	ctxDir := d.t.TempDir()
 	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dkDockerfile), 0o644); err != nil {
 		d.t.Fatal(err)
 	}
-	d.docker("build", "--network", "none", "-q", "-t", dkBuiltRef, ctxDir)
+	args := []string{"build", "--network", "none", "-q", "-t", dkBuiltRef}
+	if noCache {
+		args = append(args, "--no-cache")
+	}
+	d.docker(append(args, ctxDir)...)
 }
 
 // dkDockerVolume makes a fresh ext4lite volume and has a real dockerd load
@@ -577,7 +582,7 @@ func dkDockerVolume(t testing.TB, tl dkTools) string {
 	}
 	took := d.checkBaseRun()
 	t.Logf("docker run of the loaded image: %v", took)
-	d.build()
+	d.build(false)
 	d.checkBuiltRun()
 	d.stop()
 	dkUmount(t, mnt, vol)
@@ -665,7 +670,22 @@ func TestDockerdOnExt4liteVolume(t *testing.T) {
 	tl := needDockerd(t)
 	vol := dkDockerVolume(t, tl)
 	e2fsckClean(t, vol)
+	st := dkVerify(t, vol)
+	t.Logf("overlay2/: %d entries, %d whiteouts (char 0:0), %d opaque dirs", st.entries, st.whiteouts, st.opaques)
+	// One whiteout dockerd unpacked from the loaded layer (/etc/motd), one
+	// the kernel's overlayfs made for the build's rm (/etc/group).
+	if st.whiteouts < 2 || st.opaques == 0 {
+		t.Errorf("overlay2/ should hold at least two whiteouts and one opaque dir; saw %d and %d", st.whiteouts, st.opaques)
+	}
+}
 
+// dkVerify checks an unmounted volume dockerd used: ext4lite's Check is
+// clean, and ext4lite reads the whole tree exactly as the kernel shows it
+// on a read-only mount (every xattr incl. trusted.overlay.*, whiteouts,
+// hard links, contents, times but atime/ctime/crtime). It returns what it
+// counted under overlay2/.
+func dkVerify(t testing.TB, vol string) dkStats {
+	t.Helper()
 	v, err := Open(vol, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -683,18 +703,14 @@ func TestDockerdOnExt4liteVolume(t *testing.T) {
 	if err := sinktest.Compare(v, hostSrc(t, mnt), opts); err != nil {
 		t.Fatalf("ext4lite reads dockerd's tree differently from the kernel: %v", err)
 	}
-	st := dkOverlayStats(t, v)
-	t.Logf("overlay2/: %d entries, %d whiteouts (char 0:0), %d opaque dirs", st.entries, st.whiteouts, st.opaques)
-	if st.whiteouts == 0 || st.opaques == 0 {
-		t.Errorf("overlay2/ should hold at least one whiteout and one opaque dir; saw %d and %d", st.whiteouts, st.opaques)
-	}
+	return dkOverlayStats(t, v)
 }
 
 type dkStats struct{ entries, whiteouts, opaques int }
 
 // dkOverlayStats walks overlay2/ of a volume with ext4lite, counting
 // whiteouts (char 0:0) and directories with trusted.overlay.opaque=y.
-func dkOverlayStats(t *testing.T, src sink.Source) dkStats {
+func dkOverlayStats(t testing.TB, src sink.Source) dkStats {
 	t.Helper()
 	var st dkStats
 	var walk func(p string)
@@ -762,10 +778,17 @@ func TestDockerdAfterExt4liteWrites(t *testing.T) {
 	dkSameTree(t, src, golden)
 	compactedClone := dkSparseCopy(t, golden, filepath.Join(dir, "compacted-clone.ext4"))
 
-	for _, c := range []struct{ name, vol string }{
-		{"compacted", golden},
-		{"clone", plain},
-		{"compacted-clone", compactedClone},
+	// And the kernel-made volume after ext4lite wrote into it in place.
+	dkStamp(t, src)
+
+	for _, c := range []struct {
+		name, vol string
+		build     bool
+	}{
+		{"compacted", golden, true},
+		{"clone", plain, false},
+		{"compacted-clone", compactedClone, false},
+		{"in-place", src, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mnt := mount(t, c.vol, "rw")
@@ -780,9 +803,16 @@ func TestDockerdAfterExt4liteWrites(t *testing.T) {
 			took := d.checkBaseRun()
 			t.Logf("docker run: %v", took)
 			d.checkBuiltRun()
+			if c.build {
+				// The kernel writes new layers into directories and
+				// files ext4lite laid out.
+				d.build(true)
+				d.checkBuiltRun()
+			}
 			d.stop()
 			dkUmount(t, mnt, c.vol)
 			e2fsckClean(t, c.vol)
+			dkVerify(t, c.vol)
 		})
 	}
 }
@@ -814,6 +844,29 @@ func dkGolden(t testing.TB, src, dst string) string {
 	e2fsckClean(t, dst)
 	dkSameTree(t, src, dst)
 	return dst
+}
+
+// dkStamp has ext4lite write into a volume dockerd made (a file at the
+// root, an xattr on overlay2/) and checks e2fsck still passes.
+func dkStamp(t testing.TB, vol string) {
+	t.Helper()
+	v, err := Open(vol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stamp = "golden by ext4lite\n"
+	if err := v.WriteFile(&sink.Header{Path: "gvx-stamp", Mode: sink.TypeReg | 0o644, Size: int64(len(stamp))}, strings.NewReader(stamp)); err != nil {
+		v.Close()
+		t.Fatal(err)
+	}
+	if err := v.Setxattr("overlay2", "user.gvx", []byte("stamped")); err != nil {
+		v.Close()
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2fsckClean(t, vol)
 }
 
 // dkSameTree compares two volumes' whole trees as ext4lite reads them
