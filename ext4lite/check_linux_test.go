@@ -512,3 +512,10 @@ func TestFuzzSeedRegen(t *testing.T) {
 		t.Logf("%s: %d bytes, %d compressed", n, len(img), buf.Len())
 	}
 }
+
+// ckRandomOpsPeer runs e2fsck on the volume TestCheckRandomOps left.
+func ckRandomOpsPeer(t *testing.T, p string) {
+	if code, out := ckE2fsck(t, p); code != 0 {
+		t.Fatalf("e2fsck -fn exit %d after random operations:\n%s", code, ckTrim(out))
+	}
+}
