@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"gvisor.dev/gvisor/runsc/cli/maincli"
+
+	"z.gfire.dev/gvx/runtime/volume"
 )
 
 // Main dispatches a rungv process. The binary is three programs in one:
@@ -21,8 +23,12 @@ func Main(ours func()) {
 	if len(os.Args) > 2 && os.Args[1] == superviseCmd {
 		os.Exit(supervise(os.Args[2], os.Args[3:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == initCmd {
+		os.Exit(episodeInit(os.Args[2:]))
+	}
 	if isRunsc(os.Args[1:]) {
 		os.Args = append(os.Args[:1:1], patchBootArgs(os.Args[1:])...)
+		volume.Register()
 		maincli.Main()
 		os.Exit(0)
 	}

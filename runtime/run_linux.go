@@ -15,9 +15,11 @@ import (
 	"strconv"
 	"syscall"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/erofs"
+	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -41,11 +43,6 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	if o.Network != NetworkNone {
 		return 0, fmt.Errorf("%w: --network %s (only none so far)", ErrUnsupported, o.Network)
-	}
-	for _, m := range o.Mounts {
-		if m.Type == MountVolume {
-			return 0, fmt.Errorf("%w: volume mounts are not implemented yet", ErrUnsupported)
-		}
 	}
 	state, err := os.MkdirTemp("", "rungv-")
 	if err != nil {
@@ -96,10 +93,30 @@ func prepare(o *Options, state string) (*episode, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range o.Mounts {
-		if m.Type == MountBind {
+	for i, m := range o.Mounts {
+		switch m.Type {
+		case MountBind:
 			if _, err := os.Stat(m.Source); err != nil {
 				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+			}
+		case MountVolume:
+			st, err := os.Stat(m.Source)
+			if err != nil {
+				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+			}
+			if !st.Mode().IsRegular() {
+				return nil, fmt.Errorf("--mount %s: %s is not an ext4 volume file", m.Target, m.Source)
+			}
+			// The spec mount binds the volume file itself: the gofer mounts it
+			// at the destination in its root, where the extension opens it
+			// before locking down, and serves the filesystem inside it.
+			opt := "rw"
+			if m.ReadOnly {
+				opt = "ro"
+			}
+			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: []string{opt, "rbind"}})
+			for k, v := range volume.Annotations(i, volume.Spec{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}, m.Source) {
+				spec.Annotations[k] = v
 			}
 		}
 	}

@@ -150,6 +150,9 @@ func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string
 		},
 	}
 	for _, m := range o.Mounts {
+		if m.Type == MountVolume {
+			continue // added by prepare, which knows the state directory
+		}
 		sm, err := specMount(m)
 		if err != nil {
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"os/signal"
 	goruntime "runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -19,8 +18,9 @@ const superviseCmd = "_gvx-supervise"
 
 // supervise is the supervisor: it runs in the episode's user and network
 // namespaces, waits for the host side's go-ahead on fd 3, brings lo up,
-// runs runsc with args, forwards signals to it, and when fd 3 reaches EOF
-// before runsc is done (the host side died) kills it. It removes the state
+// starts the episode's init (episodeInit) with args, forwards signals to
+// it, and when fd 3 reaches EOF before init is done (the host side died)
+// kills it. It removes the state
 // directory in every case and returns runsc's exit code.
 func supervise(state string, args []string) int {
 	defer os.RemoveAll(state)
@@ -33,15 +33,17 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
-	// The sandbox dies with runsc (Pdeathsig), and runsc with this thread.
+	// The episode's init is PID 1 of a new PID namespace: when it goes
+	// (even by SIGKILL, or with this thread: Pdeathsig), the kernel kills
+	// the sandbox and gofer with it.
 	goruntime.LockOSThread()
-	cmd := exec.Command("/proc/self/exe", args...)
+	cmd := exec.Command("/proc/self/exe", append([]string{initCmd}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL, Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "rungv: start runsc: %v\n", err)
+		fmt.Fprintf(os.Stderr, "rungv: start the episode's init: %v\n", err)
 		return 125
 	}
 	go func() {
@@ -50,20 +52,10 @@ func supervise(state string, args []string) int {
 	}()
 	done := make(chan struct{})
 	go func() {
-		var grace <-chan time.Time
 		for {
 			select {
 			case s := <-sigs:
-				// runsc run forwards nothing without a terminal: signal
-				// the guest's init with runsc kill, as docker kill does.
-				kill := exec.Command("/proc/self/exe", killArgs(args, s.(syscall.Signal))...)
-				kill.Stdout, kill.Stderr = io.Discard, os.Stderr
-				_ = kill.Run()
-				if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
-					grace = time.After(StopTimeout)
-				}
-			case <-grace:
-				_ = cmd.Process.Kill() // docker stop's SIGKILL after the timeout
+				_ = cmd.Process.Signal(s) // init sends it on with runsc kill
 			case <-done:
 				return
 			}
@@ -77,19 +69,6 @@ func supervise(state string, args []string) int {
 // StopTimeout is how long the guest has to exit after SIGTERM or SIGINT
 // before it is killed, as with docker stop.
 var StopTimeout = 10 * time.Second
-
-// killArgs turns runsc global flags + "run" ... ID into a runsc kill of
-// the same container.
-func killArgs(runArgs []string, sig syscall.Signal) []string {
-	var out []string
-	for _, a := range runArgs {
-		if a == "run" {
-			break
-		}
-		out = append(out, a)
-	}
-	return append(out, "kill", runArgs[len(runArgs)-1], strconv.Itoa(int(sig)))
-}
 
 // loUp sets IFF_UP on the loopback interface of the current network
 // namespace.

@@ -1,0 +1,210 @@
+package volume
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/lisafs"
+	"gvisor.dev/gvisor/pkg/seccomp"
+	"gvisor.dev/gvisor/runsc/flag"
+	"gvisor.dev/gvisor/runsc/fsgofer/extension"
+
+	"z.gfire.dev/gvx/ext4lite"
+)
+
+// AnnotationPrefix + an index names one volume mount in the spec; the
+// value is a Spec as JSON.
+const AnnotationPrefix = "dev.gvx.volume."
+
+// Spec is one volume mount as the runtime describes it to the gofer.
+type Spec struct {
+	Source   string `json:"src"` // host path of the ext4 file
+	Target   string `json:"dst"` // guest path (the spec mount's Destination)
+	ReadOnly bool   `json:"ro,omitempty"`
+}
+
+// Annotations returns the spec annotations for volume i: ours, and the
+// pod mount hints that make the Sentry send every operation to the gofer
+// (no memory overlay, no directfs). hintSource must be the Source of the
+// matching spec mount (a bind mount of the volume file).
+func Annotations(i int, v Spec, hintSource string) map[string]string {
+	js, _ := json.Marshal(v)
+	name := "gvxvol" + strconv.Itoa(i)
+	return map[string]string{
+		AnnotationPrefix + strconv.Itoa(i):            string(js),
+		"dev.gvisor.spec.mount." + name + ".source":   hintSource,
+		"dev.gvisor.spec.mount." + name + ".type":     "bind",
+		"dev.gvisor.spec.mount." + name + ".share":    "shared",
+		"dev.gvisor.spec.mount." + name + ".directfs": "off",
+	}
+}
+
+// specsOf lists the volumes a spec carries.
+func specsOf(s *specs.Spec) ([]Spec, error) {
+	var keys []string
+	for k := range s.Annotations {
+		if strings.HasPrefix(k, AnnotationPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]Spec, 0, len(keys))
+	for _, k := range keys {
+		var v Spec
+		if err := json.Unmarshal([]byte(s.Annotations[k]), &v); err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", k, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Extension serves volume mounts in runsc's gofer. Register it (in an
+// init function of the binary that embeds runsc) with Register.
+type Extension struct {
+	mu      sync.Mutex
+	files   map[string]*os.File // by guest path, opened in PrepareGofer
+	fdsFlag string              // "dst=fd;…" after a gofer re-exec
+	// SyncEvery bounds how much a killed sandbox can lose.
+	SyncEvery time.Duration
+}
+
+// goferRoot is where runsc's gofer assembles the container's root before it
+// chroots into it.
+const goferRoot = "/root"
+
+var registerOnce sync.Once
+
+// Register adds the extension to runsc's gofer.
+func Register() {
+	registerOnce.Do(func() {
+		extension.Register(&Extension{SyncEvery: 2 * time.Second})
+	})
+}
+
+// Name implements extension.Extension.
+func (e *Extension) Name() string { return "gvx-ext4lite" }
+
+const fdsFlagName = "gvx-volume-fds"
+
+// SetFlags adds the flag that carries volume FDs across a gofer re-exec.
+func (e *Extension) SetFlags(f *flag.FlagSet) {
+	f.StringVar(&e.fdsFlag, fdsFlagName, "", "internal: volume FDs (guestpath=fd;…) opened before the gofer dropped privileges")
+}
+
+// PrepareGofer opens every volume file before the gofer chroots, drops
+// capabilities and installs its seccomp filter.
+func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.GoferPrepareResult, error) {
+	vols, err := specsOf(ctx.Spec)
+	if err != nil || len(vols) == 0 {
+		return extension.GoferPrepareResult{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.files = map[string]*os.File{}
+	var parts []string
+	for _, v := range vols {
+		flags := os.O_RDWR
+		if v.ReadOnly {
+			flags = os.O_RDONLY
+		}
+		// The gofer has bind-mounted the file at the destination in its
+		// new root (/root, entered by chroot later); without a chroot
+		// (runsc's test-only mode) the host path is still valid.
+		f, err := os.OpenFile(filepath.Join(goferRoot, v.Target), flags, 0)
+		if err != nil {
+			f, err = os.OpenFile(v.Source, flags, 0)
+		}
+		if err != nil {
+			return extension.GoferPrepareResult{}, fmt.Errorf("volume %s: %w", v.Target, err)
+		}
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil { // kept across a re-exec
+			return extension.GoferPrepareResult{}, err
+		}
+		e.files[v.Target] = f
+		parts = append(parts, v.Target+"="+strconv.Itoa(int(f.Fd())))
+	}
+	return extension.GoferPrepareResult{FlagOverrides: map[string]string{fdsFlagName: strings.Join(parts, ";")}}, nil
+}
+
+// file returns the opened volume file for a guest path.
+func (e *Extension) file(target string) *os.File {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.files[target]; f != nil {
+		return f
+	}
+	for _, part := range strings.Split(e.fdsFlag, ";") {
+		dst, fd, ok := strings.Cut(part, "=")
+		if !ok || dst != target {
+			continue
+		}
+		n, err := strconv.Atoi(fd)
+		if err != nil {
+			return nil
+		}
+		f := os.NewFile(uintptr(n), target)
+		if e.files == nil {
+			e.files = map[string]*os.File{}
+		}
+		e.files[target] = f
+		return f
+	}
+	return nil
+}
+
+// TryHandleMount implements extension.Extension: it claims the spec mounts
+// named by a volume annotation.
+func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath string, readonly bool) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+	if m == nil {
+		return nil, lisafs.ConnectionOpts{}, nil
+	}
+	vols, err := specsOf(spec)
+	if err != nil {
+		return nil, lisafs.ConnectionOpts{}, err
+	}
+	for _, v := range vols {
+		if v.Target != m.Destination {
+			continue
+		}
+		f := e.file(v.Target)
+		if f == nil {
+			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s was not opened before the gofer locked down", v.Target)
+		}
+		ro := v.ReadOnly || readonly
+		fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: ro})
+		if err != nil {
+			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Source, err)
+		}
+		vol := NewVolume(fsys, ro, e.SyncEvery)
+		conn := NewConn(vol, func() {
+			_ = vol.Close()
+			_ = f.Close()
+		})
+		return conn, ConnectionOpts(ro), nil
+	}
+	return nil, lisafs.ConnectionOpts{}, nil
+}
+
+// SeccompRules implements extension.Extension: what ext4lite does on the
+// volume file.
+func (e *Extension) SeccompRules() seccomp.SyscallRules {
+	rules := map[uintptr]seccomp.SyscallRule{}
+	for _, nr := range []uintptr{
+		unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_FSYNC, unix.SYS_FDATASYNC,
+		unix.SYS_FSTAT, unix.SYS_FTRUNCATE, unix.SYS_FALLOCATE, unix.SYS_LSEEK,
+		unix.SYS_CLOSE,
+	} {
+		rules[nr] = seccomp.MatchAll{}
+	}
+	return seccomp.MakeSyscallRules(rules)
+}
