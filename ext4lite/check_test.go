@@ -744,9 +744,10 @@ func ckRandomOps(t testing.TB, v *FS, rng *rand.Rand, n int) {
 			t.Fatalf("%s: %v", op, err)
 		}
 	}
+	var held []Ino // references taken with Ref (open files)
 	for i := 0; i < n; i++ {
 		p := pick()
-		k := rng.IntN(16)
+		k := rng.IntN(18)
 		if ckOpTrace != nil {
 			*ckOpTrace = append(*ckOpTrace, fmt.Sprintf("%d %s", k, p))
 		}
@@ -793,6 +794,24 @@ func ckRandomOps(t testing.TB, v *FS, rng *rand.Rand, n int) {
 			check("removexattr", v.Removexattr(p, fmt.Sprintf("user.x%d", rng.IntN(4))))
 		case 14:
 			check("chmod", v.Chmod(p, uint32(rng.IntN(0o7777))))
+		case 16:
+			// Open a file and keep it open: removing it now leaves an
+			// orphan that still takes writes.
+			if h, err := v.Lstat(p); err == nil && h.Type() == sink.TypeReg {
+				v.Ref(Ino(h.Ino))
+				held = append(held, Ino(h.Ino))
+				if rng.IntN(2) == 0 {
+					check("remove open", v.Remove(p))
+					_, err := v.WriteAtIno(Ino(h.Ino), data[:1+rng.IntN(2*bs)], int64(rng.IntN(8*bs)))
+					check("write orphan", err)
+				}
+			}
+		case 17:
+			if len(held) > 0 {
+				j := rng.IntN(len(held))
+				check("unref", v.Unref(held[j]))
+				held = append(held[:j], held[j+1:]...)
+			}
 		case 15:
 			// A burst: grow "big" into an htree, or shrink it.
 			if rng.IntN(2) == 0 {
@@ -810,6 +829,14 @@ func ckRandomOps(t testing.TB, v *FS, rng *rand.Rand, n int) {
 			}
 		}
 	}
+	// Orphans are legitimate while their files are open.
+	if r, err := v.Check(&CheckOptions{AllowOrphans: true}); err != nil || !r.Clean() {
+		t.Fatalf("with %d open files: %v %v", len(held), err, r.Err())
+	}
+	for _, ino := range held[:len(held)/2] {
+		check("unref", v.Unref(ino))
+	}
+	// The rest stay open until Close frees them.
 	// Keep the directory skeleton for the next round.
 	for _, d := range dirs[1:] {
 		err := v.Mkdir(&sink.Header{Path: d, Mode: sink.TypeDir | 0o755})
@@ -877,7 +904,7 @@ func TestCheckRandomOps(t *testing.T) {
 					t.Fatal(err)
 				}
 				ckRandomOps(t, v, rng, 150)
-				r, err := v.Check(nil)
+				r, err := v.Check(&CheckOptions{AllowOrphans: true}) // files left open
 				if err != nil {
 					t.Fatal(err)
 				}
