@@ -1,0 +1,558 @@
+package gvx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"z.gfire.dev/gvx/reflink"
+)
+
+// DefaultVolumePath is where a Pool mounts each episode's clone of the
+// golden volume unless PoolConfig.GuestPath says otherwise.
+const DefaultVolumePath = "/var/lib/docker"
+
+// PoolConfig describes a pool of episodes that all start from one golden
+// volume file.
+type PoolConfig struct {
+	// Golden is the golden ext4 volume file. It is only ever read: each
+	// episode mounts its own clone.
+	Golden string
+	// ScratchDir holds the clones (ep-<pid>-<n>.ext4). It must be on the
+	// golden's filesystem for a reflink clone; it is created if missing.
+	ScratchDir string
+	// GuestPath is where the clone is mounted; "" means DefaultVolumePath.
+	GuestPath string
+	// Parallel is how many episodes run at once; 0 means 1.
+	Parallel int
+	// Base is every episode's Config. The pool adds the clone's volume
+	// mount and GVX_EPISODE=<n> to Envv. Stdin must be nil (episodes get
+	// /dev/null); Stdout and Stderr, if set, receive every episode's output
+	// (writes serialized), which is also kept per episode (Episode.Stdout).
+	Base Config
+	// Timeout bounds each episode from its clone to its teardown; 0 means
+	// no limit beyond Run's context.
+	Timeout time.Duration
+	// Ready, when set, is called once the sandbox has started; the episode
+	// function runs only after it returns nil. A typical Ready polls the
+	// guest's daemon, or waits for a line the guest prints
+	// (Episode.WaitOutput).
+	Ready func(ctx context.Context, ep *Episode) error
+	// CloneMode is reflink's mode: Always (the zero value) refuses to copy
+	// where it cannot clone; Auto falls back to a sparse copy.
+	CloneMode reflink.Mode
+	// OutputLimit caps the output kept per episode and stream; 0 means
+	// 1 MiB. Output beyond it is dropped from the kept copy only.
+	OutputLimit int
+}
+
+// Pool runs episodes from one golden volume. Its methods are safe for
+// concurrent use.
+type Pool struct {
+	cfg     PoolConfig
+	golden  string
+	scratch string
+	outMu   sync.Mutex // serializes writes to Base.Stdout/Stderr
+	seq     sync.Mutex // guards next
+	next    int
+	madeDir bool
+
+	mu      sync.Mutex
+	running int
+	closed  bool
+}
+
+// Errors of the pool.
+var (
+	// ErrPoolClosed reports a Run on a closed Pool.
+	ErrPoolClosed = errors.New("gvx: pool is closed")
+	// ErrExited reports that the guest exited before the episode was
+	// ready (or before WaitOutput saw its text).
+	ErrExited = errors.New("gvx: episode exited")
+)
+
+// PanicError is an episode function's (or Ready's) panic, recovered after
+// the episode was torn down.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("gvx: episode panicked: %v", e.Value) }
+
+// NewPool checks cfg and prepares ScratchDir. With CloneMode Always it
+// probes ScratchDir for reflink support, so a pool that would copy whole
+// volumes fails here, not in its first episode.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.Golden == "" || cfg.ScratchDir == "" {
+		return nil, errors.New("gvx: PoolConfig needs Golden and ScratchDir")
+	}
+	if cfg.Parallel < 0 || cfg.Timeout < 0 || cfg.OutputLimit < 0 {
+		return nil, errors.New("gvx: negative Parallel, Timeout or OutputLimit")
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1
+	}
+	if cfg.OutputLimit == 0 {
+		cfg.OutputLimit = 1 << 20
+	}
+	if cfg.GuestPath == "" {
+		cfg.GuestPath = DefaultVolumePath
+	}
+	if cfg.Base.Stdin != nil {
+		return nil, errors.New("gvx: PoolConfig.Base.Stdin must be nil (episodes read /dev/null)")
+	}
+	for _, m := range cfg.Base.Mounts {
+		if m.GuestPath == cfg.GuestPath {
+			return nil, fmt.Errorf("gvx: Base.Mounts already mounts %s, where the pool mounts the clone", m.GuestPath)
+		}
+	}
+	// Catch a bad Base now rather than once per episode.
+	if _, err := findRungv(cfg.Base.Rungv); err != nil {
+		return nil, err
+	}
+	probe := cfg.Base
+	probe.Mounts = append(slices.Clip(probe.Mounts), Mount{Kind: MountVolume, ImagePath: cfg.Golden, GuestPath: cfg.GuestPath})
+	if _, err := probe.args(); err != nil {
+		return nil, err
+	}
+	golden, err := filepath.Abs(cfg.Golden)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(golden)
+	if err != nil {
+		return nil, fmt.Errorf("gvx: golden volume: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("gvx: golden volume %s is not a regular file", golden)
+	}
+	scratch, err := filepath.Abs(cfg.ScratchDir)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{cfg: cfg, golden: golden, scratch: scratch}
+	if _, err := os.Stat(scratch); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(scratch, 0o700); err != nil {
+			return nil, fmt.Errorf("gvx: scratch dir: %w", err)
+		}
+		p.madeDir = true
+	} else if err != nil {
+		return nil, fmt.Errorf("gvx: scratch dir: %w", err)
+	}
+	if cfg.CloneMode == reflink.Always {
+		if err := reflink.Probe(scratch); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("gvx: scratch dir cannot clone (use a reflink filesystem, or CloneMode Auto to copy): %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Close ends the pool: it waits for nothing, refuses new Runs, and removes
+// ScratchDir if NewPool created it (and it is empty: every episode removes
+// its own clone). It fails while a Run is in progress.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running > 0 {
+		return errors.New("gvx: Pool.Close while Run is in progress")
+	}
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if p.madeDir {
+		if err := os.Remove(p.scratch); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("gvx: remove scratch dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// Metrics is what one episode cost. Durations are zero for phases that did
+// not happen.
+type Metrics struct {
+	Episode int
+	// Reset is the clone of the golden volume.
+	Reset time.Duration
+	// Ready is from the sandbox's start to Ready returning (zero without
+	// Ready).
+	Ready time.Duration
+	// Run is the episode function.
+	Run time.Duration
+	// Teardown is killing the sandbox, waiting for its processes, and
+	// unlinking the clone.
+	Teardown time.Duration
+	// Total is from the clone's start to the end of the teardown.
+	Total time.Duration
+	// CloneMethod says whether the volume was cloned or copied.
+	CloneMethod reflink.Method
+	// CloneBytes is the clone's length; AllocatedBytes what the clone had
+	// allocated on the host just before it was removed that it did not
+	// share with another file (blocks the episode wrote): -1 where the host
+	// cannot tell.
+	CloneBytes     int64
+	AllocatedBytes int64
+	// ExitCode is the guest's exit status if it exited by itself before
+	// the teardown, else -1.
+	ExitCode int
+	// Err is the episode's error: from the clone, the start, Ready, the
+	// function (a *PanicError if it panicked), the timeout, or teardown.
+	Err error
+}
+
+// Run runs n episodes, Parallel at a time: each clones the golden volume,
+// starts its sandbox, waits for Ready, calls fn, then tears down (kills
+// the sandbox, waits for it, removes the clone) whatever happened: an
+// error, a timeout, a cancelled ctx or a panic in fn. It returns one
+// Metrics per episode, in episode order, and the errors of all failed
+// episodes joined. Episodes not started when ctx is done report ctx.Err().
+func (p *Pool) Run(ctx context.Context, n int, fn func(ctx context.Context, ep *Episode) error) ([]Metrics, error) {
+	if fn == nil {
+		return nil, errors.New("gvx: Pool.Run needs an episode function")
+	}
+	if n < 0 {
+		return nil, errors.New("gvx: Pool.Run with a negative count")
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	p.running++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running--
+		p.mu.Unlock()
+	}()
+
+	ms := make([]Metrics, n)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(p.cfg.Parallel, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				ms[i] = p.episode(ctx, i, fn)
+			}
+		}()
+	}
+	i := 0
+feed:
+	for ; i < n; i++ {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	for ; i < n; i++ {
+		ms[i] = Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1, Err: ctx.Err()}
+	}
+	var errs []error
+	for _, m := range ms {
+		if m.Err != nil {
+			errs = append(errs, fmt.Errorf("episode %d: %w", m.Episode, m.Err))
+		}
+	}
+	return ms, errors.Join(errs...)
+}
+
+// episode runs one episode; it never panics and always tears down.
+func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Episode) error) (m Metrics) {
+	m = Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1}
+	t0 := time.Now()
+	if p.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		m.Err = err
+		return m
+	}
+	p.seq.Lock()
+	seq := p.next
+	p.next++
+	p.seq.Unlock()
+	vol := filepath.Join(p.scratch, fmt.Sprintf("ep-%d-%04d.ext4", os.Getpid(), seq))
+	res, err := reflink.CloneFile(p.golden, vol, reflink.Options{Mode: p.cfg.CloneMode, NoSync: true})
+	m.Reset = time.Since(t0)
+	m.CloneMethod, m.CloneBytes = res.Method, res.Size
+	if err != nil {
+		m.Err = fmt.Errorf("clone golden volume: %w", err)
+		m.Total = time.Since(t0)
+		return m
+	}
+
+	ep := &Episode{ID: i, Volume: vol, done: make(chan struct{}), code: -1}
+	ep.stdout = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
+	ep.stderr = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
+	cfg := p.cfg.Base
+	cfg.Mounts = append(slices.Clip(cfg.Mounts), Mount{Kind: MountVolume, ImagePath: vol, GuestPath: p.cfg.GuestPath})
+	cfg.Envv = append(slices.Clip(cfg.Envv), "GVX_EPISODE="+strconv.Itoa(i))
+	cfg.Stdout = p.tee(ep.stdout, p.cfg.Base.Stdout)
+	cfg.Stderr = p.tee(ep.stderr, p.cfg.Base.Stderr)
+
+	// Teardown runs whatever happens below, panics included.
+	defer func() {
+		if r := recover(); r != nil {
+			m.Err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+		td := time.Now()
+		if ep.Sandbox != nil {
+			_ = ep.Sandbox.Close()
+			<-ep.done
+		}
+		m.AllocatedBytes = unsharedBytes(vol)
+		if err := os.Remove(vol); err != nil && m.Err == nil {
+			m.Err = fmt.Errorf("remove clone: %w", err)
+		}
+		m.Teardown = time.Since(td)
+		m.Total = time.Since(t0)
+	}()
+
+	sb, err := New(ctx, cfg)
+	if err != nil {
+		m.Err = err
+		return m
+	}
+	ep.Sandbox = sb
+	tStart := time.Now()
+	go func() {
+		ep.code, ep.err = sb.Run(ctx)
+		ep.stdout.close()
+		ep.stderr.close()
+		close(ep.done)
+	}()
+	if p.cfg.Ready != nil {
+		if err := p.cfg.Ready(ctx, ep); err != nil {
+			m.Err = fmt.Errorf("not ready: %w", err)
+			if ep.exitedEarly() {
+				m.ExitCode = ep.code
+			}
+			return m
+		}
+		m.Ready = time.Since(tStart)
+	}
+	tRun := time.Now()
+	err = fn(ctx, ep)
+	m.Run = time.Since(tRun)
+	if ep.exitedEarly() {
+		m.ExitCode = ep.code
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	m.Err = err
+	return m
+}
+
+// tee writes to the episode's capture and, serialized, to the shared w.
+func (p *Pool) tee(c *capture, w io.Writer) io.Writer {
+	if w == nil {
+		return c
+	}
+	return writerFunc(func(b []byte) (int, error) {
+		c.Write(b)
+		p.outMu.Lock()
+		defer p.outMu.Unlock()
+		return w.Write(b)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// Episode is one running episode, handed to Ready and the episode function.
+type Episode struct {
+	// ID numbers the episodes of a Run from 0; the guest sees it as
+	// $GVX_EPISODE.
+	ID int
+	// Volume is the host path of the episode's clone.
+	Volume string
+	// Sandbox is the running sandbox. The pool closes it; the function may
+	// close it early.
+	Sandbox *Sandbox
+
+	done           chan struct{}
+	code           int
+	err            error
+	stdout, stderr *capture
+}
+
+// Done is closed when the guest has exited (or the sandbox was killed).
+func (e *Episode) Done() <-chan struct{} { return e.done }
+
+// Wait waits for the guest to exit and returns its exit code, as
+// Sandbox.Run does.
+func (e *Episode) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-e.done:
+		return e.code, e.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+func (e *Episode) exitedEarly() bool {
+	select {
+	case <-e.done:
+		return e.err == nil
+	default:
+		return false
+	}
+}
+
+// Stdout returns the guest's standard output so far (up to the pool's
+// OutputLimit); Stderr its standard error.
+func (e *Episode) Stdout() []byte { return e.stdout.bytes() }
+
+// Stderr returns the guest's standard error so far.
+func (e *Episode) Stderr() []byte { return e.stderr.bytes() }
+
+// WaitOutput waits until the guest's standard output contains s. It fails
+// with ErrExited if the guest exits first.
+func (e *Episode) WaitOutput(ctx context.Context, s string) error {
+	for {
+		ok, changed, closed := e.stdout.contains(s)
+		if ok {
+			return nil
+		}
+		if closed {
+			<-e.done
+			if e.err != nil {
+				return fmt.Errorf("%w before printing %q: %w", ErrExited, s, e.err)
+			}
+			return fmt.Errorf("%w (status %d) before printing %q", ErrExited, e.code, s)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// capture keeps the first limit bytes written to it and wakes waiters.
+type capture struct {
+	mu      sync.Mutex
+	buf     []byte
+	limit   int
+	changed chan struct{} // closed and replaced on every write
+	closed  bool
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.limit - len(c.buf); room > 0 {
+		c.buf = append(c.buf, b[:min(room, len(b))]...)
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return len(b), nil
+}
+
+func (c *capture) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+func (c *capture) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf)
+}
+
+func (c *capture) contains(s string) (found bool, changed <-chan struct{}, closed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Contains(c.buf, []byte(s)), c.changed, c.closed
+}
+
+// Summary aggregates the Metrics of a Run.
+type Summary struct {
+	Episodes, Failed int
+	Parallel         int
+	Wall             time.Duration
+	// PerMinute is episodes finished per minute of wall time.
+	PerMinute float64
+	// Median and 95th percentile of each phase over episodes that got
+	// that far.
+	Reset, Ready, Run, Teardown, Total Quantiles
+	// AllocatedBytes is the median of the clones' unshared allocation (-1
+	// if unknown).
+	AllocatedBytes int64
+}
+
+// Quantiles are a phase's median and 95th percentile.
+type Quantiles struct{ P50, P95, Max time.Duration }
+
+// Summarize aggregates ms, which took wall time with parallel episodes.
+func Summarize(ms []Metrics, parallel int, wall time.Duration) Summary {
+	s := Summary{Episodes: len(ms), Parallel: parallel, Wall: wall, AllocatedBytes: -1}
+	var reset, ready, run, td, total []time.Duration
+	var alloc []int64
+	for _, m := range ms {
+		if m.Err != nil {
+			s.Failed++
+		}
+		if m.Reset > 0 {
+			reset = append(reset, m.Reset)
+		}
+		if m.Ready > 0 {
+			ready = append(ready, m.Ready)
+		}
+		if m.Run > 0 {
+			run = append(run, m.Run)
+		}
+		if m.Teardown > 0 {
+			td = append(td, m.Teardown)
+		}
+		if m.Total > 0 {
+			total = append(total, m.Total)
+		}
+		if m.AllocatedBytes >= 0 {
+			alloc = append(alloc, m.AllocatedBytes)
+		}
+	}
+	if wall > 0 {
+		s.PerMinute = float64(len(ms)-s.Failed) / wall.Minutes()
+	}
+	s.Reset, s.Ready, s.Run, s.Teardown, s.Total = quantiles(reset), quantiles(ready), quantiles(run), quantiles(td), quantiles(total)
+	if len(alloc) > 0 {
+		slices.Sort(alloc)
+		s.AllocatedBytes = alloc[len(alloc)/2]
+	}
+	return s
+}
+
+func quantiles(d []time.Duration) Quantiles {
+	if len(d) == 0 {
+		return Quantiles{}
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return Quantiles{P50: at(0.5), P95: at(0.95), Max: d[len(d)-1]}
+}

@@ -1,0 +1,305 @@
+package gvx_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/reflink/reflinktest"
+	"z.gfire.dev/gvx/sink"
+)
+
+// poolDirs returns a directory for the golden volume and the scratch
+// clones: a loop-mounted XFS (reflink=1) as root, so clones are real
+// reflinks; otherwise a temporary directory with CloneMode Auto (sparse
+// copies), since loop mounts need root.
+func poolDirs(t *testing.T) (dir string, mode reflink.Mode) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return reflinktest.Mount(t, "xfs"), reflink.Always
+	}
+	t.Log("not root: no loop XFS, the pool copies the golden volume (CloneMode Auto)")
+	return t.TempDir(), reflink.Auto
+}
+
+// makeGolden writes a small golden volume holding golden.txt.
+func makeGolden(t *testing.T, path string) []byte {
+	t.Helper()
+	v, err := ext4lite.Create(path, 128<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "from the golden volume\n"
+	if err := v.WriteFile(&sink.Header{Path: "golden.txt", Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fileSum(t, path)
+}
+
+func fileSum(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return h.Sum(nil)
+}
+
+// residue snapshots what an episode could leave behind: mounts on the
+// host and the private TMPDIR where rungv keeps its state.
+type residue struct {
+	mounts map[string]bool
+	tmp    string
+	paths  []string // a new mount naming any of these is the pool's
+}
+
+func mountLines(t *testing.T) map[string]bool {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]bool{}
+	for _, l := range strings.Split(string(mi), "\n") {
+		m[l] = true
+	}
+	return m
+}
+
+func takeResidue(t *testing.T, paths ...string) residue {
+	t.Helper()
+	tmp := os.Getenv("TMPDIR")
+	return residue{mounts: mountLines(t), tmp: tmp, paths: append(paths, tmp, "rungv")}
+}
+
+func (r residue) check(t *testing.T) {
+	t.Helper()
+	waitNoSandbox(t)
+	// Other tests on this machine mount things too: only new mounts that
+	// name the pool's directories count.
+	for l := range mountLines(t) {
+		if r.mounts[l] {
+			continue
+		}
+		for _, p := range r.paths {
+			if strings.Contains(l, p) {
+				t.Errorf("mount left behind: %s", l)
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(r.tmp); len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in TMPDIR: %v", names)
+	}
+}
+
+// poolEnv gives rungv a private TMPDIR (to see its state go) and EROFS
+// cache (the caller's, kept).
+func poolEnv(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("GVX_CACHE_DIR", t.TempDir())
+}
+
+// TestPoolIsolation is issue 7's proof, with the busybox image and shell
+// commands as the workload (standing in for docker:dind): 4 episodes run
+// at the same time from one golden volume; each reads the golden file,
+// writes its own file and 1 MiB into its clone, and — once all four are
+// running — lists its volume and must see only its own file. Afterwards
+// the golden volume is bit-identical, and no process, mount, clone or
+// state directory is left.
+func TestPoolIsolation(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	dir, mode := poolDirs(t)
+	golden := filepath.Join(dir, "golden.ext4")
+	sum := makeGolden(t, golden)
+	ctl := t.TempDir() // the host tells the guests to go on by creating ctl/go
+	scratch := filepath.Join(dir, "episodes")
+	before := takeResidue(t, scratch, ctl)
+
+	const n = 4
+	script := `cat /var/lib/docker/golden.txt
+echo "$GVX_EPISODE" > /var/lib/docker/mine-$GVX_EPISODE
+dd if=/dev/zero of=/var/lib/docker/blob bs=64k count=16 2>/dev/null
+sync
+echo written
+until [ -e /ctl/go ]; do sleep 0.05; done
+ls /var/lib/docker | tr '\n' ' '; echo`
+	pool, err := gvx.NewPool(gvx.PoolConfig{
+		Golden:     golden,
+		ScratchDir: scratch,
+		Parallel:   n,
+		Timeout:    2 * time.Minute,
+		CloneMode:  mode,
+		Base: gvx.Config{
+			Rungv:         rungvBin,
+			OCIImage:      imageRef,
+			Entrypoint:    []string{"sh", "-c"},
+			EntrypointSet: true,
+			Cmd:           []string{script},
+			Mounts:        []gvx.Mount{{Kind: gvx.MountBind, ImagePath: ctl, GuestPath: "/ctl", ReadOnly: true}},
+		},
+		Ready: func(ctx context.Context, ep *gvx.Episode) error { return ep.WaitOutput(ctx, "written\n") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready sync.WaitGroup
+	ready.Add(n)
+	var once sync.Once
+	outs := make([]string, n)
+	ms, err := pool.Run(context.Background(), n, func(ctx context.Context, ep *gvx.Episode) error {
+		if _, err := os.Stat(ep.Volume); err != nil {
+			return err
+		}
+		// All n episodes are running (and written) before any goes on.
+		ready.Done()
+		ready.Wait()
+		once.Do(func() { err = os.WriteFile(filepath.Join(ctl, "go"), nil, 0o644) })
+		code, err := ep.Wait(ctx)
+		outs[ep.ID] = string(ep.Stdout())
+		if err != nil || code != 0 {
+			return fmt.Errorf("exit %d, %v; stderr %q", code, err, ep.Stderr())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		want := fmt.Sprintf("from the golden volume\nwritten\nblob golden.txt lost+found mine-%d \n", i)
+		if outs[i] != want {
+			t.Errorf("episode %d saw %q, want %q", i, outs[i], want)
+		}
+		if m.ExitCode != 0 || m.Reset <= 0 || m.Ready <= 0 || m.Teardown <= 0 {
+			t.Errorf("episode %d metrics: %+v", i, m)
+		}
+		if mode == reflink.Always {
+			// The clone shared everything but what the episode wrote: the
+			// 1 MiB blob plus metadata, far below the volume's length.
+			if m.CloneMethod != reflink.MethodClone || m.AllocatedBytes < 1<<20 || m.AllocatedBytes > 16<<20 {
+				t.Errorf("episode %d: method %v, unshared %d bytes of %d", i, m.CloneMethod, m.AllocatedBytes, m.CloneBytes)
+			}
+		}
+		t.Logf("episode %d: reset %v ready %v run %v teardown %v unshared %d KiB", i, m.Reset, m.Ready, m.Run, m.Teardown, m.AllocatedBytes>>10)
+	}
+	if !bytes.Equal(fileSum(t, golden), sum) {
+		t.Error("the golden volume changed")
+	}
+	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+		ents, _ := os.ReadDir(scratch)
+		t.Errorf("scratch dir left behind (%v): %v", err, ents)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "golden.ext4" {
+		t.Errorf("volume dir holds more than the golden volume: %v", ents)
+	}
+	before.check(t)
+}
+
+// TestPoolTeardown: a timeout, a cancelled context, a failing Ready and a
+// panicking function each end their episode with its error, and each tears
+// it down: no process, clone or state left.
+func TestPoolTeardown(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	dir, mode := poolDirs(t)
+	golden := filepath.Join(dir, "golden.ext4")
+	makeGolden(t, golden)
+	scratch := filepath.Join(dir, "episodes")
+	before := takeResidue(t, scratch)
+	newPool := func(cfg gvx.PoolConfig) *gvx.Pool {
+		cfg.Golden, cfg.ScratchDir, cfg.CloneMode = golden, scratch, mode
+		cfg.Base.Rungv, cfg.Base.OCIImage = rungvBin, imageRef
+		if cfg.Base.Cmd == nil {
+			cfg.Base.Cmd = []string{"sh", "-c", "echo up; exec sleep 1000"}
+		}
+		p, err := gvx.NewPool(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	up := func(ctx context.Context, ep *gvx.Episode) error { return ep.WaitOutput(ctx, "up\n") }
+	wait := func(ctx context.Context, ep *gvx.Episode) error { _, err := ep.Wait(ctx); return err }
+
+	cases := []struct {
+		name string
+		cfg  gvx.PoolConfig
+		ctx  func() (context.Context, context.CancelFunc)
+		fn   func(context.Context, *gvx.Episode) error
+		want func(error) bool
+	}{
+		{"timeout", gvx.PoolConfig{Timeout: 3 * time.Second, Ready: up}, nil, wait,
+			func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{"cancel", gvx.PoolConfig{Ready: up}, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 3*time.Second)
+		}, wait, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{"exits before ready", gvx.PoolConfig{Ready: up, Base: gvx.Config{Cmd: []string{"sh", "-c", "exit 3"}}}, nil, wait,
+			func(err error) bool { return errors.Is(err, gvx.ErrExited) }},
+		{"panic", gvx.PoolConfig{Ready: up}, nil, func(ctx context.Context, ep *gvx.Episode) error { panic("boom") },
+			func(err error) bool {
+				var pe *gvx.PanicError
+				return errors.As(err, &pe) && pe.Value == "boom"
+			}},
+		{"function error", gvx.PoolConfig{Ready: up}, nil, func(ctx context.Context, ep *gvx.Episode) error { return io.ErrUnexpectedEOF },
+			func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPool(c.cfg)
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if c.ctx != nil {
+				ctx, cancel = c.ctx()
+			}
+			defer cancel()
+			start := time.Now()
+			ms, err := p.Run(ctx, 2, c.fn)
+			if !c.want(err) {
+				t.Fatalf("Run: %v", err)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("Run took %v", d)
+			}
+			for _, m := range ms {
+				if !c.want(m.Err) {
+					t.Errorf("episode %d: %v", m.Episode, m.Err)
+				}
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			waitNoSandbox(t)
+			if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+				ents, _ := os.ReadDir(scratch)
+				t.Errorf("scratch dir left behind: %v", ents)
+			}
+		})
+	}
+	before.check(t)
+}

@@ -1,0 +1,141 @@
+package gvx
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/reflink"
+)
+
+func TestNewPoolRefuses(t *testing.T) {
+	dir := t.TempDir()
+	golden := filepath.Join(dir, "golden.ext4")
+	if err := os.WriteFile(golden, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable() // any existing file stands for rungv here
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Config{Rungv: exe, OCIImage: "oci:/img"}
+	ok := PoolConfig{Golden: golden, ScratchDir: filepath.Join(dir, "eps"), Base: base, CloneMode: reflink.Auto}
+	cases := []struct {
+		name string
+		edit func(*PoolConfig)
+		want string
+	}{
+		{"no golden", func(c *PoolConfig) { c.Golden = "" }, "needs Golden"},
+		{"missing golden", func(c *PoolConfig) { c.Golden = filepath.Join(dir, "nope") }, "no such file"},
+		{"golden is a dir", func(c *PoolConfig) { c.Golden = dir }, "not a regular file"},
+		{"negative parallel", func(c *PoolConfig) { c.Parallel = -1 }, "negative"},
+		{"stdin", func(c *PoolConfig) { c.Base.Stdin = strings.NewReader("x") }, "Stdin"},
+		{"no image", func(c *PoolConfig) { c.Base.OCIImage = "" }, "OCIImage"},
+		{"no rungv", func(c *PoolConfig) { c.Base.Rungv = filepath.Join(dir, "no-rungv") }, "rungv binary not found"},
+		{"mount clash", func(c *PoolConfig) {
+			c.Base.Mounts = []Mount{{Kind: MountTmpfs, GuestPath: DefaultVolumePath}}
+		}, "already mounts"},
+		{"relative guest path", func(c *PoolConfig) { c.GuestPath = "data" }, "not absolute"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ok
+			c.edit(&cfg)
+			p, err := NewPool(cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("NewPool = %v, %v; want an error with %q", p, err, c.want)
+			}
+		})
+	}
+	p, err := NewPool(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(context.Background(), 1, nil); err == nil {
+		t.Error("Run with a nil function succeeded")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ok.ScratchDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Close left the scratch dir it made: %v", err)
+	}
+	if _, err := p.Run(context.Background(), 1, func(context.Context, *Episode) error { return nil }); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+}
+
+// TestRunCancelledBeforeStart: episodes that never started report the
+// context's error and leave nothing behind.
+func TestRunCancelledBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	golden := filepath.Join(dir, "golden.ext4")
+	if err := os.WriteFile(golden, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	p, err := NewPool(PoolConfig{Golden: golden, ScratchDir: filepath.Join(dir, "eps"), Parallel: 2, CloneMode: reflink.Auto,
+		Base: Config{Rungv: exe, OCIImage: "oci:/img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ms, err := p.Run(ctx, 3, func(context.Context, *Episode) error { t.Error("episode ran"); return nil })
+	if !errors.Is(err, context.Canceled) || len(ms) != 3 {
+		t.Fatalf("Run = %d metrics, %v", len(ms), err)
+	}
+	for i, m := range ms {
+		if m.Episode != i || !errors.Is(m.Err, context.Canceled) {
+			t.Errorf("metrics %d: %+v", i, m)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "eps")); len(ents) != 0 {
+		t.Errorf("left in scratch: %v", ents)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var ms []Metrics
+	for i := 1; i <= 20; i++ {
+		ms = append(ms, Metrics{Episode: i, Reset: time.Duration(i) * time.Millisecond, Teardown: time.Millisecond, AllocatedBytes: int64(i)})
+	}
+	ms[0].Err = errors.New("x")
+	s := Summarize(ms, 4, 30*time.Second)
+	if s.Episodes != 20 || s.Failed != 1 || s.PerMinute != 38 {
+		t.Errorf("counts: %+v", s)
+	}
+	if s.Reset.P50 != 11*time.Millisecond || s.Reset.P95 != 20*time.Millisecond || s.Reset.Max != 20*time.Millisecond {
+		t.Errorf("reset quantiles: %+v", s.Reset)
+	}
+	if s.Ready != (Quantiles{}) || s.AllocatedBytes != 11 {
+		t.Errorf("ready %+v alloc %d", s.Ready, s.AllocatedBytes)
+	}
+}
+
+func TestCaptureLimitAndWait(t *testing.T) {
+	ep := &Episode{done: make(chan struct{}), code: 5}
+	ep.stdout = &capture{limit: 8, changed: make(chan struct{})}
+	go func() {
+		ep.stdout.Write([]byte("hello "))
+		ep.stdout.Write([]byte("world, long line"))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ep.WaitOutput(ctx, "hello w"); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(ep.Stdout()); got != "hello wo" {
+		t.Errorf("kept %q, want the first 8 bytes", got)
+	}
+	ep.stdout.close()
+	close(ep.done)
+	if err := ep.WaitOutput(ctx, "never"); !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "status 5") {
+		t.Errorf("WaitOutput after exit: %v", err)
+	}
+}
