@@ -1,0 +1,86 @@
+package dindtest
+
+import (
+	"archive/tar"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// TestBuild builds (or finds in the shared test cache) the real image and
+// checks what the dind tests rely on.
+func TestBuild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := Build(ctx, "")
+	if IsUnavailable(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A published entry is returned without any work: even a cancelled
+	// context gets it.
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if again, err := Build(done, ""); err != nil || again != dir {
+		t.Fatalf("second Build: %q, %v; want %q at once", again, err, dir)
+	}
+
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil || len(im.Manifests) != 1 || im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != Ref {
+		t.Fatalf("index: %+v, %v", im, err)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != Entrypoint || len(cf.Config.Cmd) != 0 || len(cf.Config.Env) == 0 {
+		t.Errorf("config: %+v", cf.Config)
+	}
+	ls, err := img.Layers()
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("layers: %d, %v", len(ls), err)
+	}
+	if mt, _ := ls[0].MediaType(); mt != types.OCIUncompressedLayer {
+		t.Errorf("layer media type %s", mt)
+	}
+	rc, err := ls[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := tarNames(t, rc)
+	for _, n := range []string{"usr/sbin/dockerd", "usr/bin/docker", "usr/bin/containerd", "usr/sbin/runc", "usr/sbin/iptables-legacy", "etc/ssl/certs/ca-certificates.crt"} {
+		if got[n] == nil {
+			t.Errorf("image lacks %s", n)
+		}
+	}
+	if h := got["usr/local/bin/"+Entrypoint]; h == nil || h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 {
+		t.Errorf("entrypoint: %+v", h)
+	}
+	for _, alt := range []string{"iptables", "ip6tables"} {
+		if h := got["etc/alternatives/"+alt]; h == nil || h.Linkname != "/usr/sbin/"+alt+"-legacy" {
+			t.Errorf("%s alternative: %+v, want the legacy variant", alt, h)
+		}
+	}
+	for n, h := range got {
+		if len(n) > len("var/lib/apt/lists/") && n[:len("var/lib/apt/lists/")] == "var/lib/apt/lists/" && h.Typeflag == tar.TypeReg && h.Size > 0 {
+			t.Errorf("apt list left in the image: %s", n)
+		}
+		if len(n) > 4 && n[:4] == "dev/" || len(n) > 5 && n[:5] == "proc/" {
+			t.Errorf("%s packed", n)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+// Package dindtest builds the images the Docker-inside tests use, with no
+// registry: a Debian bookworm root filesystem with docker.io (made by
+// debootstrap from the host's own Debian mirror) packed as a one-layer OCI
+// image layout, and a busybox "hello" image as a docker-archive tarball
+// for `docker load` inside that daemon.
+//
+// What it promises:
+//
+//   - Build debootstraps `--variant=minbase bookworm`, installs docker.io,
+//     iptables and ca-certificates without recommends, selects the legacy
+//     iptables (gVisor serves the legacy netfilter interface, not nftables),
+//     adds /usr/local/bin/dockerd-entrypoint.sh (the entrypoint of Docker's
+//     own dind image: flags start dockerd, DOCKER_TLS_CERTDIR= means plain
+//     TCP on 2375) and cleans the apt caches. The image's config has
+//     Entrypoint ["dockerd-entrypoint.sh"], Cmd [] and PATH.
+//   - The result is cached under the cache directory by a key hashing the
+//     build script, the packer version, the mirror, the suite and the
+//     architecture: the first call takes minutes, later calls return at
+//     once. Entries are published by rename; concurrent callers (go test
+//     runs packages in parallel) wait on a lock file and build once.
+//   - WriteHello writes a docker-archive tarball of a busybox image named
+//     HelloTag, made from the host's static busybox.
+//
+// Trust boundary: Build runs debootstrap and chroot as root, on packages
+// from the host's configured Debian mirror (verified by apt with the host's
+// archive keyring). It is test tooling, not a product path.
+//
+// Example (a test that needs the image):
+//
+//	layoutDir, err := dindtest.Build(ctx, "")
+//	if dindtest.IsUnavailable(err) {
+//		t.Skip(err) // not root, no debootstrap, or no network to the mirror
+//	}
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	ref := "oci:" + layoutDir
+package dindtest

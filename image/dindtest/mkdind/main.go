@@ -1,0 +1,85 @@
+// Command mkdind builds the dind test image (package dindtest) and puts a
+// copy of its OCI layout in DIR (blobs hard-linked from the cache when
+// possible), and with -hello a docker-archive of the hello image.
+//
+//	go run ./image/dindtest/mkdind [-hello hello.tar] DIR
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"z.gfire.dev/gvx/image/dindtest"
+)
+
+func main() {
+	hello := flag.String("hello", "", "also write the hello image as a docker-archive `TAR`")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: mkdind [-hello TAR] DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	src, err := dindtest.Build(ctx, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mkdind:", err)
+		os.Exit(1)
+	}
+	if err := copyTree(src, flag.Arg(0)); err != nil {
+		fmt.Fprintln(os.Stderr, "mkdind:", err)
+		os.Exit(1)
+	}
+	if *hello != "" {
+		if err := dindtest.WriteHello(*hello); err != nil {
+			fmt.Fprintln(os.Stderr, "mkdind:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("oci:" + flag.Arg(0))
+}
+
+// copyTree copies the layout src to dst, hard-linking files when it can.
+func copyTree(src, dst string) error {
+	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(dst, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		os.Remove(out)
+		if os.Link(p, out) == nil {
+			return nil
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		w, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, in); err != nil {
+			w.Close()
+			return err
+		}
+		return w.Close()
+	})
+}
