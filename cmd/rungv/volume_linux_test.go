@@ -1,0 +1,180 @@
+package main
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"z.gfire.dev/gvx/ext4lite"
+)
+
+// newVolume creates an empty ext4lite volume u can write.
+func newVolume(t *testing.T, u user, size int64) string {
+	t.Helper()
+	dir := privateTmp(t, u)
+	p := filepath.Join(dir, "vol.ext4")
+	v, err := ext4lite.Create(p, size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if u.name == "nobody" {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// e2fsck checks the volume with e2fsprogs, the real peer.
+func e2fsck(t *testing.T, p string) {
+	t.Helper()
+	bin, err := exec.LookPath("e2fsck")
+	if err != nil {
+		t.Log("e2fsck (e2fsprogs) is missing: skipping the cross-check")
+		return
+	}
+	if out, err := exec.Command(bin, "-fn", p).CombinedOutput(); err != nil {
+		t.Fatalf("e2fsck -fn: %v\n%s", err, out)
+	}
+}
+
+func md5Of(t *testing.T, r io.Reader) string {
+	t.Helper()
+	h := md5.New()
+	if _, err := io.Copy(h, r); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestVolume100MiB writes a 100 MiB file and a small tree from the guest
+// into an ext4lite volume; after the episode the file is in the volume
+// (read back with ext4lite), ownership and links are kept, and e2fsck finds
+// the volume clean.
+func TestVolume100MiB(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 1<<30)
+		script := `set -e
+dd if=/dev/urandom of=/data/big bs=1M count=100 2>/dev/null
+md5sum /data/big | cut -d' ' -f1
+mkdir -p /data/dir/sub && echo hello > /data/dir/sub/f
+ln -s dir/sub/f /data/link && ln /data/dir/sub/f /data/hard
+chown 1000:50 /data/dir/sub/f
+mv /data/dir/sub /data/dir/moved
+mkfifo /data/fifo
+rm /data/hard
+cat /data/dir/moved/f`
+		r := runRungv(t, u, tmp, "", "run", "--mount", "type=volume,src="+vol+",dst=/data", imageRef, "sh", "-c", script)
+		if r.code != 0 {
+			t.Fatalf("guest: exit %d stderr %q", r.code, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || len(lines[0]) != 32 {
+			t.Fatalf("guest output %q", r.stdout)
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+
+		v, err := ext4lite.Open(vol, &ext4lite.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		h, err := v.Lstat("big")
+		if err != nil || h.Size != 100<<20 {
+			t.Fatalf("big: %+v %v", h, err)
+		}
+		f, err := v.Open("big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := md5Of(t, f); got != lines[0] {
+			t.Fatalf("md5 of big in the volume %s, guest saw %s", got, lines[0])
+		}
+		f.Close()
+		h, err = v.Lstat("dir/moved/f")
+		if err != nil || h.UID != 1000 || h.GID != 50 || h.Nlink != 1 {
+			t.Fatalf("dir/moved/f: %+v %v", h, err)
+		}
+		if l, err := v.Readlink("link"); err != nil || l != "dir/sub/f" {
+			t.Fatalf("link: %q %v", l, err)
+		}
+		if h, err := v.Lstat("fifo"); err != nil || h.Type() != 0o010000 {
+			t.Fatalf("fifo: %+v %v", h, err)
+		}
+		if _, err := v.Lstat("hard"); err == nil {
+			t.Fatal("hard was removed in the guest but is in the volume")
+		}
+	})
+}
+
+// TestVolumeGracefulStop sends SIGTERM to rungv: the guest's trap runs,
+// writes into the volume and exits; the volume is synced and closed.
+func TestVolumeGracefulStop(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 256<<20)
+		c := command(t, u, tmp, "run", "--mount", "type=volume,src="+vol+",dst=/var/lib/docker", imageRef, "sh", "-c",
+			"trap 'echo stopped > /var/lib/docker/state; exit 0' TERM; echo running > /var/lib/docker/state; echo started; while :; do sleep 0.1; done")
+		pr, pw, _ := os.Pipe()
+		c.Stdout = pw
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		buf := make([]byte, 8)
+		if n, _ := pr.Read(buf); string(buf[:n]) != "started\n" {
+			c.Process.Kill()
+			c.Wait()
+			t.Fatalf("guest did not start: %q", buf[:n])
+		}
+		_ = c.Process.Signal(syscall.SIGTERM)
+		if err := c.Wait(); err != nil {
+			t.Fatalf("rungv after SIGTERM: %v", err)
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+		v, err := ext4lite.Open(vol, &ext4lite.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		f, err := v.Open("state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(f)
+		if string(b) != "stopped\n" {
+			t.Fatalf("state in the volume = %q, want the trap's", b)
+		}
+	})
+}
+
+// TestMountsBindTmpfs: a read-only bind mount and a tmpfs, as docker's.
+func TestMountsBindTmpfs(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		host := privateTmp(t, u)
+		if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runRungv(t, u, tmp, "", "run",
+			"--mount", "type=bind,src="+host+",dst=/in,readonly",
+			"--mount", "type=tmpfs,dst=/scratch",
+			imageRef, "sh", "-c", "cat /in/in.txt; echo x > /scratch/f && cat /scratch/f; echo no > /in/w || echo ro")
+		if r.stdout != "from host\nx\nro\n" {
+			t.Fatalf("got %q (stderr %q)", r.stdout, r.stderr)
+		}
+		checkClean(t, tmp)
+	})
+}
