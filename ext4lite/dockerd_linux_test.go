@@ -7,10 +7,12 @@ package ext4lite
 //
 // Every daemon gets its own socket, pidfile, exec-root, config file and
 // cgroup parent under a private temp dir; a cleanup stops it gracefully,
-// then kills what is left of it by pid (dockerd's process group, and the
-// containerd, shims and container processes that name its exec-root or run
-// in its data-root) and detaches every mount it left, so a failing test
-// leaves no daemon and no mount behind.
+// then kills what is left of it by pid (dockerd's process group, the
+// containerd and shims whose command line names its private dir, the
+// container processes in its cgroup parent), detaches every mount it left
+// and removes its cgroups, so a failing test leaves no daemon and no mount
+// behind (TestDockerdCrashLeavesNothing proves it). Volumes are unmounted
+// with dkUmount, which waits until the kernel really let go of them.
 
 import (
 	"bufio"
