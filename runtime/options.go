@@ -94,7 +94,8 @@ func ParseMount(s string) (Mount, error) {
 
 // Options describe one episode, with docker run's meaning.
 type Options struct {
-	// Image names the image: oci:DIR[:REF], docker-archive:TAR, or a path.
+	// Image names the image as package image takes it: oci:DIR[:REF],
+	// docker-archive:TAR[:TAG], or a registry reference.
 	Image string
 	// Args replace the image's Cmd when not empty.
 	Args []string
@@ -128,8 +129,9 @@ type Options struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 
-	// CacheDir holds EROFS rootfs files by config digest; "" disables the
-	// cache (the rootfs is built in the episode's scratch dir).
+	// CacheDir is the image cache (package erofs/cache); "" means
+	// image.DefaultCacheDir. An unwritable cache falls back to one in the
+	// episode's scratch directory.
 	CacheDir string
 	// DebugLogDir, when set, receives runsc's debug logs.
 	DebugLogDir string

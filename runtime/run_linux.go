@@ -49,7 +49,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(state)
-	ep, err := prepare(&o, state)
+	ep, err := prepare(ctx, &o, state)
 	if err != nil {
 		return 0, err
 	}
@@ -63,8 +63,8 @@ type episode struct {
 }
 
 // prepare resolves the image and writes the bundle into state.
-func prepare(o *Options, state string) (*episode, error) {
-	img, err := resolveImage(o.Image, o.CacheDir, state)
+func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
+	img, err := resolveImage(ctx, o.Image, o.CacheDir, state)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // Command is `rungv run`.
 var Command = &cli.Command{
 	Name:      "run",
-	Usage:     "run a command in a new episode of IMAGE (oci:DIR, docker-archive:TAR)",
+	Usage:     "run a command in a new episode of IMAGE (oci:DIR[:REF], docker-archive:TAR, or a registry reference)",
 	ArgsUsage: "IMAGE [COMMAND] [ARG...]",
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "rm", Usage: "remove the episode when it exits (always done; accepted for docker compatibility)"},
@@ -34,7 +34,7 @@ var Command = &cli.Command{
 		&cli.BoolFlag{Name: "allow-suid", Usage: "honour set-user-ID and set-group-ID bits"},
 		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
-		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR"}, Usage: "where EROFS rootfs files are cached (default: the user cache dir; \"none\" disables)"},
+		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
 	},
 	Action: run,
@@ -102,15 +102,7 @@ func runEpisode(c *cli.Context) error {
 		}
 		o.MemoryBytes = n
 	}
-	switch d := c.String("cache-dir"); d {
-	case "none":
-	case "":
-		if base, err := os.UserCacheDir(); err == nil {
-			o.CacheDir = filepath.Join(base, "gvx", "rootfs")
-		}
-	default:
-		o.CacheDir = d
-	}
+	o.CacheDir = c.String("cache-dir")
 	code, err := runtime.Run(context.Background(), o)
 	if err != nil {
 		return cli.Exit("rungv run: "+err.Error(), 125)
