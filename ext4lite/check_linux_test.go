@@ -171,7 +171,7 @@ func TestCheckKernelWritten(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to loop-mount (CI runs as root)")
 	}
-	for _, size := range []string{"32M", "600M"} {
+	for _, size := range []string{"64M", "600M"} {
 		t.Run(size, func(t *testing.T) {
 			img := ckMkfs(t, size, "")
 			mnt := t.TempDir()
@@ -186,7 +186,7 @@ func TestCheckKernelWritten(t *testing.T) {
 				}
 			}
 			t.Cleanup(unmount)
-			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: size == "32M"}
+			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: size == "64M"}
 			hd := hostdir.New(mnt)
 			err := sinktest.RandomTree(hd, rand.New(rand.NewPCG(3, 3)), o)
 			hd.Close() // its cached directory handles would keep the mount busy
@@ -201,13 +201,13 @@ func TestCheckKernelWritten(t *testing.T) {
 				}
 			}
 			must(os.Mkdir(big, 0o755))
-			for i := 0; i < 3000; i++ {
+			for i := 0; i < 8000; i++ {
 				must(os.WriteFile(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i)), []byte{byte(i)}, 0o644))
 			}
-			for i := 0; i < 3000; i += 3 {
+			for i := 0; i < 8000; i += 3 {
 				must(os.Remove(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i))))
 			}
-			for i := 1; i < 3000; i += 30 {
+			for i := 1; i < 8000; i += 30 {
 				must(os.Rename(filepath.Join(big, fmt.Sprintf("kernel-entry-%05d", i)), filepath.Join(mnt, fmt.Sprintf("moved-%d", i))))
 				must(os.Link(filepath.Join(mnt, fmt.Sprintf("moved-%d", i)), filepath.Join(big, fmt.Sprintf("hard-%d", i))))
 			}

@@ -79,7 +79,7 @@ var ckCases = []struct {
 	{"random-1k", 32 << 20, 1024, ckRandomTree(2, 300)},
 	{"random-2k", 48 << 20, 2048, ckRandomTree(3, 300)},
 	{"edge-4k", 64 << 20, 4096, func(v *FS) error { return sinktest.EdgeTree(v, sinktest.TreeOptions{}) }},
-	{"bigdir-1k", 32 << 20, 1024, ckBigDir(3000)},
+	{"bigdir-1k", 32 << 20, 1024, ckBigDir(6000)}, // two htree levels
 	{"multigroup-1k", 40 << 20, 1024, ckManyFiles(200, 100<<10)},
 	{"removed", 32 << 20, 4096, ckChurn},
 }
