@@ -60,6 +60,37 @@ func (j *journalDev) WriteBlock(n uint32, p []byte) error {
 	return j.v.writeBlock(b, p)
 }
 
+// WriteBlocks writes consecutive journal blocks, one pwrite per physically
+// contiguous stretch (jbd2.RunWriter): the journal is allocated in a few
+// large extents, so a commit costs a handful of writes, not one per block.
+func (j *journalDev) WriteBlocks(n uint32, p []byte) error {
+	bs := j.v.bs
+	for len(p) > 0 {
+		m, err := j.v.loadExtents(j.in)
+		if err != nil {
+			return err
+		}
+		phys, run, uninit, ok := m.lookup(n)
+		if !ok || uninit {
+			return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
+		}
+		k := min(int(run), len(p)/bs)
+		if j.v.readOnly {
+			for i := 0; i < k; i++ {
+				j.v.meta[phys+uint64(i)] = slices.Clone(p[i*bs : (i+1)*bs])
+			}
+		} else {
+			j.v.checkWriteBlock(phys + uint64(k) - 1)
+			if err := j.v.writeAt(p[:k*bs], int64(phys)*int64(bs)); err != nil {
+				return err
+			}
+		}
+		p = p[k*bs:]
+		n += uint32(k)
+	}
+	return nil
+}
+
 func (j *journalDev) NumBlocks() uint32 { return uint32(j.in.d.Size() / uint64(j.v.bs)) }
 
 func (j *journalDev) Flush() error { return j.v.syncDevice() }
