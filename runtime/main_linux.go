@@ -10,7 +10,7 @@ import (
 )
 
 // Main dispatches a rungv process. The binary is three programs in one:
-// the CLI (ours is called for "run", "help", "version" and no arguments),
+// the CLI (ours is called for "run", "pool", "help", "version" and no arguments),
 // the episode supervisor (a hidden subcommand), and gVisor's runsc for
 // everything else — runsc re-executes the binary as its sandbox ("boot")
 // and gofer with its global flags first. Main never returns for the latter
@@ -41,7 +41,7 @@ func isRunsc(args []string) bool {
 		return false
 	}
 	switch args[0] {
-	case "run", "help", "h", "version", "-h", "--help", "-v", "--version":
+	case "run", "pool", "help", "h", "version", "-h", "--help", "-v", "--version":
 		return false
 	}
 	return true

@@ -206,6 +206,8 @@ type Metrics struct {
 	// ExitCode is the guest's exit status if it exited by itself before
 	// the teardown, else -1.
 	ExitCode int
+	// Stdout and Stderr are the guest's output, up to OutputLimit each.
+	Stdout, Stderr []byte
 	// Err is the episode's error: from the clone, the start, Ready, the
 	// function (a *PanicError if it panicked), the timeout, or teardown.
 	Err error
@@ -318,6 +320,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 			_ = ep.Sandbox.Close()
 			<-ep.done
 		}
+		m.Stdout, m.Stderr = ep.Stdout(), ep.Stderr()
 		m.AllocatedBytes = unsharedBytes(vol)
 		if err := os.Remove(vol); err != nil && m.Err == nil {
 			m.Err = fmt.Errorf("remove clone: %w", err)

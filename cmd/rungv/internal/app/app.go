@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/rungv/internal/poolcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/runcmd"
 )
 
@@ -17,7 +18,7 @@ func Main(args []string) {
 		Usage:                     "run an OCI image as one isolated gVisor episode",
 		HideVersion:               true,
 		DisableSliceFlagSeparator: true,
-		Commands:                  []*cli.Command{runcmd.Command},
+		Commands:                  []*cli.Command{runcmd.Command, poolcmd.Command},
 	}
 	if err := a.Run(args); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv:", err)

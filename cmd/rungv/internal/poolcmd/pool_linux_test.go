@@ -1,0 +1,195 @@
+package poolcmd_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/runtime/runtimetest"
+	"z.gfire.dev/gvx/sink"
+)
+
+// The suite builds rungv and the busybox image once, in a directory every
+// user may read: as root the test runs `rungv pool` as nobody (rootless).
+var (
+	shared   string
+	rungvBin string
+	imageRef string
+	setupErr error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "rungv-pool-test-")
+		if err != nil {
+			setupErr = err
+			return m.Run()
+		}
+		defer os.RemoveAll(dir)
+		_ = os.Chmod(dir, 0o755)
+		shared = dir
+		rungvBin = filepath.Join(dir, "rungv")
+		build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
+			return m.Run()
+		}
+		img := filepath.Join(dir, "image")
+		setupErr = runtimetest.Busybox(img, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
+		imageRef = "oci:" + img
+		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil {
+				mode := fi.Mode().Perm() | 0o444
+				if fi.IsDir() {
+					mode |= 0o111
+				}
+				_ = os.Chmod(p, mode)
+			}
+			return nil
+		})
+		return m.Run()
+	}())
+}
+
+type result struct {
+	Episodes []struct {
+		Episode        int    `json:"episode"`
+		ExitCode       int    `json:"exit_code"`
+		CloneMethod    string `json:"clone_method"`
+		AllocatedBytes int64  `json:"allocated_bytes"`
+		ReadyMS        float64
+		Error          string `json:"error"`
+		Stdout         string `json:"stdout"`
+	} `json:"episodes"`
+	Summary struct {
+		Episodes int `json:"episodes"`
+		Failed   int `json:"failed"`
+		Parallel int `json:"parallel"`
+		Ready    struct {
+			P50 float64 `json:"p50_ms"`
+		} `json:"ready"`
+	} `json:"summary"`
+}
+
+// TestPoolCLI runs `rungv pool --json` (as nobody when the test is root:
+// the pool is rootless) with 3 episodes at once from a golden volume;
+// episode 2 fails on purpose. Each episode must see the golden file and
+// only its own marker, the exit status must be 1, and the scratch
+// directory and TMPDIR must be empty afterwards.
+func TestPoolCLI(t *testing.T) {
+	if setupErr != nil {
+		if errors.Is(setupErr, runtimetest.ErrNoBusybox) {
+			t.Skip(setupErr)
+		}
+		t.Fatal(setupErr)
+	}
+	var cred *syscall.Credential
+	if os.Getuid() == 0 {
+		if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urn", "true").CombinedOutput(); err != nil {
+			t.Skipf("cannot run rootless as nobody here (setpriv, user namespaces): %v %s", err, out)
+		}
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	} else if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
+		t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
+	}
+	work, err := os.MkdirTemp(shared, "pool-") // t.TempDir's parent is private to root
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	golden := filepath.Join(work, "golden.ext4")
+	v, err := ext4lite.Create(golden, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteFile(&sink.Header{Path: "golden.txt", Mode: sink.TypeReg | 0o644, Size: 3}, strings.NewReader("gv\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scratch, tmp, cache := filepath.Join(work, "eps"), filepath.Join(work, "tmp"), filepath.Join(work, "cache")
+	for _, d := range []string{scratch, tmp, cache} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if cred != nil {
+			if err := os.Chown(d, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_ = os.Chmod(work, 0o755)
+
+	// The temp dir is on whatever filesystem the machine has: let the pool
+	// copy where it cannot clone (pkg/gvx's tests clone on a loop XFS).
+	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", scratch, "--clone", "auto",
+		"-n", "3", "-j", "3", "--timeout", "1m", "--ready", "marked", "--json", "--",
+		imageRef, "sh", "-c", `cat /var/lib/docker/golden.txt
+touch /var/lib/docker/mine-$GVX_EPISODE
+echo marked
+sleep 0.3
+ls /var/lib/docker | tr '\n' ' '
+[ "$GVX_EPISODE" != 2 ]`)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GVX_CACHE_DIR="+cache)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("rungv pool: %v (want exit status 1)\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	var r result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v in %s", err, stdout.String())
+	}
+	if len(r.Episodes) != 3 || r.Summary.Episodes != 3 || r.Summary.Failed != 1 || r.Summary.Parallel != 3 || r.Summary.Ready.P50 <= 0 {
+		t.Fatalf("summary: %+v", r)
+	}
+	for i, e := range r.Episodes {
+		want := fmt.Sprintf("gv\nmarked\ngolden.txt lost+found mine-%d ", i)
+		if e.Episode != i || e.Stdout != want || e.AllocatedBytes <= 0 {
+			t.Errorf("episode %d: %+v, want stdout %q", i, e, want)
+		}
+		if failed := i == 2; failed != (e.Error != "") || (failed && e.ExitCode != 1) {
+			t.Errorf("episode %d: exit %d error %q", i, e.ExitCode, e.Error)
+		}
+	}
+	for _, d := range []string{scratch, tmp} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Errorf("left in %s: %v", d, ents)
+		}
+	}
+}
+
+// TestPoolCLIRefuses: bad options are exit status 125 with a message.
+func TestPoolCLIRefuses(t *testing.T) {
+	if setupErr != nil {
+		t.Skip(setupErr)
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"pool", "--golden", filepath.Join(dir, "none.ext4"), "--scratch", dir, "oci:/x"},
+		{"pool", "--golden", rungvBin, "--scratch", dir, "-n", "0", "oci:/x"},
+		{"pool", "--golden", rungvBin, "--scratch", dir, "--clone", "never", "oci:/x"},
+		{"pool", "--golden", rungvBin, "--scratch", dir},
+	} {
+		out, err := exec.Command(rungvBin, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), "rungv pool:") {
+			t.Errorf("%v: %v %s", args, err, out)
+		}
+	}
+}
