@@ -1,0 +1,124 @@
+package runtime
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/sink/sinktest"
+)
+
+func TestProcessArgs(t *testing.T) {
+	img := &Image{Config: v1.Config{Entrypoint: []string{"/entry"}, Cmd: []string{"default"}}}
+	noEntry := &Image{Config: v1.Config{Cmd: []string{"sh"}}}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		img  *Image
+		want []string
+		err  error
+	}{
+		{"image entrypoint and cmd", Options{}, img, []string{"/entry", "default"}, nil},
+		{"args replace cmd", Options{Args: []string{"a"}}, img, []string{"/entry", "a"}, nil},
+		{"entrypoint drops cmd", Options{Entrypoint: []string{"/x"}, EntrypointSet: true}, img, []string{"/x"}, nil},
+		{"entrypoint with args", Options{Entrypoint: []string{"/x"}, EntrypointSet: true, Args: []string{"b"}}, img, []string{"/x", "b"}, nil},
+		{"empty entrypoint uses args", Options{EntrypointSet: true, Args: []string{"echo"}}, img, []string{"echo"}, nil},
+		{"cmd only", Options{}, noEntry, []string{"sh"}, nil},
+		{"nothing", Options{EntrypointSet: true}, img, nil, ErrNoCommand},
+	} {
+		got, err := processArgs(&tc.o, tc.img)
+		if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := mergeEnv([]string{"PATH=/bin", "A=image", "B=image"}, []string{"B=cli", "C=cli"}, "host", "/home/u")
+	want := []string{"PATH=/bin", "HOSTNAME=host", "A=image", "B=cli", "C=cli", "HOME=/home/u"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q want %q", got, want)
+	}
+	got = mergeEnv(nil, []string{"HOME=/x"}, "h", "/root")
+	if got[0] != defaultPath || got[len(got)-1] != "HOME=/x" {
+		t.Fatalf("defaults: %q", got)
+	}
+}
+
+func etc(t testing.TB, passwd, group string) sink.Source {
+	m := sinktest.NewMemFS()
+	if err := m.Mkdir(&sink.Header{Path: "etc", Mode: sink.TypeDir | 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"etc/passwd": passwd, "etc/group": group} {
+		if err := m.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func TestResolveUser(t *testing.T) {
+	src := etc(t, "root:x:0:0::/root:/bin/sh\nbob:x:1001:1002::/home/bob:/bin/sh\n", "root:x:0:\nwheel:x:10:bob,eve\nbob:x:1002:\ndocker:x:999:bob\n")
+	for _, tc := range []struct {
+		spec string
+		want guestUser
+		bad  bool
+	}{
+		{"", guestUser{UID: 0, GID: 0, Groups: []uint32{0}, Home: "/root"}, false},
+		{"bob", guestUser{UID: 1001, GID: 1002, Groups: []uint32{10, 999}, Home: "/home/bob"}, false},
+		{"1001", guestUser{UID: 1001, GID: 1002, Groups: []uint32{10, 999}, Home: "/home/bob"}, false},
+		{"bob:wheel", guestUser{UID: 1001, GID: 10, Groups: []uint32{10}, Home: "/home/bob"}, false},
+		{"4242:7", guestUser{UID: 4242, GID: 7, Groups: []uint32{7}}, false},
+		{"nobody", guestUser{}, true},
+		{"bob:nogroup", guestUser{}, true},
+	} {
+		got, err := resolveUser(src, tc.spec)
+		if (err != nil) != tc.bad || !tc.bad && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %+v, %v; want %+v (error %v)", tc.spec, got, err, tc.want, tc.bad)
+		}
+	}
+	// No /etc at all: numbers still work.
+	if u, err := resolveUser(sinktest.NewMemFS(), "5:6"); err != nil || u.UID != 5 || u.GID != 6 {
+		t.Fatalf("without /etc: %+v %v", u, err)
+	}
+}
+
+// FuzzResolveUser: /etc/passwd and /etc/group come from untrusted images.
+func FuzzResolveUser(f *testing.F) {
+	f.Add("root:x:0:0::/root:/bin/sh\n", "root:x:0:\nwheel:x:10:root\n", "root")
+	f.Add("a:b:c:d:e:f:g\n:::::::\n", "::::\n", "a:b")
+	f.Fuzz(func(t *testing.T, passwd, group, spec string) {
+		_, _ = resolveUser(etc(t, passwd, group), spec)
+	})
+}
+
+func TestParseMount(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Mount
+		bad  bool
+	}{
+		{"type=volume,src=/v.ext4,dst=/var/lib/docker", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/var/lib/docker"}, false},
+		{"src=/v.ext4,dst=/d,readonly", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/d", ReadOnly: true}, false},
+		{"type=bind,source=/h,target=/g,ro=true", Mount{Type: MountBind, Source: "/h", Target: "/g", ReadOnly: true}, false},
+		{"type=tmpfs,dst=/t", Mount{Type: MountTmpfs, Target: "/t"}, false},
+		{"type=tmpfs,src=/x,dst=/t", Mount{}, true},
+		{"type=volume,dst=/t", Mount{}, true},
+		{"type=nfs,src=a,dst=/t", Mount{}, true},
+		{"type=bind,src=/a,dst=rel", Mount{}, true},
+		{"type=bind,src=/a,dst=/b,bogus=1", Mount{}, true},
+	} {
+		got, err := ParseMount(tc.in)
+		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+			t.Errorf("%q: got %+v, %v", tc.in, got, err)
+		}
+		if err != nil && !errors.Is(err, ErrBadOption) {
+			t.Errorf("%q: error %v does not wrap ErrBadOption", tc.in, err)
+		}
+	}
+}
