@@ -19,7 +19,7 @@ CGO_ENABLED=0 go build -o "$work/rungv" ./cmd/rungv
 CGO_ENABLED=0 go run ./runtime/runtimetest/mk "$work/image"
 chmod -R a+rX "$work"
 export GVX_CACHE_DIR=$work/cache
-mkdir -m 1777 "$GVX_CACHE_DIR"
+mkdir "$GVX_CACHE_DIR"
 bin=$work/rungv
 img=oci:$work/image
 "$bin" run "$img" true # warm the rootfs cache
@@ -31,7 +31,10 @@ if [ "$(id -u)" = 0 ]; then
 	cmds+=("$bin --network=none --ignore-cgroups do true")
 	names+=("runsc do true")
 	if command -v setpriv >/dev/null; then
-		cmds+=("setpriv --reuid=65534 --regid=65534 --clear-groups $bin run --network none $img true")
+		mkdir "$work/cache-nobody" && chown 65534:65534 "$work/cache-nobody"
+		nobody="env GVX_CACHE_DIR=$work/cache-nobody setpriv --reuid=65534 --regid=65534 --clear-groups"
+		$nobody "$bin" run "$img" true # warm nobody's cache
+		cmds+=("$nobody $bin run --network none $img true")
 		names+=("rungv run IMG true (as nobody)")
 	fi
 else

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -44,6 +45,13 @@ func resolveImage(ctx context.Context, ref, cacheDir, scratchDir string) (*Image
 		}
 	}
 	res, err := image.Add(ctx, c, ref, image.Options{})
+	if errors.Is(err, fs.ErrPermission) {
+		// A shared cache this user may read but not fill (root's).
+		if c, err = openCache(filepath.Join(scratchDir, "cache")); err != nil {
+			return nil, fmt.Errorf("image cache: %w", err)
+		}
+		res, err = image.Add(ctx, c, ref, image.Options{})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,25 @@
+// Package volume serves ext4lite volumes to gVisor's Sentry: a lisafs
+// server (Conn, controlFD, openFD over ext4lite's path API) plugged into
+// runsc's gofer through runsc/fsgofer/extension.
+//
+// The runtime marks a volume mount with Annotations: a bind mount whose
+// source is the volume file, our dev.gvx.volume.N description, and the pod
+// mount hints that send every operation to the gofer (share=shared: no
+// memory overlay; directfs=off). In the gofer, PrepareGofer opens the file
+// where the gofer bind-mounted it, before the gofer chroots, drops
+// capabilities and installs its seccomp filter (SeccompRules adds what
+// ext4lite needs: pread64, pwrite64, fsync, …); TryHandleMount opens the
+// filesystem on that file and claims the mount. No host FD is handed to
+// the Sentry: every file operation is an RPC answered by ext4lite, so
+// ownership, xattrs, whiteout devices and hard links live in the volume's
+// own inodes, as root or rootless.
+//
+// Durability: metadata is synced on fsync, every SyncEvery while dirty, and
+// when the Sentry releases the mount (the episode ends); then the volume is
+// closed. A SIGKILLed episode loses at most the last SyncEvery of changes
+// and leaves a journal that ext4lite, the kernel and e2fsck replay.
+//
+// Usage, in the binary that embeds runsc, before maincli.Main:
+//
+//	volume.Register()
+package volume
