@@ -21,6 +21,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -55,12 +56,20 @@ const (
 	dkLoadWant = "Loaded image: " + dkBaseRef
 )
 
-// dkDockerfile is built FROM the loaded image: one RUN writes a file, the
-// next deletes a file of the base image, so the new layer has a whiteout
-// made by the kernel's overlayfs (not by an unpacked tar).
+// dkDockerfile is built FROM the loaded image. The first RUN writes files
+// through the kernel: a small one, a fallocated one written only at its
+// start (unwritten extents over blocks that held random data just
+// before), a sparse one, a fifo, a directory of 3000 entries (htree) with
+// a rename. The second deletes a file and a directory of the base image,
+// so the new layer has whiteouts made by the kernel's overlayfs (not by an
+// unpacked tar).
 const dkDockerfile = `FROM ` + dkBaseRef + `
-RUN echo built > /built.txt
-RUN rm /etc/group
+RUN echo built > /built.txt \
+ && busybox dd if=/dev/urandom of=/junk bs=1M count=4 2>/dev/null && busybox sync -f / && rm /junk && busybox sync -f / \
+ && busybox fallocate -l 4194304 /falloc && echo head | busybox dd of=/falloc conv=notrunc 2>/dev/null \
+ && busybox truncate -s 64M /sparse && echo end >> /sparse && busybox mkfifo /fifo \
+ && mkdir /many && cd /many && for i in $(busybox seq 3000); do echo $i > f$i; done && busybox mv f1 renamed
+RUN rm /etc/group && rm -r /srv/many
 `
 
 // The lower layer's bulk: enough entries for an htree directory, a file
@@ -586,10 +595,12 @@ func (d *dockerd) checkBaseRun() time.Duration {
 func (d *dockerd) checkBuiltRun() {
 	t := d.t
 	t.Helper()
-	out, _ := d.run(dkBuiltRef, "sh", "-c", "cat /built.txt; echo --; ls /etc; echo --; ls -a /srv/data")
+	out, _ := d.run(dkBuiltRef, "sh", "-c", "cat /built.txt; echo --; ls /etc; echo --; ls -a /srv/data; "+
+		"echo --; ls /many | busybox wc -l; echo --; cat /many/renamed /many/f3000; echo --; ls -ln /falloc /sparse; "+
+		"echo --; busybox md5sum /falloc /sparse; echo --; test -p /fifo && echo fifo; test -e /srv/many || echo gone; test -e /many/f1 || echo moved")
 	s := dkSections(out)
-	if len(s) != 3 {
-		t.Fatalf("docker run output has %d sections, want 3:\n%s", len(s), out)
+	if len(s) != 8 {
+		t.Fatalf("docker run output has %d sections, want 8:\n%s", len(s), out)
 	}
 	if s[0] != "built" {
 		t.Errorf("/built.txt = %q, want built", s[0])
@@ -600,6 +611,42 @@ func (d *dockerd) checkBuiltRun() {
 	if got := strings.Fields(s[2]); strings.Join(got, " ") != ". .. new" {
 		t.Errorf("ls -a /srv/data = %q, want only new", got)
 	}
+	if s[3] != "3000" {
+		t.Errorf("/many holds %s entries, want 3000", s[3])
+	}
+	if s[4] != "1\n3000" {
+		t.Errorf("/many/renamed, /many/f3000 = %q, want 1 and 3000", s[4])
+	}
+	ls := strings.Split(s[5], "\n")
+	if len(ls) != 2 || len(strings.Fields(ls[0])) < 5 || len(strings.Fields(ls[1])) < 5 ||
+		strings.Fields(ls[0])[4] != "4194304" || strings.Fields(ls[1])[4] != strconv.Itoa(64<<20+4) {
+		t.Errorf("ls -ln /falloc /sparse:\n%s\nwant sizes 4194304 and %d", s[5], 64<<20+4)
+	}
+	want := fmt.Sprintf("%x  /falloc\n%x  /sparse", dkZeroMD5("head\n", 4<<20-5, ""), dkZeroMD5("", 64<<20, "end\n"))
+	if s[6] != want {
+		t.Errorf("md5sum:\n%s\nwant (unwritten extents and holes read as zeros):\n%s", s[6], want)
+	}
+	if s[7] != "fifo\ngone\nmoved" {
+		t.Errorf("fifo, whited-out /srv/many, renamed /many/f1: %q, want fifo gone moved", s[7])
+	}
+}
+
+// dkZeroMD5 is the MD5 of head, n zero bytes and tail.
+func dkZeroMD5(head string, n int64, tail string) [md5.Size]byte {
+	h := md5.New()
+	io.WriteString(h, head)
+	io.CopyN(h, dkZeros{}, n)
+	io.WriteString(h, tail)
+	var sum [md5.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+type dkZeros struct{}
+
+func (dkZeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 func dkHasLine(s, line string) bool {
