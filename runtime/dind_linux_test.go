@@ -231,8 +231,9 @@ func tryStartDockerd(t *testing.T, e *dindEnv, volumeFile string) (*dockerd, err
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	// A private network namespace, as rungv's supervisor makes one.
-	argv := append([]string{"-n", e.rungv, "--root=" + filepath.Join(state, "runsc"), "--ignore-cgroups", "--network=none"}, runtime.DindRunscFlags()...)
+	// Private network and mount namespaces, as rungv's supervisor makes:
+	// runsc's mounts (its null netns) go with the episode.
+	argv := append([]string{"--net", "--mount", "--propagation=private", e.rungv, "--root=" + filepath.Join(state, "runsc"), "--ignore-cgroups", "--network=none"}, runtime.DindRunscFlags()...)
 	if dbg := os.Getenv("RUNGV_DEBUG_LOG"); dbg != "" {
 		argv = append(argv, "--debug", "--debug-log="+filepath.Clean(dbg)+"/")
 	}
@@ -321,6 +322,34 @@ func (d *dockerd) stop() {
 			l = l[len(l)-3000:]
 		}
 		d.t.Errorf("dockerd did not shut down cleanly (exit %v):\n%s", d.cmd.ProcessState, l)
+	}
+	d.checkGone()
+}
+
+// checkGone asserts that no process or host mount of the episode remains.
+func (d *dockerd) checkGone() {
+	d.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(mi, []byte(d.state)) {
+			left = append(left, "a host mount under "+d.state)
+		}
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			cl, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err == nil && bytes.Contains(cl, []byte(d.state)) && !bytes.Contains(st, []byte(") Z ")) {
+				left = append(left, "process "+e.Name())
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("left behind: %s", strings.Join(left, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
