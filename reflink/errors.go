@@ -48,7 +48,7 @@ func (e *NotSupportedError) Reason() string {
 	switch {
 	case e.CrossDevice:
 		why = "source and destination are on different filesystems"
-	case e.FS == "xfs":
+	case e.FS == "xfs" && errors.Is(e.Err, errors.ErrUnsupported):
 		why = "this xfs filesystem was made without reflink support (mkfs.xfs -m reflink=0; it cannot be turned on later)"
 	case e.FS != "":
 		why = fmt.Sprintf("the %s filesystem does not support reflinks", e.FS)

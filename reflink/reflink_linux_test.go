@@ -283,3 +283,29 @@ func TestAcrossFilesystems(t *testing.T) {
 	}
 	mustEqualFile(t, filepath.Join(tm, "ep"), want)
 }
+
+// TestCopyOutOfSpace: a copy that fills the filesystem fails with
+// ErrNoSpace and removes its temporary file.
+func TestCopyOutOfSpace(t *testing.T) {
+	mnt := reflinktest.Mount(t, "tmpfs") // 256 MiB
+	golden := filepath.Join(mnt, "golden")
+	f, err := os.Create(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte{0x5a}, 1<<20)
+	for range 100 {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if _, err := CloneFile(golden, filepath.Join(mnt, "ep-0"), Options{Mode: Auto}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = CloneFile(golden, filepath.Join(mnt, "ep-1"), Options{Mode: Auto})
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("third 100 MiB file on a 256 MiB tmpfs: %v, want ErrNoSpace", err)
+	}
+	mustOnlyFiles(t, mnt, "ep-0", "golden")
+}
