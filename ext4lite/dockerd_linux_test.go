@@ -97,7 +97,7 @@ func dkBigBody() []byte {
 // dkTools are the peers: dockerd and the docker CLI. The CLI that ships
 // with dockerd (/usr/bin/docker of docker.io) is preferred over any other
 // on $PATH: a newer CLI would route `docker build` elsewhere.
-type dkTools struct{ dockerd, docker string }
+type dkTools struct{ dockerd, containerd, docker string }
 
 func needDockerd(t testing.TB) dkTools {
 	t.Helper()
@@ -106,6 +106,9 @@ func needDockerd(t testing.TB) dkTools {
 	var err error
 	if tl.dockerd, err = exec.LookPath("dockerd"); err != nil {
 		t.Skip("dockerd not installed (apt-get install docker.io)")
+	}
+	if tl.containerd, err = exec.LookPath("containerd"); err != nil {
+		t.Skip("containerd not installed (apt-get install docker.io)")
 	}
 	if st, err := os.Stat("/usr/bin/docker"); err == nil && st.Mode().IsRegular() {
 		tl.docker = "/usr/bin/docker"
@@ -186,16 +189,97 @@ type dockerd struct {
 	t        testing.TB
 	tools    dkTools
 	dataRoot string
-	dir      string // private: socket, pidfile, exec-root, config, CLI config
+	dir      string // private: sockets, pidfile, exec-root, configs, CLI config
 	sock     string
 	execRoot string
-	cgroup   string // --cgroup-parent, removed at stop
-	logPath  string
-	cmd      *exec.Cmd
-	done     chan struct{} // closed when cmd has been waited for
+	cgroup   string  // --cgroup-parent, removed at stop
+	ctrd     *dkProc // our own containerd
+	daemon   *dkProc // dockerd
 	stopped  bool
-	up       time.Duration // from exec to the first answered /_ping
+	up       time.Duration // from exec of containerd to dockerd's first answered /_ping
 }
+
+// dkProc is a daemon process of a test, leader of its own process group.
+type dkProc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed once cmd was waited for
+}
+
+func dkStart(t testing.TB, log, name string, args ...string) *dkProc {
+	t.Helper()
+	logf, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	p := &dkProc{name: filepath.Base(name), cmd: exec.Command(name, args...), log: log, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	return p
+}
+
+func (p *dkProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// term sends SIGTERM and waits up to dkStopWait; it reports why the
+// process did not exit cleanly, or "".
+func (p *dkProc) term() string {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Sprintf("SIGTERM %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+		if st := p.cmd.ProcessState; st != nil && !st.Success() {
+			return fmt.Sprintf("%s exited with %v after SIGTERM\n%s", p.name, st, p.logTail())
+		}
+		return ""
+	case <-time.After(dkStopWait):
+		return fmt.Sprintf("%s still running %v after SIGTERM\n%s", p.name, dkStopWait, p.logTail())
+	}
+}
+
+// kill kills the process group and waits for the leader.
+func (p *dkProc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *dkProc) logTail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	return p.name + " log (tail):\n" + string(b)
+}
+
+// dkContainerdConfig is what dockerd writes for the containerd it would
+// start itself (content store and metadata in the data-root, state in the
+// exec-root), with the address ours. Starting it ourselves keeps the test
+// hermetic: dockerd would use a system containerd instead, were one
+// running.
+const dkContainerdConfig = `root = %q
+state = %q
+disabled_plugins = ["cri"]
+
+[grpc]
+  address = %q
+
+[plugins]
+  [plugins.linux]
+    runtime_root = %q
+`
 
 // startDockerd starts dockerd with --data-root on dataRoot and waits until
 // it answers. Its cleanup (registered after the caller's mount, so it runs
@@ -218,47 +302,54 @@ func startDockerd(t testing.TB, tl dkTools, dataRoot string) *dockerd {
 		sock:     filepath.Join(dir, "d.sock"),
 		execRoot: filepath.Join(dir, "x"),
 		cgroup:   "gvx-" + filepath.Base(dir),
-		logPath:  filepath.Join(dir, "dockerd.log"),
-		done:     make(chan struct{}),
 	}
 	cfg := filepath.Join(dir, "daemon.json") // hermetic: not /etc/docker/daemon.json
 	if err := os.WriteFile(cfg, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ctrdSock := filepath.Join(d.execRoot, "containerd", "containerd.sock")
+	ctrdCfg := filepath.Join(dir, "containerd.toml")
+	toml := fmt.Sprintf(dkContainerdConfig, filepath.Join(dataRoot, "containerd", "daemon"),
+		filepath.Join(d.execRoot, "containerd", "daemon"), ctrdSock, filepath.Join(dataRoot, "runc"))
+	if err := os.WriteFile(ctrdCfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Mkdir(filepath.Join(dir, "cli"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(d.logPath)
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(d.stop)
+	start := time.Now()
+	d.ctrd = dkStart(t, filepath.Join(dir, "containerd.log"), tl.containerd, "--config", ctrdCfg, "--log-level", "info")
+	for {
+		if d.ctrd.exited() {
+			t.Fatalf("containerd exited at start: %v\n%s", d.ctrd.cmd.ProcessState, d.ctrd.logTail())
+		}
+		if c, err := net.Dial("unix", ctrdSock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Since(start) > dkUpWait {
+			t.Fatalf("containerd did not listen on %s within %v\n%s", ctrdSock, dkUpWait, d.ctrd.logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	defer logf.Close()
-	d.cmd = exec.Command(tl.dockerd,
+	d.daemon = dkStart(t, filepath.Join(dir, "dockerd.log"), tl.dockerd,
 		"--data-root", dataRoot,
 		"-H", "unix://"+d.sock,
 		"--pidfile", filepath.Join(dir, "dockerd.pid"),
 		"--exec-root", d.execRoot,
+		"--containerd", ctrdSock,
 		"--config-file", cfg,
 		"--storage-driver", "overlay2",
 		"--iptables=false", "--ip6tables=false", "--bridge=none",
 		"--cgroup-parent", "/"+d.cgroup,
 	)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	start := time.Now()
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start dockerd: %v", err)
-	}
-	go func() { d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(d.stop)
 
 	hc := d.httpClient()
 	deadline := time.Now().Add(dkUpWait)
 	for {
-		select {
-		case <-d.done:
-			t.Fatalf("dockerd exited at start: %v\n%s", d.cmd.ProcessState, d.logTail())
-		default:
+		if d.daemon.exited() {
+			t.Fatalf("dockerd exited at start: %v\n%s", d.daemon.cmd.ProcessState, d.logTail())
 		}
 		if resp, err := hc.Get("http://docker/_ping"); err == nil {
 			resp.Body.Close()
@@ -286,11 +377,13 @@ func (d *dockerd) httpClient() *http.Client {
 }
 
 func (d *dockerd) logTail() string {
-	b, _ := os.ReadFile(d.logPath)
-	if len(b) > 8<<10 {
-		b = b[len(b)-8<<10:]
+	var b strings.Builder
+	for _, p := range []*dkProc{d.daemon, d.ctrd} {
+		if p != nil {
+			b.WriteString(p.logTail() + "\n")
+		}
 	}
-	return "dockerd log (tail):\n" + string(b)
+	return b.String()
 }
 
 // docker runs the docker CLI against this daemon and returns its stdout;
@@ -313,27 +406,24 @@ func (d *dockerd) docker(args ...string) string {
 	return stdout.String()
 }
 
-// stop shuts the daemon down with SIGTERM (it stops containerd and its
-// containers itself), fails the test if it does not go within dkStopWait
-// or leaves processes or mounts, and in every case kills and detaches
-// whatever is left. Idempotent.
+// stop shuts the daemon down with SIGTERM (it stops its containers),
+// then containerd; it fails the test if either does not go within
+// dkStopWait or leaves processes or mounts, and in every case kills and
+// detaches whatever is left. Idempotent.
 func (d *dockerd) stop() {
 	if d.stopped {
 		return
 	}
 	d.stopped = true
 	graceful := true
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		d.t.Errorf("SIGTERM dockerd: %v", err)
-	}
-	select {
-	case <-d.done:
-		if st := d.cmd.ProcessState; st != nil && !st.Success() {
-			d.t.Errorf("dockerd exited with %v after SIGTERM\n%s", st, d.logTail())
+	for _, p := range []*dkProc{d.daemon, d.ctrd} {
+		if p == nil {
+			continue
 		}
-	case <-time.After(dkStopWait):
-		graceful = false
-		d.t.Errorf("dockerd still running %v after SIGTERM; killing it\n%s", dkStopWait, d.logTail())
+		if why := p.term(); why != "" {
+			graceful = false
+			d.t.Error(why)
+		}
 	}
 	d.reap(graceful)
 }
@@ -343,19 +433,20 @@ func (d *dockerd) stop() {
 // until reap.
 func (d *dockerd) crash() {
 	d.stopped = true
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	<-d.done
+	d.daemon.kill()
 }
 
-// reap kills every process the daemon left (dockerd's process group, then
-// each leftover by pid), detaches every mount it left and removes its
-// cgroups. With strict set, leftovers are test failures: a daemon that
-// stopped by itself must leave nothing.
+// reap kills every process the daemon left (the process groups of dockerd
+// and containerd, then each leftover by pid), detaches every mount it left
+// and removes its cgroups. With strict set, leftovers are test failures:
+// a daemon that stopped by itself must leave nothing.
 func (d *dockerd) reap(strict bool) {
 	t := d.t
-	// dockerd's own process group (it is its leader).
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	<-d.done
+	for _, p := range []*dkProc{d.daemon, d.ctrd} {
+		if p != nil {
+			p.kill()
+		}
+	}
 	for range 3 { // a dying shim may still fork nothing new, but be sure
 		left := d.leftovers()
 		if len(left) == 0 {
