@@ -657,3 +657,47 @@ func (v *FS) Unref(ino Ino) error {
 	in.orphan = false
 	return v.release(in)
 }
+
+// FileExtent maps part of a regular file to bytes of the volume file.
+type FileExtent struct {
+	Offset   int64 // in the file
+	Length   int64
+	VolumeAt int64 // byte offset in the volume file
+}
+
+// FileExtents returns where a regular file's written data lives in the
+// volume file (holes and unwritten extents are absent), in file order.
+// With it a server can hand out a copy of the file cheaply: a reflink of
+// each extent (FICLONERANGE) where the host filesystem can, else
+// copy_file_range. The mapping is valid until the file is next written or
+// truncated; the caller holds no lock meanwhile, so it must serialize
+// itself with writers of that file.
+func (v *FS) FileExtents(ino Ino) ([]FileExtent, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	if in.fileType() != disk.ModeReg {
+		return nil, errInvalid
+	}
+	m, err := v.loadExtents(in)
+	if err != nil {
+		return nil, err
+	}
+	bs, size := int64(v.bs), int64(in.d.Size())
+	var out []FileExtent
+	for _, e := range m.ext {
+		if e.Uninit {
+			continue
+		}
+		off := int64(e.Block) * bs
+		if off >= size {
+			break
+		}
+		n := min(int64(e.Len)*bs, size-off)
+		out = append(out, FileExtent{Offset: off, Length: n, VolumeAt: int64(e.Start) * bs})
+	}
+	return out, nil
+}

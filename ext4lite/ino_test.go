@@ -145,3 +145,35 @@ func TestOpenUnlinked(t *testing.T) {
 	noSpaceE2fsck(t, crashed)
 	noSpaceE2fsck(t, p)
 }
+
+func TestFileExtents(t *testing.T) {
+	v, p := newVolume(t, 64<<20)
+	f, err := v.CreateAt(RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 3*4096+100)
+	for i := range want {
+		want[i] = byte(i*7 + 1)
+	}
+	v.WriteAtIno(f, want[:4096], 0)
+	v.WriteAtIno(f, want[8192:], 8192) // a hole at block 1
+	copy(want[4096:8192], make([]byte, 4096))
+	exts, err := v.FileExtents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	img, _ := os.ReadFile(p)
+	got := make([]byte, len(want))
+	var covered int64
+	for _, e := range exts {
+		copy(got[e.Offset:e.Offset+e.Length], img[e.VolumeAt:e.VolumeAt+e.Length])
+		covered += e.Length
+	}
+	if !bytes.Equal(got, want) || covered != int64(len(want))-4096 {
+		t.Fatalf("extents %+v do not reproduce the file", exts)
+	}
+}
