@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"encoding/json"
+	"strings"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -40,20 +43,77 @@ const DindExtraFlagsEnv = "DOCKERD_EXTRA_FLAGS"
 // host cgroup.
 const DindCgroupPath = "/sys/fs/cgroup"
 
-// DindRunscFlags are the runsc flags of a dind episode: raw sockets (the
-// bridge driver's ARP and DHCP-style probes) and host unix sockets, so that
-// a socket dockerd creates in a bind-mounted host directory is reachable
-// from the host (gVisor's port forwarding loses data on bulk transfers:
-// RUNTIME-NOTES.md).
+// DindRunscFlags are the runsc flags of a dind episode:
+//   - --net-raw: raw sockets for Docker's bridge driver;
+//   - --host-uds=all: a socket dockerd creates in a bind-mounted host
+//     directory is reachable from the host (gVisor's port forwarding loses
+//     data on bulk transfers: RUNTIME-NOTES.md);
+//   - --file-access-mounts=exclusive: mounts without a hint are the
+//     sandbox's alone, so the Sentry caches their pages and lets them be
+//     memory-mapped. containerd's and dockerd's bolt databases mmap their
+//     files; on a share=shared mount without host FDs (what an ext4lite
+//     volume is) mmap fails with ENODEV and dockerd cannot start. Dirty
+//     pages reach the volume server on fsync, on eviction and when the
+//     sandbox tears its mounts down (a graceful stop): a SIGKILLed episode
+//     loses what was still cached.
+//   - --directfs=false: what the volume hints did per mount (the ext4lite
+//     server hands out no host FDs); bind mounts then go through lisafs.
+//
+// ApplyDind removes the volume hints that would override the exclusive
+// mode.
 func DindRunscFlags() []string {
-	return []string{"--net-raw", "--host-uds=all"}
+	return []string{"--net-raw", "--host-uds=all", "--file-access-mounts=exclusive", "--directfs=false"}
+}
+
+// volumeAnnotationPrefix is package volume's AnnotationPrefix (that
+// package builds on Linux only).
+const volumeAnnotationPrefix = "dev.gvx.volume."
+
+// mountHintPrefix starts gVisor's per-mount hint annotations:
+// dev.gvisor.spec.mount.<name>.<field>.
+const mountHintPrefix = "dev.gvisor.spec.mount."
+
+// dropVolumeHints removes the mount hints of every ext4lite volume in s: a
+// hint makes the mount share=shared (no mmap without host FDs), and
+// share=container puts a memory overlay on it (writes never reach the
+// volume), so a volume that dockerd uses must have none.
+func dropVolumeHints(s *specs.Spec) {
+	vols := map[string]bool{}
+	for k, v := range s.Annotations {
+		if !strings.HasPrefix(k, volumeAnnotationPrefix) {
+			continue
+		}
+		var vs struct {
+			Source string `json:"src"`
+		}
+		if json.Unmarshal([]byte(v), &vs) == nil && vs.Source != "" {
+			vols[vs.Source] = true
+		}
+	}
+	names := map[string]bool{}
+	for k, v := range s.Annotations {
+		if name, ok := strings.CutPrefix(k, mountHintPrefix); ok && strings.HasSuffix(name, ".source") && vols[v] {
+			names[strings.TrimSuffix(name, ".source")] = true
+		}
+	}
+	for k := range s.Annotations {
+		rest, ok := strings.CutPrefix(k, mountHintPrefix)
+		if !ok {
+			continue
+		}
+		if name, _, ok := strings.Cut(rest, "."); ok && names[name] {
+			delete(s.Annotations, k)
+		}
+	}
 }
 
 // ApplyDind makes s fit for a Docker daemon: every capability in every
 // set, a cgroup mount at DindCgroupPath (unless s mounts something there),
-// and DindDockerdFlags in DindExtraFlagsEnv (unless s sets it). Seccomp
-// stays off (the Sentry does not apply the spec's filter unless asked).
+// DindDockerdFlags in DindExtraFlagsEnv (unless s sets it), and no mount
+// hints on ext4lite volumes (see DindRunscFlags). Seccomp stays off (the
+// Sentry does not apply the spec's filter unless asked).
 func ApplyDind(s *specs.Spec) {
+	dropVolumeHints(s)
 	if s.Process != nil {
 		caps := append([]string(nil), DindCapabilities...)
 		s.Process.Capabilities = &specs.LinuxCapabilities{

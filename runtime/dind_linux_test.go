@@ -46,6 +46,25 @@ func TestApplyDind(t *testing.T) {
 	if n := len(s.Mounts); n != 1 || s.Mounts[0].Type != "cgroup" || s.Mounts[0].Destination != runtime.DindCgroupPath {
 		t.Fatalf("mounts: %+v", s.Mounts)
 	}
+	// The hints of volumes go (they forbid mmap or hide writes in a
+	// memory overlay), other hints and annotations stay.
+	s.Annotations = map[string]string{"keep": "1", "dev.gvisor.spec.mount.other.source": "/dir", "dev.gvisor.spec.mount.other.share": "shared"}
+	for k, v := range volume.Annotations(3, volume.Spec{Source: "/v.ext4", Target: "/var/lib/docker"}, "/v.ext4") {
+		s.Annotations[k] = v
+	}
+	runtime.ApplyDind(s)
+	want := map[string]string{
+		"keep": "1", "dev.gvisor.spec.mount.other.source": "/dir", "dev.gvisor.spec.mount.other.share": "shared",
+		volume.AnnotationPrefix + "3": s.Annotations[volume.AnnotationPrefix+"3"],
+	}
+	if len(s.Annotations) != len(want) || s.Annotations[volume.AnnotationPrefix+"3"] == "" {
+		t.Fatalf("annotations after ApplyDind: %v, want %v", s.Annotations, want)
+	}
+	for k, v := range want {
+		if s.Annotations[k] != v {
+			t.Fatalf("annotations after ApplyDind: %v, want %v", s.Annotations, want)
+		}
+	}
 	// Idempotent, and a caller's own choices stay.
 	s.Process.Env = []string{runtime.DindExtraFlagsEnv + "=--debug"}
 	runtime.ApplyDind(s)
@@ -417,7 +436,7 @@ func TestDindVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(vol) })
-	d := startDockerdOrGap(t, e, vol)
+	d := startDockerd(t, e, vol)
 	exercise(t, e, d)
 	d.stop()
 	if out, err := exec.Command("e2fsck", "-fn", vol).CombinedOutput(); err != nil {
@@ -439,25 +458,4 @@ func TestDindVolume(t *testing.T) {
 	if out, err := exec.Command("e2fsck", "-fn", clone).CombinedOutput(); err != nil {
 		t.Fatalf("e2fsck -fn of the clone: %v\n%s", err, out)
 	}
-}
-
-// mmapGap is what dockerd logs when the volume cannot be memory-mapped:
-// containerd's and dockerd's bolt databases mmap their files, and the
-// Sentry refuses mmap (ENODEV) on a share=shared gofer mount without a
-// host FD, which the ext4lite server never hands out. docs/dind.md.
-const mmapGap = `io.containerd.metadata.v1.bolt" error="no such device"`
-
-// startDockerdOrGap starts dockerd on a volume, skipping with the known
-// runtime gap (and only that) when the volume cannot be memory-mapped yet.
-func startDockerdOrGap(t *testing.T, e *dindEnv, vol string) *dockerd {
-	t.Helper()
-	d, err := tryStartDockerd(t, e, vol)
-	var se *startError
-	if errors.As(err, &se) && strings.Contains(se.log, mmapGap) {
-		t.Skipf("runtime gap (docs/dind.md): the Sentry refuses mmap on the ext4lite volume (share=shared, no host FD), so containerd's bolt database cannot open: %s", mmapGap)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
