@@ -16,6 +16,9 @@ import (
 // and gofer with its global flags first. Main never returns for the latter
 // two.
 func Main(ours func()) {
+	if len(os.Args) > 1 && os.Args[1] == relayCmd { // inside the guest
+		os.Exit(relayInit(os.Args[2:]))
+	}
 	if builtWithCgo {
 		fmt.Fprintln(os.Stderr, "rungv: this binary was built with cgo; gVisor's sandbox cannot start from it. Rebuild with CGO_ENABLED=0.")
 		os.Exit(125)

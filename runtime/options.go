@@ -112,6 +112,8 @@ type Options struct {
 	// Network is NetworkNone when empty.
 	Network NetworkMode
 	Mounts  []Mount
+	// Ports publishes guest TCP ports as host unix sockets.
+	Ports []Port
 
 	// Platform is runsc's platform (systrap, ptrace, kvm); "" picks
 	// systrap, which needs no /dev/kvm.

@@ -120,6 +120,33 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 			}
 		}
 	}
+	var relays []string
+	for i, p := range o.Ports {
+		host, err := filepath.Abs(p.HostSocket)
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Dir(host)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("-p %s: the socket's directory: %w", p.HostSocket, err)
+		}
+		if st, err := os.Lstat(host); err == nil && st.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(host) // a stale socket of an earlier episode
+		}
+		if i == 0 {
+			self, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRungv, Type: "bind", Source: self, Options: []string{"ro", "rbind"}})
+		}
+		gdir := guestRelayDir + "/p" + strconv.Itoa(i)
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: gdir, Type: "bind", Source: dir, Options: []string{"rw", "rbind"}})
+		relays = append(relays, gdir+"/"+filepath.Base(host)+"="+strconv.Itoa(p.GuestPort))
+	}
+	if len(relays) > 0 {
+		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relays...), "--"), spec.Process.Args...)
+	}
 	if o.MemoryBytes > 0 {
 		spec.Annotations[annTotalMemory] = strconv.FormatInt(o.MemoryBytes, 10)
 	}
@@ -141,6 +168,9 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		"--root=" + filepath.Join(state, "runsc"),
 		"--ignore-cgroups",
 		"--network=" + string(o.Network),
+	}
+	if len(o.Ports) > 0 {
+		args = append(args, "--host-uds=create")
 	}
 	if o.Platform != "" {
 		args = append(args, "--platform="+o.Platform)

@@ -27,6 +27,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "guest network: none"},
 		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly]`"},
+		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port as a host unix socket: `unix:HOSTSOCK:GUESTPORT`"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
 		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
@@ -94,6 +95,13 @@ func runEpisode(c *cli.Context) error {
 			}
 		}
 		o.Mounts = append(o.Mounts, m)
+	}
+	for _, s := range c.StringSlice("publish") {
+		p, err := runtime.ParsePublish(s)
+		if err != nil {
+			return cli.Exit(err.Error(), 125)
+		}
+		o.Ports = append(o.Ports, p)
 	}
 	if s := c.String("memory"); s != "" {
 		n, err := parseSize(s)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPublishUnixSocket publishes two guest TCP ports as host unix sockets
+// (-p unix:HOSTSOCK:PORT) and moves 8 MiB down (HTTP from busybox httpd)
+// and 4 MiB up (raw, to busybox nc) through them, checking every byte:
+// gVisor's own port forwarding truncated such transfers on this machine.
+func TestPublishUnixSocket(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		socks := privateTmp(t, u)
+		web, up := filepath.Join(socks, "web.sock"), filepath.Join(socks, "up.sock")
+		script := `set -e
+mkdir -p /www && dd if=/dev/urandom of=/www/f bs=1M count=8 2>/dev/null
+md5sum /www/f | cut -c1-32
+httpd -p 8080 -h /www
+echo ready
+nc -l -p 9000 | md5sum | cut -c1-32`
+		c := command(t, u, tmp, "run", "-p", "unix:"+web+":8080", "-p", "unix:"+up+":9000", imageRef, "sh", "-c", script)
+		pr, pw, _ := os.Pipe()
+		c.Stdout = pw
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		defer func() {
+			c.Process.Kill()
+			c.Wait()
+		}()
+		out := bufio.NewReader(pr)
+		line := func() string {
+			s, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
+			}
+			return strings.TrimSpace(s)
+		}
+		want := line()
+		if line() != "ready" {
+			t.Fatal("guest not ready")
+		}
+		dial := func(sock string) (net.Conn, error) {
+			var err error
+			for i := 0; i < 100; i++ {
+				var c net.Conn
+				if c, err = net.Dial("unix", sock); err == nil {
+					return c, nil
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil, err
+		}
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(web) }}}
+		resp, err := hc.Get("http://guest/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := md5.New()
+		n, err := io.Copy(h, resp.Body)
+		resp.Body.Close()
+		if err != nil || n != 8<<20 || hex.EncodeToString(h.Sum(nil)) != want {
+			t.Fatalf("download: %d bytes, md5 %x, err %v; want 8 MiB with md5 %s", n, h.Sum(nil), err, want)
+		}
+
+		data := make([]byte, 4<<20)
+		rand.Read(data)
+		conn, err := dial(up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		conn.(*net.UnixConn).CloseWrite()
+		io.Copy(io.Discard, conn)
+		conn.Close()
+		sum := md5.Sum(data)
+		if got := line(); got != hex.EncodeToString(sum[:]) {
+			t.Fatalf("upload: guest md5 %s, sent %x", got, sum)
+		}
+		if err := c.Wait(); err != nil {
+			t.Fatalf("rungv: %v (stderr %q)", err, stderr.String())
+		}
+		checkClean(t, tmp)
+	})
+}

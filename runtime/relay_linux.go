@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Port publishes a guest TCP port as a unix socket on the host
+// (-p unix:HOSTSOCK:GUESTPORT): the socket's directory is bind-mounted into
+// the guest, and a relay inside the guest (this binary, bind-mounted at
+// /.gvx/rungv and run as the guest's init, see relayInit) listens on the
+// socket there and connects each client to
+// 127.0.0.1:GUESTPORT in the guest's netstack. gVisor's own port
+// forwarding is not used: it lost data on bulk transfers here.
+type Port struct {
+	HostSocket string
+	GuestPort  int
+}
+
+// ParsePublish parses "unix:HOSTSOCK:GUESTPORT".
+func ParsePublish(s string) (Port, error) {
+	rest, ok := strings.CutPrefix(s, "unix:")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i <= 0 {
+		return Port{}, fmt.Errorf("%w: -p %q: want unix:HOSTSOCK:GUESTPORT (TCP ports need --network nat, not implemented)", ErrBadOption, s)
+	}
+	port, err := strconv.Atoi(rest[i+1:])
+	if err != nil || port <= 0 || port > 65535 {
+		return Port{}, fmt.Errorf("%w: -p %q: bad guest port", ErrBadOption, s)
+	}
+	return Port{HostSocket: rest[:i], GuestPort: port}, nil
+}
+
+// relayCmd is the hidden subcommand run inside the guest.
+const relayCmd = "_gvx-relay"
+
+// Guest paths of the relay's pieces.
+const (
+	guestRelayDir = "/.gvx"
+	guestRungv    = guestRelayDir + "/rungv"
+)
+
+// relayInit is the guest's init when ports are published: it serves every
+// "SOCK=PORT" before "--" (relay), runs the rest as the guest's command,
+// hands it every signal, reaps orphans as init must, and exits with the
+// command's status. (Starting the relay with runsc exec instead kept a
+// connection to the sandbox's control server open, and runsc kill was then
+// refused.)
+func relayInit(args []string) int {
+	sep := -1
+	for i, a := range args {
+		if a == "--" {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || sep == len(args)-1 {
+		fmt.Fprintln(os.Stderr, "rungv relay: want SOCK=PORT... -- COMMAND")
+		return 127
+	}
+	if code := relay(args[:sep]); code != 0 {
+		return code
+	}
+	cmd := exec.Command(args[sep+1], args[sep+2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	go func() {
+		for s := range sigs {
+			if s != unix.SIGCHLD && s != unix.SIGURG {
+				_ = cmd.Process.Signal(s)
+			}
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 127
+		}
+		if pid == cmd.Process.Pid {
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
+		}
+	}
+}
+
+// relay starts serving every "SOCK=PORT" of specs in the background,
+// connecting each client to 127.0.0.1:PORT.
+func relay(specs []string) int {
+	var lns []net.Listener
+	var targets []string
+	for _, s := range specs {
+		sock, port, ok := strings.Cut(s, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "rungv relay: bad spec %q\n", s)
+			return 2
+		}
+		_ = os.Remove(sock)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rungv relay:", err)
+			return 1
+		}
+		lns = append(lns, ln)
+		targets = append(targets, net.JoinHostPort("127.0.0.1", port))
+	}
+	for i := range lns {
+		go serve(lns[i], targets[i])
+	}
+	return 0
+}
+
+func serve(ln net.Listener, target string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go pipe(c, target)
+	}
+}
+
+// pipe copies both ways between c and a new connection to target, with
+// half-closes, so request/response protocols (HTTP, the Docker API) see
+// EOF where they expect it.
+func pipe(c net.Conn, target string) {
+	defer c.Close()
+	var t net.Conn
+	var err error
+	for i := 0; i < 20; i++ { // the service may still be starting
+		if t, err = net.Dial("tcp", target); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		return
+	}
+	defer t.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(t, c)
+		if tc, ok := t.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(c, t)
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.CloseWrite()
+	}
+	<-done
+}
