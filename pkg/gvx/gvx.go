@@ -69,6 +69,13 @@ type Mount struct {
 	ReadOnly  bool
 }
 
+// Port publishes GuestPort (TCP, in the guest) as the unix socket
+// HostSocket on the host.
+type Port struct {
+	HostSocket string
+	GuestPort  int
+}
+
 // Resources shape what the guest sees. Zero means the host's.
 type Resources struct {
 	MemoryBytes int64
@@ -103,6 +110,9 @@ type Config struct {
 
 	Mounts    []Mount
 	Resources Resources
+	// Ports publishes guest TCP ports as host unix sockets (rungv -p
+	// unix:HOSTSOCK:GUESTPORT), e.g. dockerd's 2375 for a docker client.
+	Ports []Port
 
 	// Stdin, Stdout and Stderr of the guest; nil means /dev/null.
 	Stdin          io.Reader
@@ -291,6 +301,16 @@ func (c *Config) args() ([]string, error) {
 			return nil, fmt.Errorf("gvx: Mounts[%d]: %w", i, err)
 		}
 		a = append(a, "--mount="+s)
+	}
+	for i, p := range c.Ports {
+		if p.HostSocket == "" || p.GuestPort <= 0 || p.GuestPort > 65535 {
+			return nil, fmt.Errorf("gvx: Ports[%d]: want a HostSocket and a GuestPort in 1..65535", i)
+		}
+		hs, err := filepath.Abs(p.HostSocket)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--publish=unix:"+hs+":"+strconv.Itoa(p.GuestPort))
 	}
 	if c.EntrypointSet {
 		// docker run --entrypoint takes one word; more words go first in
