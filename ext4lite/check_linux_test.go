@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
 	"z.gfire.dev/gvx/sink/sinktest"
@@ -164,16 +165,25 @@ func TestCheckMkfsImages(t *testing.T) {
 	}
 }
 
-// TestCheckKernelWritten: a volume the kernel changed (creates, renames,
+// TestCheckKernelWritten: a volume (made by mkfs.ext4 or by ext4lite) the kernel changed (creates, renames,
 // deletes, xattrs, an htree grown by splits, hard links) is clean under
 // Check after unmount.
 func TestCheckKernelWritten(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to loop-mount (CI runs as root)")
 	}
-	for _, size := range []string{"64M", "600M"} {
+	for _, size := range []string{"64M", "600M", "ext4lite-64M", "ext4lite-1k-64M"} {
 		t.Run(size, func(t *testing.T) {
-			img := ckMkfs(t, size, "")
+			var img string
+			switch size {
+			case "ext4lite-64M":
+				// A volume ext4lite made (with its journal), then the kernel.
+				img = ckVolume(t, 64<<20, 4096, ckRandomTree(8, 100))
+			case "ext4lite-1k-64M":
+				img = ckVolume(t, 64<<20, 1024, ckRandomTree(9, 100))
+			default:
+				img = ckMkfs(t, size, "")
+			}
 			mnt := t.TempDir()
 			if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
 				t.Fatalf("mount: %v\n%s", err, out)
@@ -186,7 +196,7 @@ func TestCheckKernelWritten(t *testing.T) {
 				}
 			}
 			t.Cleanup(unmount)
-			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: size == "64M"}
+			o := sinktest.TreeOptions{Entries: 300, MaxFileSize: 64 << 10, NoXattrs: strings.HasSuffix(size, "64M")}
 			hd := hostdir.New(mnt)
 			err := sinktest.RandomTree(hd, rand.New(rand.NewPCG(3, 3)), o)
 			hd.Close() // its cached directory handles would keep the mount busy
@@ -220,6 +230,11 @@ func TestCheckKernelWritten(t *testing.T) {
 			}
 			must(f.Close())
 			unmount()
+			// umount returns before the loop device has written the last
+			// superblock back (seen here: up to 2 s); wait for it.
+			if err := ckWaitUnmounted(img); err != nil {
+				t.Fatalf("%v: the kernel has not let go of the volume", err)
+			}
 			if code, out := ckE2fsck(t, img); code != 0 {
 				t.Fatalf("e2fsck -fn exit %d after the kernel wrote:\n%s", code, out)
 			}
@@ -228,6 +243,32 @@ func TestCheckKernelWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ckWaitUnmounted waits (up to 30 s) until the image's superblock says
+// the kernel let go of it: clean state, no journal recovery pending.
+func ckWaitUnmounted(img string) error {
+	var sb *disk.Superblock
+	for i := 0; i < 120; i++ {
+		f, err := os.Open(img)
+		if err != nil {
+			return err
+		}
+		raw := make([]byte, disk.SuperblockSize)
+		_, err = f.ReadAt(raw, disk.SuperblockOffset)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if sb, err = disk.DecodeSuperblock(raw); err != nil {
+			return err
+		}
+		if sb.State&disk.StateValid != 0 && sb.FeatureIncompat&disk.IncompatRecover == 0 {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("after unmount the superblock still says state %#x, incompat %#x", sb.State, sb.FeatureIncompat)
 }
 
 // ckUmount unmounts dir, retrying while something else on the machine
