@@ -45,7 +45,7 @@ const DindCgroupPath = "/sys/fs/cgroup"
 
 // DindRunscFlags are the runsc flags of a dind episode:
 //   - --net-raw: raw sockets for Docker's bridge driver;
-//   - --host-uds=all: a socket dockerd creates in a bind-mounted host
+//   - --host-uds=create: a socket dockerd creates in a bind-mounted host
 //     directory is reachable from the host (gVisor's port forwarding loses
 //     data on bulk transfers: RUNTIME-NOTES.md);
 //   - --file-access-mounts=exclusive: mounts without a hint are the
@@ -62,7 +62,7 @@ const DindCgroupPath = "/sys/fs/cgroup"
 // ApplyDind removes the volume hints that would override the exclusive
 // mode.
 func DindRunscFlags() []string {
-	return []string{"--net-raw", "--host-uds=all", "--file-access-mounts=exclusive", "--directfs=false"}
+	return []string{"--net-raw", "--host-uds=create", "--file-access-mounts=exclusive", "--directfs=false"}
 }
 
 // volumeAnnotationPrefix is package volume's AnnotationPrefix (that
