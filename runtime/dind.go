@@ -44,7 +44,8 @@ const DindExtraFlagsEnv = "DOCKERD_EXTRA_FLAGS"
 const DindCgroupPath = "/sys/fs/cgroup"
 
 // DindRunscFlags are the runsc flags of a dind episode:
-//   - --net-raw: raw sockets for Docker's bridge driver;
+//   - --net-raw: raw sockets for the containers (ping), as under Docker;
+//     the daemon itself starts and runs containers without it;
 //   - --host-uds=create: a socket dockerd creates in a bind-mounted host
 //     directory is reachable from the host (gVisor's port forwarding loses
 //     data on bulk transfers: RUNTIME-NOTES.md);
