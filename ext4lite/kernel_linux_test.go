@@ -2,6 +2,7 @@ package ext4lite
 
 import (
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"math/rand/v2"
@@ -58,12 +59,53 @@ func mount(t testing.TB, img string, opts string) string {
 	return dir
 }
 
+// umount unmounts dir and waits until its loop device lets go of the
+// image: umount(8) returns while the filesystem lives on if another mount
+// namespace (made by any process meanwhile) still holds it, unflushed, and
+// e2fsck would then read stale metadata.
 func umount(t testing.TB, dir string) {
+	dev := loopOf(dir)
+	var backing []byte
+	bf := ""
+	if strings.HasPrefix(dev, "/dev/loop") {
+		bf = filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
+		backing, _ = os.ReadFile(bf)
+	}
 	if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 		if !strings.Contains(string(out), "not mounted") {
 			t.Errorf("umount %s: %v\n%s", dir, err, out)
 		}
+		return
 	}
+	if len(backing) == 0 {
+		return
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(bf); err != nil || string(b) != string(backing) {
+			return
+		}
+	}
+	t.Errorf("%s still backs %s a minute after umount (mounted in another namespace?)", dev, strings.TrimSpace(string(backing)))
+}
+
+// loopOf returns the source device of the mount at dir, or "".
+func loopOf(dir string) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 10 || f[4] != dir {
+			continue
+		}
+		for i := 6; i+2 < len(f); i++ {
+			if f[i] == "-" {
+				return f[i+2]
+			}
+		}
+	}
+	return ""
 }
 
 // kernelCompare is what differs legitimately between a tree as written and
