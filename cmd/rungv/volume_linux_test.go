@@ -58,7 +58,8 @@ func md5Of(t *testing.T, r io.Reader) string {
 
 // TestVolume100MiB writes a 100 MiB file and a small tree from the guest
 // into an ext4lite volume; after the episode the file is in the volume
-// (read back with ext4lite), ownership and links are kept, and e2fsck finds
+// (read back with ext4lite), ownership and links are kept, a file
+// unlinked while open is still readable and then freed, and e2fsck finds
 // the volume clean.
 func TestVolume100MiB(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
@@ -73,13 +74,15 @@ chown 1000:50 /data/dir/sub/f
 mv /data/dir/sub /data/dir/moved
 mkfifo /data/fifo
 rm /data/hard
-cat /data/dir/moved/f`
+cat /data/dir/moved/f
+echo kept > /data/gone && exec 4</data/gone && rm /data/gone && cat <&4`
 		r := runRungv(t, u, tmp, "", "run", "--mount", "type=volume,src="+vol+",dst=/data", imageRef, "sh", "-c", script)
 		if r.code != 0 {
 			t.Fatalf("guest: exit %d stderr %q", r.code, r.stderr)
 		}
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if len(lines) != 2 || len(lines[0]) != 32 {
+		// "kept": a file unlinked while open stays readable (POSIX).
+		if len(lines) != 3 || len(lines[0]) != 32 || lines[1] != "hello" || lines[2] != "kept" {
 			t.Fatalf("guest output %q", r.stdout)
 		}
 		checkClean(t, tmp)
@@ -112,8 +115,10 @@ cat /data/dir/moved/f`
 		if h, err := v.Lstat("fifo"); err != nil || h.Type() != 0o010000 {
 			t.Fatalf("fifo: %+v %v", h, err)
 		}
-		if _, err := v.Lstat("hard"); err == nil {
-			t.Fatal("hard was removed in the guest but is in the volume")
+		for _, gone := range []string{"hard", "gone"} {
+			if _, err := v.Lstat(gone); err == nil {
+				t.Fatalf("%s was removed in the guest but is in the volume", gone)
+			}
 		}
 	})
 }

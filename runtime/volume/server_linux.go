@@ -4,8 +4,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -85,9 +83,6 @@ func (v *Volume) Sync() error {
 // Conn implements lisafs.ConnectionImpl for one mount of a Volume.
 type Conn struct {
 	vol *Volume
-	// mountPath is the server-tree path of the mount point: node paths
-	// below it, minus this prefix, are volume paths.
-	mountPath string
 	// onUnmount runs when the mount's root FD is released (the sandbox
 	// is gone): it closes the volume.
 	onUnmount func()
@@ -109,12 +104,12 @@ func ConnectionOpts(readonly bool) lisafs.ConnectionOpts {
 
 // Mount implements lisafs.ConnectionImpl.Mount.
 func (c *Conn) Mount(conn *lisafs.Connection, mountNode *lisafs.Node) (*lisafs.ControlFD, lisafs.Statx, int, error) {
-	c.mountPath = mountNode.FilePath()
-	st, err := c.stat(".")
+	st, err := c.stat(ext4lite.RootIno)
 	if err != nil {
 		return nil, lisafs.Statx{}, -1, err
 	}
-	fd := &controlFD{c: c, root: true}
+	c.vol.fs.Ref(ext4lite.RootIno)
+	fd := &controlFD{c: c, root: true, ino: ext4lite.RootIno}
 	mountNode.IncRef() // transferred to the ControlFD
 	fd.ControlFD.Init(conn, mountNode, linux.FileMode(st.Mode), fd)
 	return fd.FD(), st, -1, nil
@@ -134,23 +129,6 @@ func (c *Conn) SupportedMessages() []lisafs.MID {
 		lisafs.FGetXattr, lisafs.FSetXattr, lisafs.FListXattr, lisafs.FRemoveXattr,
 		lisafs.RenameAt2,
 	}
-}
-
-// volPath maps a server node to a volume path ("." for the mount root).
-func (c *Conn) volPath(n *lisafs.Node) string {
-	p := strings.TrimPrefix(n.FilePath(), c.mountPath)
-	p = strings.Trim(p, "/")
-	if p == "" {
-		return "."
-	}
-	return p
-}
-
-func join(dir, name string) string {
-	if dir == "." {
-		return name
-	}
-	return dir + "/" + name
 }
 
 // errno turns ext4lite and os errors into the errno the Sentry expects.
@@ -221,27 +199,29 @@ func statx(h *sink.Header) lisafs.Statx {
 	return s
 }
 
-func (c *Conn) stat(p string) (lisafs.Statx, error) {
-	h, err := c.vol.fs.Lstat(p)
+func (c *Conn) stat(ino ext4lite.Ino) (lisafs.Statx, error) {
+	h, err := c.vol.fs.Stat(ino)
 	if err != nil {
 		return lisafs.Statx{}, errno(err)
 	}
 	return statx(h), nil
 }
 
-// controlFD implements lisafs.ControlFDImpl over a volume path.
+// controlFD implements lisafs.ControlFDImpl over an ext4lite inode, which
+// it holds a reference on (Ref) for its lifetime: an open file stays
+// usable after its last name is gone, as POSIX wants, and a rename above
+// it changes nothing.
 type controlFD struct {
 	lisafs.ControlFD
 	c    *Conn
+	ino  ext4lite.Ino
 	root bool
 }
 
 var _ lisafs.ControlFDImpl = (*controlFD)(nil)
 
-func (fd *controlFD) path() string { return fd.c.volPath(fd.Node()) }
-
-// newChild makes a ControlFD for name in fd's directory.
-func (fd *controlFD) newChild(name string, mode uint32) *controlFD {
+// newChild makes a ControlFD for name (inode ino) in fd's directory.
+func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *controlFD {
 	parent := fd.Node()
 	var child *lisafs.Node
 	parent.WithChildrenMu(func() {
@@ -253,7 +233,8 @@ func (fd *controlFD) newChild(name string, mode uint32) *controlFD {
 			child.IncRef()
 		}
 	})
-	cfd := &controlFD{c: fd.c}
+	fd.c.vol.fs.Ref(ino)
+	cfd := &controlFD{c: fd.c, ino: ino}
 	cfd.ControlFD.Init(fd.Conn(), child, linux.FileMode(mode), cfd)
 	return cfd
 }
@@ -261,6 +242,11 @@ func (fd *controlFD) newChild(name string, mode uint32) *controlFD {
 func (fd *controlFD) FD() *lisafs.ControlFD { return &fd.ControlFD }
 
 func (fd *controlFD) Close() {
+	fd.c.vol.mu.Lock()
+	if !fd.c.vol.closed {
+		_ = fd.c.vol.fs.Unref(fd.ino)
+	}
+	fd.c.vol.mu.Unlock()
 	if fd.root && fd.c.onUnmount != nil {
 		fd.c.rootOnce.Do(fd.c.onUnmount)
 	}
@@ -275,59 +261,49 @@ func (fd *controlFD) wrote() { fd.c.vol.dirty = true }
 
 func (fd *controlFD) Stat() (lisafs.Statx, error) {
 	defer fd.lock()()
-	return fd.c.stat(fd.path())
+	return fd.c.stat(fd.ino)
 }
 
 func (fd *controlFD) SetStat(req lisafs.SetStatReq) (uint32, error) {
 	defer fd.lock()()
-	v, p := fd.c.vol.fs, fd.path()
-	var failed uint32
-	var ferr error
-	fail := func(bit uint32, err error) {
-		if err != nil {
-			failed |= bit
-			ferr = errno(err)
+	v := fd.c.vol.fs
+	var a ext4lite.SetAttr
+	if req.Mask&unix.STATX_MODE != 0 {
+		m := req.Mode & 0o7777
+		a.Mode = &m
+	}
+	if req.Mask&unix.STATX_UID != 0 {
+		u := uint32(req.UID)
+		a.UID = &u
+	}
+	if req.Mask&unix.STATX_GID != 0 {
+		g := uint32(req.GID)
+		a.GID = &g
+	}
+	if req.Mask&unix.STATX_SIZE != 0 {
+		sz := int64(req.Size)
+		a.Size = &sz
+	}
+	if req.Mask&(unix.STATX_ATIME|unix.STATX_MTIME) != 0 {
+		now := time.Now()
+		if req.Mask&unix.STATX_ATIME != 0 && req.Atime.Nsec != linux.UTIME_OMIT {
+			t := pickTime(req.Atime, now)
+			a.Atime = &t
+		}
+		if req.Mask&unix.STATX_MTIME != 0 && req.Mtime.Nsec != linux.UTIME_OMIT {
+			t := pickTime(req.Mtime, now)
+			a.Mtime = &t
 		}
 	}
 	fd.wrote()
-	if req.Mask&unix.STATX_MODE != 0 {
-		fail(unix.STATX_MODE, v.Chmod(p, req.Mode&07777))
+	if err := v.SetAttrIno(fd.ino, a); err != nil {
+		return req.Mask, errno(err)
 	}
-	if req.Mask&(unix.STATX_UID|unix.STATX_GID) != 0 {
-		h, err := v.Lstat(p)
-		if err == nil {
-			uid, gid := h.UID, h.GID
-			if req.Mask&unix.STATX_UID != 0 {
-				uid = uint32(req.UID)
-			}
-			if req.Mask&unix.STATX_GID != 0 {
-				gid = uint32(req.GID)
-			}
-			err = v.Chown(p, uid, gid)
-		}
-		fail(req.Mask&(unix.STATX_UID|unix.STATX_GID), err)
-	}
-	if req.Mask&unix.STATX_SIZE != 0 {
-		fail(unix.STATX_SIZE, v.Truncate(p, int64(req.Size)))
-	}
-	if req.Mask&(unix.STATX_ATIME|unix.STATX_MTIME) != 0 {
-		h, err := v.Lstat(p)
-		if err == nil {
-			now := time.Now()
-			at := pickTime(req.Mask&unix.STATX_ATIME != 0, req.Atime, h.Atime, now)
-			mt := pickTime(req.Mask&unix.STATX_MTIME != 0, req.Mtime, h.Mtime, now)
-			err = v.Chtimes(p, at, mt)
-		}
-		fail(req.Mask&(unix.STATX_ATIME|unix.STATX_MTIME), err)
-	}
-	return failed, ferr
+	return 0, nil
 }
 
-func pickTime(set bool, t linux.Timespec, old, now time.Time) time.Time {
-	switch {
-	case !set || t.Nsec == linux.UTIME_OMIT:
-		return old
-	case t.Nsec == linux.UTIME_NOW:
+func pickTime(t linux.Timespec, now time.Time) time.Time {
+	if t.Nsec == linux.UTIME_NOW {
 		return now
 	}
 	return time.Unix(t.Sec, t.Nsec)
@@ -335,18 +311,22 @@ func pickTime(set bool, t linux.Timespec, old, now time.Time) time.Time {
 
 func (fd *controlFD) Walk(name string) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
-	st, err := fd.c.stat(join(fd.path(), name))
+	ino, err := fd.c.vol.fs.Lookup(fd.ino, name)
+	if err != nil {
+		return nil, lisafs.Statx{}, errno(err)
+	}
+	st, err := fd.c.stat(ino)
 	if err != nil {
 		return nil, lisafs.Statx{}, err
 	}
-	return fd.newChild(name, uint32(st.Mode)).FD(), st, nil
+	return fd.newChild(name, ino, uint32(st.Mode)).FD(), st, nil
 }
 
 func (fd *controlFD) WalkStat(names lisafs.StringArray, record func(lisafs.Statx)) error {
 	defer fd.lock()()
-	p := fd.path()
+	ino := fd.ino
 	if len(names) > 0 && names[0] == "" {
-		st, err := fd.c.stat(p)
+		st, err := fd.c.stat(ino)
 		if err != nil {
 			return err
 		}
@@ -357,11 +337,14 @@ func (fd *controlFD) WalkStat(names lisafs.StringArray, record func(lisafs.Statx
 		return nil
 	}
 	for _, name := range names {
-		p = join(p, name)
-		st, err := fd.c.stat(p)
-		if err == unix.ENOENT {
+		next, err := fd.c.vol.fs.Lookup(ino, name)
+		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
+		if err != nil {
+			return errno(err)
+		}
+		st, err := fd.c.stat(next)
 		if err != nil {
 			return err
 		}
@@ -369,52 +352,45 @@ func (fd *controlFD) WalkStat(names lisafs.StringArray, record func(lisafs.Statx
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			break
 		}
+		ino = next
 	}
 	return nil
 }
 
 func (fd *controlFD) Open(flags uint32) (*lisafs.OpenFD, int, error) {
 	defer fd.lock()()
-	p := fd.path()
-	ofd := &openFD{cfd: fd}
 	switch fd.FileType() {
 	case unix.S_IFREG:
-		f, err := fd.c.vol.fs.OpenFile(p)
-		if err != nil {
-			return nil, -1, errno(err)
-		}
 		if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
-			if err := f.Truncate(0); err != nil {
+			zero := int64(0)
+			fd.wrote()
+			if err := fd.c.vol.fs.SetAttrIno(fd.ino, ext4lite.SetAttr{Size: &zero}); err != nil {
 				return nil, -1, errno(err)
 			}
-			fd.wrote()
 		}
-		ofd.file = f
 	case unix.S_IFDIR:
 	default:
 		return nil, -1, unix.EPERM // devices, fifos and sockets are not opened through a volume
 	}
+	ofd := &openFD{cfd: fd}
 	ofd.OpenFD.Init(fd.FD(), flags, ofd)
 	return ofd.FD(), -1, nil
 }
 
-func (fd *controlFD) create(name string, h *sink.Header, mk func(*sink.Header) error) (*controlFD, lisafs.Statx, error) {
-	p := join(fd.path(), name)
-	if _, err := fd.c.vol.fs.Lstat(p); err == nil {
-		return nil, lisafs.Statx{}, unix.EEXIST
-	}
-	h.Path = p
+// create makes name in fd's directory from h, with the current time.
+func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Statx, error) {
 	now := time.Now()
 	h.Atime, h.Mtime, h.Ctime = now, now, now
 	fd.wrote()
-	if err := mk(h); err != nil {
+	ino, err := fd.c.vol.fs.CreateAt(fd.ino, name, h)
+	if err != nil {
 		return nil, lisafs.Statx{}, errno(err)
 	}
-	st, err := fd.c.stat(p)
+	st, err := fd.c.stat(ino)
 	if err != nil {
 		return nil, lisafs.Statx{}, err
 	}
-	return fd.newChild(name, uint32(st.Mode)), st, nil
+	return fd.newChild(name, ino, uint32(st.Mode)), st, nil
 }
 
 // out adapts create's result to the lisafs signature.
@@ -427,24 +403,18 @@ func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.St
 
 func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, flags uint32) (*lisafs.ControlFD, lisafs.Statx, *lisafs.OpenFD, int, error) {
 	defer fd.lock()()
-	v := fd.c.vol.fs
-	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)},
-		func(h *sink.Header) error { return v.WriteFile(h, strings.NewReader("")) })
+	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)})
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
 	}
-	f, err := v.OpenFile(join(fd.path(), name))
-	if err != nil {
-		return nil, lisafs.Statx{}, nil, -1, errno(err)
-	}
-	ofd := &openFD{cfd: cfd, file: f}
+	ofd := &openFD{cfd: cfd}
 	ofd.OpenFD.Init(cfd.FD(), flags, ofd)
 	return cfd.FD(), st, ofd.FD(), -1, nil
 }
 
 func (fd *controlFD) Mkdir(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
-	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)}, fd.c.vol.fs.Mkdir))
+	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)}))
 }
 
 func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, minor, major uint32) (*lisafs.ControlFD, lisafs.Statx, error) {
@@ -453,17 +423,16 @@ func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, 
 	switch typ {
 	case unix.S_IFCHR, unix.S_IFBLK, unix.S_IFIFO, unix.S_IFSOCK:
 	case 0, unix.S_IFREG:
-		return out(fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)},
-			func(h *sink.Header) error { return fd.c.vol.fs.WriteFile(h, strings.NewReader("")) }))
+		typ = sink.TypeReg
 	default:
 		return nil, lisafs.Statx{}, unix.EINVAL
 	}
-	return out(fd.create(name, &sink.Header{Mode: typ | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}, fd.c.vol.fs.Mknod))
+	return out(fd.create(name, &sink.Header{Mode: typ | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}))
 }
 
 func (fd *controlFD) Symlink(name, target string, uid lisafs.UID, gid lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
-	return out(fd.create(name, &sink.Header{Mode: sink.TypeSymlink | 0o777, UID: uint32(uid), GID: uint32(gid), Linkname: target}, fd.c.vol.fs.Symlink))
+	return out(fd.create(name, &sink.Header{Mode: sink.TypeSymlink | 0o777, UID: uint32(uid), GID: uint32(gid), Linkname: target}))
 }
 
 func (fd *controlFD) Link(dir lisafs.ControlFDImpl, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
@@ -472,39 +441,35 @@ func (fd *controlFD) Link(dir lisafs.ControlFDImpl, name string) (*lisafs.Contro
 	if !ok || d.c.vol != fd.c.vol {
 		return nil, lisafs.Statx{}, unix.EXDEV
 	}
-	np := join(d.path(), name)
 	fd.wrote()
-	if err := fd.c.vol.fs.Link(fd.path(), np); err != nil {
+	if err := fd.c.vol.fs.LinkAt(fd.ino, d.ino, name); err != nil {
 		return nil, lisafs.Statx{}, errno(err)
 	}
-	st, err := fd.c.stat(np)
+	st, err := fd.c.stat(fd.ino)
 	if err != nil {
 		return nil, lisafs.Statx{}, err
 	}
-	return d.newChild(name, uint32(st.Mode)).FD(), st, nil
+	return d.newChild(name, fd.ino, uint32(st.Mode)).FD(), st, nil
 }
 
 func (fd *controlFD) StatFS() (lisafs.StatFS, error) {
 	defer fd.lock()()
-	in, err := fd.c.vol.fs.Info()
-	if err != nil {
-		return lisafs.StatFS{}, errno(err)
-	}
+	s := fd.c.vol.fs.StatFS()
 	return lisafs.StatFS{
 		Type:            linux.EXT_SUPER_MAGIC,
-		BlockSize:       int64(in.BlockSize),
-		Blocks:          in.Blocks,
-		BlocksFree:      in.FreeBlocks,
-		BlocksAvailable: in.FreeBlocks,
-		Files:           uint64(in.Inodes),
-		FilesFree:       uint64(in.FreeInodes),
-		NameLength:      255,
+		BlockSize:       int64(s.BlockSize),
+		Blocks:          s.Blocks,
+		BlocksFree:      s.FreeBlocks,
+		BlocksAvailable: s.FreeBlocks,
+		Files:           s.Inodes,
+		FilesFree:       s.FreeInodes,
+		NameLength:      uint64(s.NameLen),
 	}, nil
 }
 
 func (fd *controlFD) Readlink(getLinkBuf func(uint32) []byte) (uint16, error) {
 	defer fd.lock()()
-	t, err := fd.c.vol.fs.Readlink(fd.path())
+	t, err := fd.c.vol.fs.ReadlinkIno(fd.ino)
 	if err != nil {
 		return 0, errno(err)
 	}
@@ -524,20 +489,8 @@ func (fd *controlFD) BindAt(string, uint32, linux.FileMode, lisafs.UID, lisafs.G
 
 func (fd *controlFD) Unlink(name string, flags uint32) error {
 	defer fd.lock()()
-	p := join(fd.path(), name)
-	h, err := fd.c.vol.fs.Lstat(p)
-	if err != nil {
-		return errno(err)
-	}
-	isDir := h.Type() == sink.TypeDir
-	switch {
-	case flags&unix.AT_REMOVEDIR != 0 && !isDir:
-		return unix.ENOTDIR
-	case flags&unix.AT_REMOVEDIR == 0 && isDir:
-		return unix.EISDIR
-	}
 	fd.wrote()
-	return errno(fd.c.vol.fs.Remove(p))
+	return errno(fd.c.vol.fs.UnlinkAt(fd.ino, name, flags&unix.AT_REMOVEDIR != 0))
 }
 
 func (fd *controlFD) RenameAt(oldName string, newDir lisafs.ControlFDImpl, newName string) error {
@@ -550,51 +503,25 @@ func (fd *controlFD) RenameAt2(oldName string, newDir lisafs.ControlFDImpl, newN
 	if !ok || d.c.vol != fd.c.vol {
 		return unix.EXDEV
 	}
-	v := fd.c.vol.fs
-	op, np := join(fd.path(), oldName), join(d.path(), newName)
-	if _, err := v.Lstat(op); err != nil {
-		return errno(err)
+	var rf ext4lite.RenameFlags
+	if flags&unix.RENAME_NOREPLACE != 0 {
+		rf |= ext4lite.RenameNoReplace
 	}
-	_, nerr := v.Lstat(np)
-	fd.wrote()
-	switch {
-	case flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0,
-		flags&unix.RENAME_NOREPLACE != 0 && flags&unix.RENAME_EXCHANGE != 0:
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		rf |= ext4lite.RenameExchange
+	}
+	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 || rf == ext4lite.RenameNoReplace|ext4lite.RenameExchange {
 		return unix.EINVAL
-	case flags&unix.RENAME_NOREPLACE != 0:
-		if nerr == nil {
-			return unix.EEXIST
-		}
-	case flags&unix.RENAME_EXCHANGE != 0:
-		if nerr != nil {
-			return errno(nerr)
-		}
-		// ext4lite's path API has no exchange: go through a free name in
-		// the old directory (safe: the volume lock is held throughout).
-		tmp := ""
-		for i := 0; ; i++ {
-			tmp = join(fd.path(), ".gvx-exchange-"+strings.Repeat("x", i))
-			if _, err := v.Lstat(tmp); err != nil {
-				break
-			}
-		}
-		if err := v.Rename(op, tmp); err != nil {
-			return errno(err)
-		}
-		if err := v.Rename(np, op); err != nil {
-			_ = v.Rename(tmp, op)
-			return errno(err)
-		}
-		return errno(v.Rename(tmp, np))
 	}
-	return errno(v.Rename(op, np))
+	fd.wrote()
+	return errno(fd.c.vol.fs.RenameAt(fd.ino, oldName, d.ino, newName, rf))
 }
 
 func (fd *controlFD) Renamed() {}
 
 func (fd *controlFD) GetXattr(name string, size uint32, getValueBuf func(uint32) []byte) (uint16, error) {
 	defer fd.lock()()
-	val, err := fd.c.vol.fs.Getxattr(fd.path(), name)
+	val, err := fd.c.vol.fs.GetxattrIno(fd.ino, name)
 	if err != nil {
 		return 0, errno(err)
 	}
@@ -607,9 +534,9 @@ func (fd *controlFD) GetXattr(name string, size uint32, getValueBuf func(uint32)
 
 func (fd *controlFD) SetXattr(name, value string, flags uint32) error {
 	defer fd.lock()()
-	v, p := fd.c.vol.fs, fd.path()
+	v := fd.c.vol.fs
 	if flags&(unix.XATTR_CREATE|unix.XATTR_REPLACE) != 0 {
-		_, err := v.Getxattr(p, name)
+		_, err := v.GetxattrIno(fd.ino, name)
 		switch {
 		case flags&unix.XATTR_CREATE != 0 && err == nil:
 			return unix.EEXIST
@@ -618,12 +545,12 @@ func (fd *controlFD) SetXattr(name, value string, flags uint32) error {
 		}
 	}
 	fd.wrote()
-	return errno(v.Setxattr(p, name, []byte(value)))
+	return errno(v.SetxattrIno(fd.ino, name, []byte(value), false))
 }
 
 func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
 	defer fd.lock()()
-	names, err := fd.c.vol.fs.Listxattr(fd.path())
+	names, err := fd.c.vol.fs.ListxattrIno(fd.ino)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -633,15 +560,13 @@ func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
 func (fd *controlFD) RemoveXattr(name string) error {
 	defer fd.lock()()
 	fd.wrote()
-	return errno(fd.c.vol.fs.Removexattr(fd.path(), name))
+	return errno(fd.c.vol.fs.SetxattrIno(fd.ino, name, nil, true))
 }
 
-// openFD implements lisafs.OpenFDImpl: a regular file holds an ext4lite
-// handle (valid across renames); a directory lists by path.
+// openFD implements lisafs.OpenFDImpl on its control FD's inode.
 type openFD struct {
 	lisafs.OpenFD
-	cfd  *controlFD
-	file *ext4lite.File
+	cfd *controlFD
 
 	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0
 	next    int
@@ -663,21 +588,21 @@ func (fd *openFD) Sync() error {
 }
 
 func (fd *openFD) Write(buf []byte, off uint64) (uint64, error) {
-	if fd.file == nil {
+	if fd.cfd.FileType() != unix.S_IFREG {
 		return 0, unix.EBADF
 	}
 	defer fd.cfd.lock()()
 	fd.cfd.wrote()
-	n, err := fd.file.WriteAt(buf, int64(off))
+	n, err := fd.cfd.c.vol.fs.WriteAtIno(fd.cfd.ino, buf, int64(off))
 	return uint64(n), errno(err)
 }
 
 func (fd *openFD) Read(buf []byte, off uint64) (uint64, error) {
-	if fd.file == nil {
+	if fd.cfd.FileType() != unix.S_IFREG {
 		return 0, unix.EISDIR
 	}
 	defer fd.cfd.lock()()
-	n, err := fd.file.ReadAt(buf, int64(off))
+	n, err := fd.cfd.c.vol.fs.ReadAtIno(fd.cfd.ino, buf, int64(off))
 	if err == io.EOF {
 		err = nil
 	}
@@ -685,7 +610,7 @@ func (fd *openFD) Read(buf []byte, off uint64) (uint64, error) {
 }
 
 func (fd *openFD) Allocate(mode, off, length uint64) error {
-	if fd.file == nil {
+	if fd.cfd.FileType() != unix.S_IFREG {
 		return unix.EBADF
 	}
 	if mode&^uint64(unix.FALLOC_FL_KEEP_SIZE) != 0 {
@@ -695,9 +620,13 @@ func (fd *openFD) Allocate(mode, off, length uint64) error {
 	if mode&unix.FALLOC_FL_KEEP_SIZE != 0 {
 		return nil
 	}
-	if end := int64(off + length); end > fd.file.Size() {
+	h, err := fd.cfd.c.vol.fs.Stat(fd.cfd.ino)
+	if err != nil {
+		return errno(err)
+	}
+	if end := int64(off + length); end > h.Size {
 		fd.cfd.wrote()
-		return errno(fd.file.Truncate(end))
+		return errno(fd.cfd.c.vol.fs.SetAttrIno(fd.cfd.ino, ext4lite.SetAttr{Size: &end}))
 	}
 	return nil
 }
@@ -733,28 +662,22 @@ func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent6
 
 func (fd *openFD) snapshot() error {
 	defer fd.cfd.lock()()
-	v, dir := fd.cfd.c.vol.fs, fd.cfd.path()
-	names, err := v.ReadDir(dir)
+	ents, err := fd.cfd.c.vol.fs.Entries(fd.cfd.ino)
 	if err != nil {
 		return errno(err)
 	}
-	sort.Strings(names)
-	fd.dirents = fd.dirents[:0]
+	fd.dirents = make([]lisafs.Dirent64, 0, len(ents))
 	fd.next = 0
-	for i, name := range names {
-		h, err := v.Lstat(join(dir, name))
-		if err != nil {
-			continue
+	for _, e := range ents {
+		if e.Name == "." || e.Name == ".." {
+			continue // the Sentry makes its own
 		}
 		fd.dirents = append(fd.dirents, lisafs.Dirent64{
-			Ino:  primitiveU64(h.Ino),
-			Off:  primitiveU64(uint64(i + 1)),
-			Type: primitiveU8(uint8(h.Mode >> 12)),
-			Name: lisafs.SizedString(name),
+			Ino:  primitiveU64(uint64(e.Ino)),
+			Off:  primitiveU64(uint64(len(fd.dirents) + 1)),
+			Type: primitiveU8(uint8(e.Type >> 12)),
+			Name: lisafs.SizedString(e.Name),
 		})
-	}
-	if fd.dirents == nil {
-		fd.dirents = []lisafs.Dirent64{}
 	}
 	return nil
 }
