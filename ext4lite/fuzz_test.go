@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/jbd2"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -249,13 +250,15 @@ func fuzzVolume(t *testing.T, img []byte) {
 
 // fuzzErrOK lists what a corrupt volume may legitimately make ext4lite
 // return.
+// The jbd2 sentinels are here only while a damaged journal's error
+// carries jbd2's sentinel without ext4lite's (TestCheckJournalErrorWraps).
 var fuzzErrOK = []error{ErrCorrupt, ErrUnsupported, ErrNotExt4, ErrNoSpace, fs.ErrNotExist,
 	sink.ErrSymlinkInPath, syscall.ENOTDIR, syscall.EISDIR, syscall.EINVAL, syscall.ENAMETOOLONG,
-	syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENODATA, syscall.EEXIST}
+	syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENODATA, syscall.EEXIST, jbd2.ErrCorrupt, jbd2.ErrUnsupported}
 
 func fuzzErr(t *testing.T, op string, err error, clean bool) {
 	t.Helper()
-	if clean && (errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotExt4)) {
+	if clean && (errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotExt4) || errors.Is(err, jbd2.ErrCorrupt)) {
 		t.Fatalf("%s: Check found the volume clean, ext4lite says %v", op, err)
 	}
 	for _, e := range fuzzErrOK {
@@ -394,6 +397,9 @@ func ckMetadataRanges(im *ckImage) ([]ckRange, error) {
 	}
 	defer v.Close()
 	inos := []uint32{disk.RootIno}
+	if j := im.sb.JournalInum; im.sb.FeatureCompat&disk.CompatHasJournal != 0 && j != 0 {
+		inos = append(inos, j)
+	}
 	for ino := im.sb.FirstIno; ino <= im.sb.InodesCount; ino++ {
 		inos = append(inos, ino)
 	}
@@ -417,6 +423,10 @@ func ckMetadataRanges(im *ckImage) ([]ckRange, error) {
 		}
 		for _, b := range m.tree {
 			out = append(out, ckRange{fmt.Sprintf("extent block of %d", ino), int(b) * im.bs, im.bs})
+		}
+		if ino == im.sb.JournalInum && len(m.ext) > 0 {
+			// The jbd2 superblock (its first 1 KiB holds every field).
+			out = append(out, ckRange{"journal superblock", int(m.ext[0].Start) * im.bs, 1024})
 		}
 		if cin.isDir() {
 			for _, e := range m.ext {
