@@ -123,6 +123,13 @@ type Options struct {
 	MemoryBytes int64
 	CPUs        float64
 
+	// Privileged gives the guest every capability and a cgroup filesystem
+	// at /sys/fs/cgroup, as docker run --privileged, for Docker-in-the-
+	// episode. They are the Sentry's capabilities: the sandbox, not the
+	// host kernel, enforces them, and the host process stays unprivileged
+	// and locked down.
+	Privileged bool
+
 	// NetRaw allows raw sockets, AllowPacketSocketWrite writes on
 	// AF_PACKET sockets, AllowSUID set-user-ID binaries (as docker does).
 	NetRaw, AllowPacketSocketWrite, AllowSUID bool

@@ -28,6 +28,20 @@ var defaultCaps = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
+// allCaps is every capability Linux 6.x knows: what --privileged gives.
+// Inside gVisor they are the Sentry's capabilities, not the host's.
+var allCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
+	"CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW",
+	"CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT",
+	"CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+	"CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+	"CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE",
+	"CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ",
+	"CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
 // processArgs merges entrypoint and command as docker run does: an
 // explicit entrypoint drops the image's Cmd; arguments replace the Cmd.
 func processArgs(o *Options, img *Image) ([]string, error) {
@@ -110,9 +124,13 @@ func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string
 	if !path.IsAbs(cwd) {
 		return nil, fmt.Errorf("%w: the working directory %q is not absolute", ErrBadOption, cwd)
 	}
-	caps := &specs.LinuxCapabilities{Bounding: defaultCaps}
+	set := defaultCaps
+	if o.Privileged {
+		set = allCaps
+	}
+	caps := &specs.LinuxCapabilities{Bounding: set}
 	if u.UID == 0 {
-		caps.Effective, caps.Permitted = defaultCaps, defaultCaps
+		caps.Effective, caps.Permitted = set, set
 	}
 	s := &specs.Spec{
 		Version: specs.Version,
@@ -148,6 +166,10 @@ func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string
 				{Type: specs.NetworkNamespace, Path: "/proc/self/ns/net"},
 			},
 		},
+	}
+	if o.Privileged {
+		// The Sentry's own cgroupfs (never the host's): dockerd needs it.
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev"}})
 	}
 	for _, m := range o.Mounts {
 		if m.Type == MountVolume {

@@ -298,6 +298,8 @@ func TestDockerRunSemantics(t *testing.T) {
 			{"--user name", []string{"--user", "alice", imageRef, "sh", "-c", "id; echo $HOME"}, "uid=1000(alice) gid=1000(alice) groups=50(staff)\n/home/alice\n"},
 			{"--user uid:gid", []string{"-u", "1000:50", imageRef, "id"}, "uid=1000(alice) gid=50(staff) groups=50(staff)\n"},
 			{"--user unknown uid", []string{"-u", "4242", imageRef, "sh", "-c", "id -u; echo $HOME"}, "4242\n/\n"},
+			{"privileged by default (Sentry capabilities, cgroupfs)", []string{imageRef, "sh", "-c", "grep CapEff /proc/self/status; [ -d /sys/fs/cgroup/cpu ] && echo cgroupfs"}, "CapEff:\t000001ffffffdfff\ncgroupfs\n"},
+			{"--privileged=false: docker's set (runsc drops NET_RAW without --net-raw)", []string{"--privileged=false", imageRef, "sh", "-c", "grep CapEff /proc/self/status"}, "CapEff:\t00000000a80405fb\n"},
 			{"hostname", []string{imageRef, "sh", "-c", "[ \"$(hostname)\" = \"$HOSTNAME\" ] && echo same"}, "same\n"},
 		} {
 			r := runRungv(t, u, tmp, "", append([]string{"run"}, tc.args...)...)

@@ -1,5 +1,5 @@
 // Package volume serves ext4lite volumes to gVisor's Sentry: a lisafs
-// server (Conn, controlFD, openFD over ext4lite's path API) plugged into
+// server (Conn, controlFD, openFD over ext4lite's inode API) plugged into
 // runsc's gofer through runsc/fsgofer/extension.
 //
 // The runtime marks a volume mount with Annotations: a bind mount whose

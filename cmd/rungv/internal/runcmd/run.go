@@ -30,6 +30,8 @@ var Command = &cli.Command{
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port as a host unix socket: `unix:HOSTSOCK:GUESTPORT`"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
+		&cli.BoolFlag{Name: "privileged", Value: true, Usage: "give the guest every capability and /sys/fs/cgroup, for docker:dind (capabilities of gVisor's Sentry, not the host's); --privileged=false gives docker's default set"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "keep stdin attached (always done; accepted for docker compatibility)"},
 		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
 		&cli.BoolFlag{Name: "allow-packet-socket-write", Usage: "allow writes on AF_PACKET sockets"},
 		&cli.BoolFlag{Name: "allow-suid", Usage: "honour set-user-ID and set-group-ID bits"},
@@ -69,6 +71,7 @@ func runEpisode(c *cli.Context) error {
 		AllowSUID:              c.Bool("allow-suid"),
 		DebugLogDir:            c.String("debug-log"),
 		Platform:               c.String("platform"),
+		Privileged:             c.Bool("privileged"),
 		Lockdown:               true,
 	}
 	if c.IsSet("entrypoint") {
