@@ -1,0 +1,13 @@
+// Package goldencmd is gvx-vol's build-golden verb: the one-time step of the
+// seeds' workflow that makes golden-docker.ext4, a /var/lib/docker volume
+// with base images already loaded, which every episode then clones.
+//
+// gvx-vol never imports gVisor (it must start in milliseconds): the daemon
+// runs in the rungv binary, through package gvx (the SDK), found with
+// --rungv, $GVX_RUNGV or PATH.
+package goldencmd
+
+import "github.com/urfave/cli/v2"
+
+// Commands returns the build-golden verb.
+func Commands() []*cli.Command { return []*cli.Command{buildCommand()} }
