@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,32 +59,45 @@ image) while read -r l; do echo "GVX-IMAGE $l"; done </var/lib/docker/images ;;
 esac
 `
 
+var (
+	setupOnce sync.Once
+	setupDir  string
+)
+
+// TestMain removes what setup built. Setup runs on the first need, not
+// here: fuzzing workers run this binary too and need no rungv.
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "gvx-golden-test-")
-		if err != nil {
-			setupErr = err
-			return m.Run()
-		}
-		defer os.RemoveAll(dir)
-		rungvBin = filepath.Join(dir, "rungv")
-		build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
-			return m.Run()
-		}
-		img := filepath.Join(dir, "standin")
-		setupErr = runtimetest.Busybox(img, v1.Config{Env: []string{"PATH=/usr/local/bin:/bin"}},
-			runtimetest.File{Path: "usr/local/bin/dockerd-entrypoint.sh", Mode: 0o755, Body: standInDaemon},
-			runtimetest.File{Path: "usr/local/bin/docker", Mode: 0o755, Body: standInDocker})
-		standIn = "oci:" + img
-		return m.Run()
-	}())
+	code := m.Run()
+	if setupDir != "" {
+		os.RemoveAll(setupDir)
+	}
+	os.Exit(code)
+}
+
+func setup() {
+	dir, err := os.MkdirTemp("", "gvx-golden-test-")
+	if err != nil {
+		setupErr = err
+		return
+	}
+	setupDir = dir
+	rungvBin = filepath.Join(dir, "rungv")
+	build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
+		return
+	}
+	img := filepath.Join(dir, "standin")
+	setupErr = runtimetest.Busybox(img, v1.Config{Env: []string{"PATH=/usr/local/bin:/bin"}},
+		runtimetest.File{Path: "usr/local/bin/dockerd-entrypoint.sh", Mode: 0o755, Body: standInDaemon},
+		runtimetest.File{Path: "usr/local/bin/docker", Mode: 0o755, Body: standInDocker})
+	standIn = "oci:" + img
 }
 
 func need(t *testing.T) {
 	t.Helper()
+	setupOnce.Do(setup)
 	if setupErr != nil {
 		if errors.Is(setupErr, runtimetest.ErrNoBusybox) {
 			t.Skip(setupErr)

@@ -1,0 +1,79 @@
+package goldencmd
+
+import (
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestShellQuote runs quoted words through a real shell.
+func TestShellQuote(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh here")
+	}
+	words := []string{"plain", "it's", `"double" $HOME`, "new\nline", "", "a'b'c", "--flag=$(id)"}
+	out, err := exec.Command(sh, "-c", "printf '%s\\0' "+shellQuote(words...)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if !reflect.DeepEqual(got, words) {
+		t.Fatalf("got %q, want %q", got, words)
+	}
+}
+
+// TestGuestScriptSyntax: the generated script parses (sh -n).
+func TestGuestScriptSyntax(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh here")
+	}
+	s := guestScript([]string{"/gvx-golden/load/0/it's.tar"}, []string{"python:3.11-slim"}, []string{"--iptables=false"}, 10)
+	if out, err := exec.Command(sh, "-n", "-c", s).CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v %s\n%s", err, out, s)
+	}
+}
+
+func TestParseGuest(t *testing.T) {
+	in := `GVX-READY
+GVX-STEP load /gvx-golden/load/0/a.tar
+Loaded image: a:latest
+GVX-STEP pull python:3.11-slim
+GVX-IMAGE a:latest sha256:aa <none> 4.1MB
+GVX-IMAGE python:3.11-slim sha256:bb sha256:cc 130 MB
+GVX-STOPPED 0
+`
+	var steps []string
+	rep := parseGuest(strings.NewReader(in), func(k, a string) { steps = append(steps, k+"="+a) })
+	want := []Image{{Ref: "a:latest", ID: "sha256:aa", Size: "4.1MB"}, {Ref: "python:3.11-slim", ID: "sha256:bb", Digest: "sha256:cc", Size: "130 MB"}}
+	if !rep.ready || !rep.stopped || rep.status != 0 || rep.fail != "" || !reflect.DeepEqual(rep.images, want) {
+		t.Errorf("report %+v", rep)
+	}
+	if got := strings.Join(steps, "|"); got != "ready=|load=/gvx-golden/load/0/a.tar|output=Loaded image: a:latest|pull=python:3.11-slim|stopped=0" {
+		t.Errorf("steps %s", got)
+	}
+	rep = parseGuest(strings.NewReader("GVX-READY\nGVX-FAIL docker load -i x\nerr1\nerr2\n"), func(string, string) {})
+	if rep.fail != "docker load -i x" || strings.Join(rep.tail, ",") != "err1,err2" || rep.stopped {
+		t.Errorf("failure report %+v", rep)
+	}
+}
+
+// FuzzParseGuest: the guest's output is untrusted; parsing it never
+// panics, never keeps more than 40 tail lines, and never blocks.
+func FuzzParseGuest(f *testing.F) {
+	f.Add([]byte("GVX-READY\nGVX-IMAGE a:b sha256:x <none> 1 MB\nGVX-STOPPED 0\n"))
+	f.Add([]byte("GVX-IMAGE\nGVX-IMAGE a\nGVX-STEP\nGVX-STOPPED x\n" + strings.Repeat("y", 70000)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rep := parseGuest(strings.NewReader(string(b)), func(string, string) {})
+		if len(rep.tail) > 40 {
+			t.Fatalf("%d tail lines", len(rep.tail))
+		}
+		for _, im := range rep.images {
+			if im.Ref == "" || im.ID == "" {
+				t.Fatalf("image without ref or id: %+v", im)
+			}
+		}
+	})
+}
