@@ -44,6 +44,7 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 125 for bad options.`,
 		&cli.StringFlag{Name: "volume-path", Value: gvx.DefaultVolumePath, Usage: "where the clone is mounted in the guest"},
 		&cli.DurationFlag{Name: "timeout", Usage: "per-episode limit, clone to teardown (0: none)"},
 		&cli.StringFlag{Name: "ready", Usage: "an episode is ready once its stdout contains `TEXT` (ready latency)"},
+		&cli.DurationFlag{Name: "kill-after", Usage: "end each episode this long after it is ready, killing a guest that still runs (a daemon workload); 0: wait for the guest to exit"},
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "reflink mode: always (refuse to copy), auto (copy where cloning fails)"},
 		&cli.BoolFlag{Name: "json", Usage: "print per-episode metrics and a summary as JSON (guest output goes into it)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set an environment variable (`KEY=VALUE`)"},
@@ -175,7 +176,15 @@ func run(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
+	killAfter := c.Duration("kill-after")
 	metrics, _ := pool.Run(ctx, n, func(ctx context.Context, ep *gvx.Episode) error {
+		if killAfter > 0 {
+			select {
+			case <-time.After(killAfter):
+				return nil // the pool kills the guest
+			case <-ep.Done():
+			}
+		}
 		code, err := ep.Wait(ctx)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("guest exited with status %d", code)
