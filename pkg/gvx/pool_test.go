@@ -3,6 +3,8 @@ package gvx
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,4 +140,40 @@ func TestCaptureLimitAndWait(t *testing.T) {
 	if err := ep.WaitOutput(ctx, "never"); !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "status 5") {
 		t.Errorf("WaitOutput after exit: %v", err)
 	}
+}
+
+// Example runs 64 episodes, 8 at a time, each on its own clone of a golden
+// /var/lib/docker volume, with the daemon image's entrypoint starting
+// dockerd; an episode is ready once the guest prints "ready".
+func ExampleNewPool() {
+	ctx := context.Background()
+	pool, err := NewPool(PoolConfig{
+		Golden:     "/srv/rl-snapshots/golden-docker.ext4",
+		ScratchDir: "/srv/rl-episodes",
+		Parallel:   8,
+		Timeout:    10 * time.Minute,
+		Base: Config{
+			OCIImage:      "oci:/srv/images/dind",
+			Entrypoint:    []string{"sh", "-c"},
+			EntrypointSet: true,
+			Cmd: []string{"dockerd-entrypoint.sh --iptables=false >/var/log/dockerd.log 2>&1 & " +
+				"until docker info >/dev/null 2>&1; do sleep 0.1; done; echo ready; " +
+				"docker run --rm python:3.11-slim python -c 'print(6 * 7)'"},
+			Envv: []string{"DOCKER_TLS_CERTDIR="},
+		},
+		Ready: func(ctx context.Context, ep *Episode) error { return ep.WaitOutput(ctx, "ready\n") },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	metrics, err := pool.Run(ctx, 64, func(ctx context.Context, ep *Episode) error {
+		code, err := ep.Wait(ctx)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit status %d: %s", code, ep.Stderr())
+		}
+		return err
+	})
+	s := Summarize(metrics, 8, 0)
+	log.Printf("%d failed; reset p50 %v, ready p50 %v, teardown p50 %v (%v)", s.Failed, s.Reset.P50, s.Ready.P50, s.Teardown.P50, err)
 }

@@ -174,6 +174,37 @@ ls /var/lib/docker | tr '\n' ' '
 	}
 }
 
+// TestPoolCLIKillAfter: with --kill-after, episodes whose guest keeps
+// running (a daemon) are ended by the pool, which is a success.
+func TestPoolCLIKillAfter(t *testing.T) {
+	if setupErr != nil {
+		t.Skip(setupErr)
+	}
+	dir := t.TempDir()
+	golden := filepath.Join(dir, "golden.ext4")
+	v, err := ext4lite.Create(golden, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
+		"-n", "2", "-j", "2", "--ready", "up", "--kill-after", "200ms", "--json", imageRef, "sh", "-c", "echo up; exec sleep 1000")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.Episodes {
+		if e.ExitCode != -1 || e.Error != "" {
+			t.Errorf("episode %+v: want killed (exit -1) without error", e)
+		}
+	}
+}
+
 // TestPoolCLIRefuses: bad options are exit status 125 with a message.
 func TestPoolCLIRefuses(t *testing.T) {
 	if setupErr != nil {
