@@ -27,9 +27,9 @@ type CheckOptions struct {
 
 // Finding is one inconsistency Check found.
 type Finding struct {
-	Ino   uint32 // inode concerned, 0 when none
-	Block uint64 // block concerned, 0 when none
-	Msg   string
+	Ino   uint32 `json:"ino,omitempty"`   // inode concerned, 0 when none
+	Block uint64 `json:"block,omitempty"` // block concerned, 0 when none
+	Msg   string `json:"msg"`
 }
 
 func (f Finding) String() string {
@@ -46,12 +46,12 @@ func (f Finding) String() string {
 
 // CheckReport is what Check found and counted.
 type CheckReport struct {
-	Findings []Finding
-	Omitted  int    // findings past CheckOptions.MaxFindings
-	Inodes   uint32 // inodes in use (reserved ones included)
-	Dirs     uint32 // directories in use
-	Blocks   uint64 // blocks in use (metadata and data)
-	Free     uint64 // free blocks
+	Findings []Finding `json:"findings"`
+	Omitted  int       `json:"omitted,omitempty"` // findings past CheckOptions.MaxFindings
+	Inodes   uint32    `json:"inodes"`            // inodes in use (reserved ones included)
+	Dirs     uint32    `json:"dirs"`              // directories in use
+	Blocks   uint64    `json:"blocks"`            // blocks in use (metadata and data)
+	Free     uint64    `json:"free_blocks"`       // free blocks
 }
 
 // Clean reports whether the check found nothing.
