@@ -20,6 +20,10 @@ type dir struct {
 	parent  uint32
 	entries map[string]dirent // without "." and ".."
 	dirty   bool
+	// hashes caches each name's htree hash (major<<32 | minor) across
+	// write-backs, so rewriting a big directory costs a sort, not a
+	// rehash of every name.
+	hashes map[string]uint64
 }
 
 // loadDir reads in's directory blocks. Every block is read as a linear

@@ -18,12 +18,20 @@ func (v *FS) buildHtree(in *inode, d *dir) ([][]byte, error) {
 		major, minor uint32
 	}
 	ents := make([]hashed, 0, len(d.entries))
+	if d.hashes == nil || len(d.hashes) > 2*len(d.entries)+64 {
+		d.hashes = make(map[string]uint64, len(d.entries)) // drop names long gone
+	}
 	for name, de := range d.entries {
-		major, minor, ok := disk.DirHash(v.hashVersion, []byte(name), v.hashSeed)
+		h, ok := d.hashes[name]
 		if !ok {
-			return nil, fmt.Errorf("%w: directory hash version %d", ErrUnsupported, v.hashVersion)
+			major, minor, ok := disk.DirHash(v.hashVersion, []byte(name), v.hashSeed)
+			if !ok {
+				return nil, fmt.Errorf("%w: directory hash version %d", ErrUnsupported, v.hashVersion)
+			}
+			h = uint64(major)<<32 | uint64(minor)
+			d.hashes[name] = h
 		}
-		ents = append(ents, hashed{leafEntry{name, de}, major, minor})
+		ents = append(ents, hashed{leafEntry{name, de}, uint32(h >> 32), uint32(h)})
 	}
 	sort.Slice(ents, func(i, j int) bool {
 		a, b := ents[i], ents[j]

@@ -308,19 +308,18 @@ func (v *FS) journalBudget() int {
 // maybeFlush flushes when the changes since the last flush might no longer
 // fit one transaction. It is cheap: every 256 calls it estimates the
 // blocks a flush would stage from the operations since the last one (each
-// dirties a few inodes) and the dirty directories' sizes.
+// dirties a few inodes).
 func (v *FS) maybeFlush() error {
 	v.opsSinceFlush++
 	if v.opsSinceFlush%256 != 0 {
 		return nil
 	}
 	perBlock := max(1, v.bs/v.inodeSize)
+	// Directories are written whole at a flush, but their size is left
+	// out: counting it made every batch in a directory larger than the
+	// budget flush (and rewrite it) every 256 operations — quadratic.
+	// A flush writes each dirty directory once, whatever the batch size.
 	est := len(v.meta) + 3*v.opsSinceFlush/perBlock + v.opsSinceFlush/8 + 2*len(v.groups)/8 + 8
-	for _, d := range v.dirs {
-		if d.dirty {
-			est += len(d.entries)/64 + 2
-		}
-	}
 	if est < v.journalBudget() {
 		return nil
 	}
