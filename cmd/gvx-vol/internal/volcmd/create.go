@@ -66,12 +66,17 @@ func createAction(c *cli.Context) error {
 			return err
 		}
 	}
-	info, err := v.Info()
-	if err != nil {
-		v.Close()
+	if err := v.Close(); err != nil {
 		return err
 	}
-	if err := v.Close(); err != nil {
+	// Info of the closed, clean volume (an open one reads "in use").
+	r, err := openVolume(path, true)
+	if err != nil {
+		return err
+	}
+	info, err := r.Info()
+	r.Close()
+	if err != nil {
 		return err
 	}
 	if c.Bool("json") {

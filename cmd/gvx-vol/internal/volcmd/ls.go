@@ -1,9 +1,12 @@
 package volcmd
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -95,7 +98,10 @@ Examples:
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 1, ' ', tabwriter.AlignRight)
+			// Right-aligned numbers as ls -l prints them; the padding
+			// tabwriter puts before the first column is trimmed.
+			var buf bytes.Buffer
+			tw := tabwriter.NewWriter(&buf, 0, 0, 1, ' ', tabwriter.AlignRight)
 			for _, e := range entries {
 				size := fmt.Sprint(e.Size)
 				if t := e.Type(); t == sink.TypeChar || t == sink.TypeBlock {
@@ -108,7 +114,15 @@ Examples:
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t %s\t %s\n", modeString(e.Mode), e.Nlink, e.UID, e.GID, size,
 					e.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), name)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, l := range strings.SplitAfter(buf.String(), "\n") {
+				if _, err := io.WriteString(c.App.Writer, strings.TrimLeft(l, " ")); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 }
