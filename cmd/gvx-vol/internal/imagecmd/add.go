@@ -97,7 +97,11 @@ func runAdd(c *cli.Context) error {
 	if res.Created {
 		verb = "added"
 	}
-	fmt.Fprintf(c.App.Writer, "%s %s (%s, %s profile, %d layers, %s)\n  digest: %s\n  erofs:  %s\n  config: %s\n",
-		verb, res.Ref, res.Platform, res.Profile, res.Layers, cliutil.FormatSize(res.Size), res.Digest, res.EROFS, res.Config)
+	platform := ""
+	if res.Platform != "" {
+		platform = res.Platform + ", " // images without a platform (plain OCI layouts) have none
+	}
+	fmt.Fprintf(c.App.Writer, "%s %s (%s%s profile, %d layers, %s)\n  digest: %s\n  erofs:  %s\n  config: %s\n",
+		verb, res.Ref, platform, res.Profile, res.Layers, cliutil.FormatSize(res.Size), res.Digest, res.EROFS, res.Config)
 	return nil
 }
