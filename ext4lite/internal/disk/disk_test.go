@@ -93,3 +93,28 @@ func TestXattrSplitName(t *testing.T) {
 		}
 	}
 }
+
+// TestInodeCodec checks the hand-written inode layout against
+// encoding/binary's reading of the same struct declaration.
+func TestInodeCodec(t *testing.T) {
+	for seed := 0; seed < 50; seed++ {
+		var raw [InodeStructSize]byte
+		for i := range raw {
+			raw[i] = byte(i*31 + seed*7 + i*i*seed)
+		}
+		var ref Inode
+		if _, err := binary.Decode(raw[:], binary.LittleEndian, &ref); err != nil {
+			t.Fatal(err)
+		}
+		var got Inode
+		got.decode(&raw)
+		if got != ref {
+			t.Fatalf("decode differs:\n got %+v\nwant %+v", got, ref)
+		}
+		var out [InodeStructSize]byte
+		got.encode(&out)
+		if out != raw {
+			t.Fatalf("encode does not reproduce the bytes (seed %d)", seed)
+		}
+	}
+}
