@@ -142,3 +142,20 @@ func TestRefuseUnsupportedFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestDenseInodes: one inode per 4 KiB (mkfs.ext4 -i 4096) makes inode
+// tables that fill whole groups; they spill into the next groups.
+func TestDenseInodes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "v.ext4")
+	v, err := Create(p, 4<<30, &CreateOptions{InodeRatio: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Size: 2}, strings.NewReader("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2fsckClean(t, p)
+}

@@ -290,15 +290,28 @@ func (v *FS) layoutGroups() error {
 	}
 	itb := int((uint64(v.inodesPerGroup)*uint64(v.inodeSize) + uint64(v.bs) - 1) / uint64(v.bs))
 	flex := uint32(1) << v.sb.LogGroupsPerFlex
+	// alloc places n contiguous blocks at goal or, when the rest of that
+	// group cannot hold them (dense inode tables fill whole groups), at
+	// the start of the next group that can.
 	alloc := func(goal uint64, n int) (uint64, error) {
-		start, got, err := v.allocBlocks(goal, n)
-		if err != nil {
-			return 0, err
+		for tries := uint32(0); tries <= v.groupCount; tries++ {
+			start, got, err := v.allocBlocks(goal, n)
+			if err != nil {
+				return 0, err
+			}
+			if got == n {
+				return start, nil
+			}
+			if err := v.freeBlocks(start, uint64(got)); err != nil {
+				return 0, err
+			}
+			g := uint32((start-v.firstDataBlock)/uint64(v.blocksPerGroup)) + 1
+			if g >= v.groupCount {
+				break
+			}
+			goal = v.groupFirstBlock(g) + uint64(v.superOverhead(g))
 		}
-		if got != n {
-			return 0, fmt.Errorf("volume too small for its metadata (%d contiguous blocks wanted)", n)
-		}
-		return start, nil
+		return 0, fmt.Errorf("volume too small for its metadata (%d contiguous blocks wanted)", n)
 	}
 	for f := uint32(0); f < v.groupCount; f += flex {
 		end := min(f+flex, v.groupCount)

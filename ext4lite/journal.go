@@ -159,7 +159,7 @@ func (v *FS) recover() error {
 		hw = memHome{v}
 	}
 	if _, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount); err != nil {
-		return fmt.Errorf("replaying the journal: %w", err)
+		return journalErr("replaying the journal", err)
 	}
 	// The replay may have rewritten the superblock and descriptors.
 	buf := make([]byte, disk.SuperblockSize)
@@ -204,7 +204,7 @@ func (v *FS) openJournal() error {
 	}
 	j, err := jbd2.Open(jd, v.bs)
 	if err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return journalErr("journal", err)
 	}
 	if j.NeedsRecovery() {
 		// ext4lite sets needs_recovery durably before the journal points at
@@ -217,7 +217,7 @@ func (v *FS) openJournal() error {
 	if v.sb.FeatureIncompat&disk.Incompat64bit != 0 && v.csum {
 		// What Linux sets at mount on a 64bit, metadata_csum volume.
 		if err := j.SetFeatures(jbd2.KernelFeatures); err != nil {
-			return fmt.Errorf("journal: %w", err)
+			return journalErr("journal", err)
 		}
 	}
 	v.journal = j
@@ -329,3 +329,15 @@ func (v *FS) maybeFlush() error {
 // errCrashAfterCommit is returned when a test stops ext4lite right after a
 // commit, leaving the transaction in the log as a crash would.
 var errCrashAfterCommit = errors.New("ext4lite: stopped after commit (test hook)")
+
+// journalErr wraps a jbd2 error so it also matches ext4lite's sentinels:
+// a damaged journal is a corrupt volume.
+func journalErr(what string, err error) error {
+	switch {
+	case errors.Is(err, jbd2.ErrCorrupt):
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+	case errors.Is(err, jbd2.ErrUnsupported):
+		return fmt.Errorf("%w: %s: %w", ErrUnsupported, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -141,6 +141,9 @@ func (v *FS) release(in *inode) error {
 	if err := v.releaseXattrBlock(in); err != nil {
 		return err
 	}
+	// Attributes set but never flushed die with the inode: the next flush
+	// must not store them (it would allocate a block nothing owns).
+	in.xattrs, in.xattrsOK, in.xattrDirt = nil, true, false
 	if err := v.freeInode(in.ino, in.isDir()); err != nil {
 		return err
 	}

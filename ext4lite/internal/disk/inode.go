@@ -92,7 +92,7 @@ const (
 func DecodeInode(b []byte) *Inode {
 	var full [InodeStructSize]byte
 	n := copy(full[:], b)
-	if n > GoodOldInodeSize {
+	if n >= offExtraIsize+2 {
 		extra := int(binary.LittleEndian.Uint16(b[offExtraIsize:]))
 		if end := GoodOldInodeSize + extra; end < n {
 			clear(full[end:])
