@@ -29,6 +29,7 @@ type PoolConfig struct {
 	Golden string
 	// ScratchDir holds the clones (ep-<pid>-<n>.ext4). It must be on the
 	// golden's filesystem for a reflink clone; it is created if missing.
+	// NewPool removes clones left there by pools whose process is gone.
 	ScratchDir string
 	// GuestPath is where the clone is mounted; "" means DefaultVolumePath.
 	GuestPath string
@@ -149,6 +150,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("gvx: scratch dir: %w", err)
 	}
+	p.sweep()
 	if cfg.CloneMode == reflink.Always {
 		if err := reflink.Probe(scratch); err != nil {
 			p.Close()
@@ -156,6 +158,22 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		}
 	}
 	return p, nil
+}
+
+// sweep removes clones that pools of dead processes left in the scratch
+// directory (a caller killed with SIGKILL runs no teardown). Clones of
+// live processes, and every other file, are left alone.
+func (p *Pool) sweep() {
+	names, _ := filepath.Glob(filepath.Join(p.scratch, "ep-*-*.ext4"))
+	for _, name := range names {
+		var pid, seq int
+		if n, _ := fmt.Sscanf(filepath.Base(name), "ep-%d-%d.ext4", &pid, &seq); n != 2 || pid <= 0 {
+			continue
+		}
+		if filepath.Base(name) == fmt.Sprintf("ep-%d-%04d.ext4", pid, seq) && pid != os.Getpid() && processGone(pid) {
+			os.Remove(name)
+		}
+	}
 }
 
 // Close ends the pool: it waits for nothing, refuses new Runs, and removes

@@ -2,6 +2,7 @@ package gvx
 
 import (
 	"os"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -59,4 +60,10 @@ func unsharedBytes(path string) int64 {
 		last := req.Extents[n-1]
 		start = last.Logical + last.Length
 	}
+}
+
+// processGone reports whether no process pid exists.
+func processGone(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return os.IsNotExist(err)
 }

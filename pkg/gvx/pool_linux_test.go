@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -302,4 +304,46 @@ func TestPoolTeardown(t *testing.T) {
 		})
 	}
 	before.check(t)
+}
+
+// TestPoolSweepsDeadClones: clones that a killed process's pool left are
+// removed by the next NewPool; those of live processes and other files
+// stay.
+func TestPoolSweepsDeadClones(t *testing.T) {
+	dir := t.TempDir()
+	golden := filepath.Join(dir, "golden.ext4")
+	if err := os.WriteFile(golden, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	scratch := filepath.Join(dir, "eps")
+	if err := os.Mkdir(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := fmt.Sprintf("ep-%d-0007.ext4", dead.Process.Pid)
+	keep := []string{"ep-1-0001.ext4", fmt.Sprintf("ep-%d-0002.ext4", os.Getpid()), "notes.txt", "ep-x-1.ext4"}
+	for _, n := range append(keep, gone) {
+		if err := os.WriteFile(filepath.Join(scratch, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, _ := os.Executable()
+	p, err := gvx.NewPool(gvx.PoolConfig{Golden: golden, ScratchDir: scratch, CloneMode: reflink.Auto,
+		Base: gvx.Config{Rungv: exe, OCIImage: "oci:/img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ents, _ := os.ReadDir(scratch)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	slices.Sort(keep)
+	if !slices.Equal(names, keep) {
+		t.Errorf("scratch holds %v, want %v (%s swept)", names, keep, gone)
+	}
 }
