@@ -88,15 +88,6 @@ func TestResolveUser(t *testing.T) {
 	}
 }
 
-// FuzzResolveUser: /etc/passwd and /etc/group come from untrusted images.
-func FuzzResolveUser(f *testing.F) {
-	f.Add("root:x:0:0::/root:/bin/sh\n", "root:x:0:\nwheel:x:10:root\n", "root")
-	f.Add("a:b:c:d:e:f:g\n:::::::\n", "::::\n", "a:b")
-	f.Fuzz(func(t *testing.T, passwd, group, spec string) {
-		_, _ = resolveUser(etc(t, passwd, group), spec)
-	})
-}
-
 func TestParseMount(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
