@@ -154,7 +154,7 @@ ls /var/lib/docker | tr '\n' ' '; echo`
 		Golden:     golden,
 		ScratchDir: scratch,
 		Parallel:   n,
-		Timeout:    2 * time.Minute,
+		Timeout:    time.Minute,
 		CloneMode:  mode,
 		Base: gvx.Config{
 			Rungv:         rungvBin,
@@ -169,8 +169,12 @@ ls /var/lib/docker | tr '\n' ' '; echo`
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A barrier that gives up with the episode's context: an episode that
+	// fails before it gets here must not hang the others.
 	var ready sync.WaitGroup
 	ready.Add(n)
+	allReady := make(chan struct{})
+	go func() { ready.Wait(); close(allReady) }()
 	var once sync.Once
 	outs := make([]string, n)
 	ms, err := pool.Run(context.Background(), n, func(ctx context.Context, ep *gvx.Episode) error {
@@ -179,8 +183,16 @@ ls /var/lib/docker | tr '\n' ' '; echo`
 		}
 		// All n episodes are running (and written) before any goes on.
 		ready.Done()
-		ready.Wait()
+		select {
+		case <-allReady:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the other episodes: %w", ctx.Err())
+		}
+		var err error
 		once.Do(func() { err = os.WriteFile(filepath.Join(ctl, "go"), nil, 0o644) })
+		if err != nil {
+			return err
+		}
 		code, err := ep.Wait(ctx)
 		outs[ep.ID] = string(ep.Stdout())
 		if err != nil || code != 0 {
@@ -235,7 +247,7 @@ func TestPoolTeardown(t *testing.T) {
 	makeGolden(t, golden)
 	scratch := filepath.Join(dir, "episodes")
 	before := takeResidue(t, scratch)
-	newPool := func(cfg gvx.PoolConfig) *gvx.Pool {
+	newPool := func(t *testing.T, cfg gvx.PoolConfig) *gvx.Pool {
 		cfg.Golden, cfg.ScratchDir, cfg.CloneMode = golden, scratch, mode
 		cfg.Base.Rungv, cfg.Base.OCIImage = rungvBin, imageRef
 		if cfg.Base.Cmd == nil {
@@ -274,7 +286,7 @@ func TestPoolTeardown(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPool(c.cfg)
+			p := newPool(t, c.cfg)
 			ctx, cancel := context.Background(), context.CancelFunc(func() {})
 			if c.ctx != nil {
 				ctx, cancel = c.ctx()
