@@ -237,6 +237,10 @@ type Metrics struct {
 // error, a timeout, a cancelled ctx or a panic in fn. It returns one
 // Metrics per episode, in episode order, and the errors of all failed
 // episodes joined. Episodes not started when ctx is done report ctx.Err().
+//
+// When an episode's context ends (Timeout, or ctx), its sandbox is killed
+// at once, but its clone is removed only once Ready and fn have returned:
+// they must return when their ctx is done.
 func (p *Pool) Run(ctx context.Context, n int, fn func(ctx context.Context, ep *Episode) error) ([]Metrics, error) {
 	if fn == nil {
 		return nil, errors.New("gvx: Pool.Run needs an episode function")
