@@ -16,7 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/image/dindtest"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/reflink/reflinktest"
@@ -358,4 +363,124 @@ func TestPoolSweepsDeadClones(t *testing.T) {
 	if !slices.Equal(names, keep) {
 		t.Errorf("scratch holds %v, want %v (%s swept)", names, keep, gone)
 	}
+}
+
+// TestPoolDocker is issue 7's proof with Docker inside: gvx-vol
+// build-golden loads two local images (docker-archive tars) into a golden
+// volume with the dindtest docker.io image as the daemon; then 4 episodes
+// at once each start dockerd on their own clone and `docker run` both
+// images, with no network and no load: the images must come from the golden
+// volume. It skips while dockerd cannot start inside rungv.
+func TestPoolDocker(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	layoutDir, err := dindtest.Build(ctx, "")
+	if dindtest.IsUnavailable(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, mode := poolDirs(t)
+	tars := t.TempDir()
+	hello, second := filepath.Join(tars, "hello.tar"), filepath.Join(tars, "second.tar")
+	if err := dindtest.WriteHello(hello); err != nil {
+		t.Fatal(err)
+	}
+	if err := retag(strings.TrimPrefix(imageRef, "oci:"), "second:latest", second); err != nil {
+		t.Fatal(err)
+	}
+	gvxVol := filepath.Join(t.TempDir(), "gvx-vol")
+	if out, err := exec.Command("go", "build", "-o", gvxVol, "z.gfire.dev/gvx/cmd/gvx-vol").CombinedOutput(); err != nil {
+		t.Fatalf("go build gvx-vol: %v\n%s", err, out)
+	}
+	golden := filepath.Join(dir, "golden.ext4")
+	daemonFlags := []string{"--iptables=false", "--ip6tables=false"}
+	build := exec.CommandContext(ctx, gvxVol, "build-golden", "--rungv", rungvBin, "--daemon-image", "oci:"+layoutDir,
+		"--load", hello, "--load", second, "--daemon-arg="+daemonFlags[0], "--daemon-arg="+daemonFlags[1],
+		"--ready-timeout", "60s", "--size", "4G", "--json", golden)
+	var bout, berr bytes.Buffer
+	build.Stdout, build.Stderr = &bout, &berr
+	if err := build.Run(); err != nil {
+		if s := berr.String(); strings.Contains(s, "exited before it was ready") || strings.Contains(s, "was not ready") {
+			t.Skipf("dockerd does not start inside rungv on this tree yet:\n%s", s)
+		}
+		t.Fatalf("build-golden: %v\n%s", err, berr.String())
+	}
+	sum := fileSum(t, golden)
+	before := takeResidue(t, filepath.Join(dir, "episodes"))
+
+	const n = 4
+	script := "dockerd-entrypoint.sh " + strings.Join(daemonFlags, " ") + " >/tmp/dockerd.log 2>&1 &\n" +
+		"until docker info >/dev/null 2>&1; do sleep 0.2; done\necho ready\n" +
+		"docker run --rm --network=none hello:latest echo hello $GVX_EPISODE || exit 1\n" +
+		"docker run --rm --network=none second:latest echo second $GVX_EPISODE || exit 1\n" +
+		"docker images --format '{{.Repository}}:{{.Tag}}' | sort | tr '\\n' ' '\n"
+	pool, err := gvx.NewPool(gvx.PoolConfig{
+		Golden:     golden,
+		ScratchDir: filepath.Join(dir, "episodes"),
+		Parallel:   n,
+		Timeout:    5 * time.Minute,
+		CloneMode:  mode,
+		Base: gvx.Config{
+			Rungv: rungvBin, OCIImage: "oci:" + layoutDir,
+			Entrypoint: []string{"sh", "-c"}, EntrypointSet: true, Cmd: []string{script},
+			Envv: []string{"DOCKER_TLS_CERTDIR="}, NetRaw: true, AllowSUID: true,
+		},
+		Ready: func(ctx context.Context, ep *gvx.Episode) error { return ep.WaitOutput(ctx, "ready\n") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := pool.Run(ctx, n, func(ctx context.Context, ep *gvx.Episode) error {
+		code, err := ep.Wait(ctx)
+		if err != nil || code != 0 {
+			return fmt.Errorf("exit %d, %v; stdout %q stderr %q", code, err, ep.Stdout(), ep.Stderr())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		want := fmt.Sprintf("ready\nhello %d\nsecond %d\nhello:latest second:latest ", i, i)
+		if string(m.Stdout) != want {
+			t.Errorf("episode %d printed %q, want %q", i, m.Stdout, want)
+		}
+		t.Logf("episode %d: reset %v ready %v run %v teardown %v unshared %d KiB", i, m.Reset, m.Ready, m.Run, m.Teardown, m.AllocatedBytes>>10)
+	}
+	if !bytes.Equal(fileSum(t, golden), sum) {
+		t.Error("the golden volume changed")
+	}
+	before.check(t)
+}
+
+// retag writes the first image of the OCI layout dir as a docker-archive
+// tar tagged tag.
+func retag(dir, tag, out string) error {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(m.Manifests) == 0 {
+		return fmt.Errorf("%s: no image", dir)
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(out, ref, img)
 }
