@@ -189,6 +189,8 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 	cmd := exec.Command(s.bin, append([]string{"run", "--error-fd=3"}, s.args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
 	cmd.ExtraFiles = []*os.File{errW}
+	unpin := dieWithCaller(cmd)
+	defer unpin()
 	err = cmd.Start()
 	errW.Close()
 	if err != nil {

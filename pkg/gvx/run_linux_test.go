@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("GVX_TEST_CALLER") != "" {
+		os.Exit(runCaller())
+	}
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "gvx-sdk-test-")
 		if err != nil {
@@ -204,4 +208,74 @@ func waitNoSandbox(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runCaller is the re-executed test binary of TestCallerKilledTakesEpisode:
+// it runs one long episode and is SIGKILLed by the test.
+func runCaller() int {
+	f := strings.SplitN(os.Getenv("GVX_TEST_CALLER"), "|", 2)
+	sb, err := gvx.New(context.Background(), gvx.Config{Rungv: f[0], OCIImage: f[1],
+		Cmd: []string{"sh", "-c", "echo started; sleep 300"}, Stdout: os.Stdout, Stderr: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sb.Run(context.Background())
+	return 0
+}
+
+// TestCallerKilledTakesEpisode: when the program using the SDK dies by
+// SIGKILL, its episodes die with it (no rungv process is left running).
+func TestCallerKilledTakesEpisode(t *testing.T) {
+	need(t)
+	// A private copy of rungv, so its processes are told apart by exe.
+	bin := filepath.Join(t.TempDir(), "rungv-caller")
+	data, err := os.ReadFile(rungvBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caller := exec.Command(os.Args[0], "-test.run=^$")
+	caller.Env = append(os.Environ(), "GVX_TEST_CALLER="+bin+"|"+imageRef)
+	out, err := caller.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller.Stderr = os.Stderr
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+		caller.Process.Kill()
+		t.Fatalf("episode did not start: %q %v", line, err)
+	}
+	if n := countExe(bin); n == 0 {
+		t.Fatal("no rungv process found while the episode runs")
+	}
+	caller.Process.Kill()
+	caller.Wait()
+	deadline := time.Now().Add(15 * time.Second)
+	for countExe(bin) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rungv processes outlived their SIGKILLed caller", countExe(bin))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// countExe counts live processes running the executable at path.
+func countExe(path string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if exe, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && strings.TrimSuffix(exe, " (deleted)") == path {
+			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+				n++
+			}
+		}
+	}
+	return n
 }
