@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
 # Runs every Fuzz target in the module for a bounded time each.
 # usage: scripts/fuzz.sh [DURATION]   (default 10s)
+#
+# A target that fails and leaves a crasher in testdata/fuzz fails the run.
+# One that fails without a crasher (the fuzzing engine itself stopped, as it
+# can on a starved machine) is retried once and reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-10s}
 n=0
+fuzz_one() {
+	go test -run '^$' -fuzz "^$2\$" -fuzztime "$t" -fuzzminimizetime 5s "$1" >"$log" 2>&1
+}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "-- $pkg $f"
-		go test -run "^$" -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime 5s "$pkg" 2>&1 | tail -3
+		before=$(find "$dir/testdata/fuzz/$f" -type f 2>/dev/null | wc -l)
+		if ! fuzz_one "$pkg" "$f"; then
+			after=$(find "$dir/testdata/fuzz/$f" -type f 2>/dev/null | wc -l)
+			tail -30 "$log"
+			if [ "$after" -gt "$before" ]; then
+				echo "FAIL: $pkg $f found a crasher (kept in $dir/testdata/fuzz/$f)"
+				exit 1
+			fi
+			echo "   $f stopped without a crasher; retrying once"
+			if ! fuzz_one "$pkg" "$f"; then
+				tail -30 "$log"
+				exit 1
+			fi
+		fi
+		tail -2 "$log"
 		n=$((n + 1))
 	done
 done
