@@ -12,7 +12,14 @@
 // processes with it.
 //
 // Errors of rungv itself (bad image, bad option) come back from Run as an
-// error; the guest's exit status comes back as the int.
+// error; the guest's exit status comes back as the int. rungv dies with the
+// process that started it (Pdeathsig on Linux), so a SIGKILLed caller
+// leaves no episode behind.
+//
+// For many episodes from one golden volume, NewPool clones the golden file
+// per episode (an O(1) reflink), runs the episodes N at a time, always
+// tears them down (kill, unlink the clone) and reports each one's reset,
+// ready and teardown latency; see ExampleNewPool and docs/pipeline.md.
 //
 // Example:
 //
