@@ -1,0 +1,283 @@
+package ext4lite
+
+import (
+	"fmt"
+
+	"z.gfire.dev/gvx/ext4lite/internal/disk"
+)
+
+// Shrink cuts the volume down to the fewest whole block groups that hold
+// what is in use plus headroom: blocks in the groups to be dropped (file
+// data, directory, extent tree and xattr blocks, the journal) are moved
+// below the new end first, then the groups are dropped and, for a volume
+// in a file, the file is truncated. Inodes are not renumbered: the volume
+// cannot shrink below its highest inode in use. It returns the new size in
+// bytes. Run Compact afterwards to punch the freed space.
+func (v *FS) Shrink() (int64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.writable(); err != nil {
+		return 0, err
+	}
+	if v.sb.FeatureCompat&disk.CompatResizeInode != 0 || v.sb.ReservedGdtBlocks != 0 {
+		return 0, fmt.Errorf("%w: shrinking a volume with reserved GDT blocks (resize_inode)", ErrUnsupported)
+	}
+	if len(v.refs) > 0 || v.sb.LastOrphan != 0 {
+		return 0, fmt.Errorf("shrink: files are open; close them first")
+	}
+	if err := v.flushMetadata(); err != nil {
+		return 0, err
+	}
+	keep, err := v.shrinkTarget()
+	if err != nil {
+		return 0, err
+	}
+	if keep >= v.groupCount {
+		return int64(v.blocksCount) * int64(v.bs), nil
+	}
+	end := v.groupFirstBlock(keep)
+	// Fill the doomed groups so nothing is allocated there meanwhile.
+	for g := keep; g < v.groupCount; g++ {
+		bm, err := v.blockBitmapOf(g)
+		if err != nil {
+			return 0, err
+		}
+		for i := uint32(0); i < v.groupBlocks(g); i++ {
+			setBit(bm, i)
+		}
+		v.groups[g].desc.SetFreeBlocks(0)
+	}
+	if err := v.moveBelow(keep, end); err != nil {
+		return 0, err
+	}
+	if err := v.flushMetadata(); err != nil {
+		return 0, err
+	}
+	if err := v.dropGroups(keep); err != nil {
+		return 0, err
+	}
+	if err := v.flushMetadata(); err != nil {
+		return 0, err
+	}
+	if v.sb.JournalInum != 0 {
+		if err := v.refreshJnlBackup(); err != nil {
+			return 0, err
+		}
+	}
+	size := int64(v.blocksCount) * int64(v.bs)
+	if v.file != nil {
+		if err := v.file.Truncate(size); err != nil {
+			return 0, err
+		}
+	}
+	return size, v.syncDevice()
+}
+
+// shrinkTarget finds the fewest groups that can hold the volume.
+func (v *FS) shrinkTarget() (uint32, error) {
+	itb := uint64((uint64(v.inodesPerGroup)*uint64(v.inodeSize) + uint64(v.bs) - 1) / uint64(v.bs))
+	var used uint64
+	for g := uint32(0); g < v.groupCount; g++ {
+		used += uint64(v.groupBlocks(g) - v.groups[g].desc.FreeBlocks())
+	}
+	// What is not per-group metadata moves; per-group metadata is counted
+	// again for the groups kept.
+	var meta uint64
+	for g := uint32(0); g < v.groupCount; g++ {
+		meta += 2 + itb + uint64(v.superOverhead(g))
+	}
+	data := used - min(used, meta)
+	highest, err := v.highestInode()
+	if err != nil {
+		return 0, err
+	}
+	for keep := uint32(1); keep < v.groupCount; keep++ {
+		var need uint64
+		for g := uint32(0); g < keep; g++ {
+			need += 2 + itb + uint64(v.superOverhead(g))
+		}
+		need += data + data/20 + 1024 // 5% and 4 MiB (at 4 KiB) of headroom
+		if uint64(keep)*uint64(v.blocksPerGroup) >= need && highest <= keep*v.inodesPerGroup {
+			if err := v.keptMetadataBelow(keep); err != nil {
+				return 0, err
+			}
+			return keep, nil
+		}
+	}
+	return v.groupCount, nil
+}
+
+// highestInode is the largest inode number in use.
+func (v *FS) highestInode() (uint32, error) {
+	for g := int(v.groupCount) - 1; g >= 0; g-- {
+		if v.groups[g].desc.FreeInodes() == v.inodesPerGroup {
+			continue
+		}
+		bm, err := v.inodeBitmapOf(uint32(g))
+		if err != nil {
+			return 0, err
+		}
+		for i := int(v.inodesPerGroup) - 1; i >= 0; i-- {
+			if testBit(bm, uint32(i)) {
+				return uint32(g)*v.inodesPerGroup + uint32(i) + 1, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// keptMetadataBelow checks that the bitmaps and inode tables of the kept
+// groups lie below the new end (flex_bg puts them in the flex group's
+// first group, so they do unless a dense layout spilled them further).
+func (v *FS) keptMetadataBelow(keep uint32) error {
+	end := v.groupFirstBlock(keep)
+	itb := uint64((uint64(v.inodesPerGroup)*uint64(v.inodeSize) + uint64(v.bs) - 1) / uint64(v.bs))
+	for g := uint32(0); g < keep; g++ {
+		d := v.groups[g].desc
+		if d.BlockBitmap() >= end || d.InodeBitmap() >= end || d.InodeTable()+itb > end {
+			return fmt.Errorf("%w: shrink: group %d's metadata lies past the new end", ErrUnsupported, g)
+		}
+	}
+	return nil
+}
+
+// moveBelow copies every block an inode owns at or past end to new blocks
+// below it and remaps the inode; the tree, xattr and inode are written at
+// the next flush (old blocks are in groups about to be dropped).
+func (v *FS) moveBelow(keep uint32, end uint64) error {
+	buf := make([]byte, v.bs)
+	for g := uint32(0); g < keep; g++ {
+		bm, err := v.inodeBitmapOf(g)
+		if err != nil {
+			return err
+		}
+		for i := uint32(0); i < v.inodesPerGroup; i++ {
+			ino := g*v.inodesPerGroup + i + 1
+			if !testBit(bm, i) || ino < v.sb.FirstIno && ino != disk.RootIno && ino != v.sb.JournalInum {
+				continue
+			}
+			in, err := v.getInode(ino)
+			if err != nil {
+				return err
+			}
+			if in.d.LinksCount == 0 && ino != v.sb.JournalInum {
+				continue
+			}
+			if in.d.FileACL() >= end {
+				if _, err := v.loadXattrs(in); err != nil {
+					return err
+				}
+				in.xattrDirt, in.dirty = true, true
+			}
+			if !usesBlockData(in) {
+				continue
+			}
+			m, err := v.loadExtents(in)
+			if err != nil {
+				return err
+			}
+			for _, b := range m.tree {
+				if b >= end {
+					m.dirty = true // rewritten below the end at the flush
+				}
+			}
+			var out []disk.Extent
+			moved := false
+			for _, e := range m.ext {
+				if e.Start+uint64(e.Len) <= end {
+					out = append(out, e)
+					continue
+				}
+				moved = true
+				head := uint32(0)
+				if e.Start < end {
+					head = uint32(end - e.Start)
+					out = append(out, disk.Extent{Block: e.Block, Len: uint16(head), Start: e.Start, Uninit: e.Uninit})
+				}
+				for done := head; done < uint32(e.Len); {
+					start, got, err := v.allocBlocks(0, int(uint32(e.Len)-done))
+					if err != nil {
+						return fmt.Errorf("shrink: moving inode %d: %w", ino, err)
+					}
+					if !e.Uninit {
+						for k := 0; k < got; k++ {
+							if err := v.readBlock(e.Start+uint64(done)+uint64(k), buf); err != nil {
+								return err
+							}
+							if err := v.writeBlock(start+uint64(k), buf); err != nil {
+								return err
+							}
+						}
+					}
+					out = append(out, disk.Extent{Block: e.Block + done, Len: uint16(got), Start: start, Uninit: e.Uninit})
+					done += uint32(got)
+				}
+			}
+			if moved {
+				m.ext = out
+				m.dirty, in.dirty = true, true
+			}
+		}
+	}
+	return nil
+}
+
+// dropGroups forgets the groups from keep on: their metadata blocks that
+// lie in kept groups and GDT blocks no longer needed are freed, and the
+// geometry shrinks.
+func (v *FS) dropGroups(keep uint32) error {
+	itb := uint64((uint64(v.inodesPerGroup)*uint64(v.inodeSize) + uint64(v.bs) - 1) / uint64(v.bs))
+	end := v.groupFirstBlock(keep)
+	saved := v.deferFree
+	v.deferFree = false
+	defer func() { v.deferFree = saved }()
+	for g := keep; g < v.groupCount; g++ {
+		d := v.groups[g].desc
+		for _, r := range [][2]uint64{{d.BlockBitmap(), 1}, {d.InodeBitmap(), 1}, {d.InodeTable(), itb}} {
+			if r[0] < end {
+				if err := v.releaseBlocks(r[0], r[1]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	oldGdt := v.gdtBlocks
+	newGdt := uint32((uint64(keep)*uint64(v.descSize) + uint64(v.bs) - 1) / uint64(v.bs))
+	if newGdt < oldGdt {
+		for g := uint32(0); g < keep; g++ {
+			if v.hasSuper(g) {
+				if err := v.releaseBlocks(v.groupFirstBlock(g)+1+uint64(newGdt), uint64(oldGdt-newGdt)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	v.groups = v.groups[:keep]
+	v.groupCount = keep
+	v.gdtBlocks = newGdt
+	v.blocksCount = end
+	v.sb.SetBlocksCount(end)
+	v.sb.InodesCount = keep * v.inodesPerGroup
+	if v.allocCursor >= end {
+		v.allocCursor = 0
+	}
+	for _, gr := range v.groups {
+		gr.descDirty = true
+	}
+	return nil
+}
+
+// refreshJnlBackup copies the journal inode's block map into s_jnl_blocks
+// (it moved).
+func (v *FS) refreshJnlBackup() error {
+	j, err := v.getInode(v.sb.JournalInum)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < disk.NBlocks; i++ {
+		v.sb.JnlBlocks[i] = uint32(j.d.Block[4*i]) | uint32(j.d.Block[4*i+1])<<8 | uint32(j.d.Block[4*i+2])<<16 | uint32(j.d.Block[4*i+3])<<24
+	}
+	v.sb.JnlBlocks[15], v.sb.JnlBlocks[16] = j.d.SizeHigh, j.d.SizeLo
+	v.groups[0].descDirty = true
+	return v.flushMetadata()
+}

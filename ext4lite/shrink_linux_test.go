@@ -1,0 +1,92 @@
+package ext4lite
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/sink/sinktest"
+)
+
+// TestShrink fills a 2 GiB volume across its groups, deletes most of it,
+// and shrinks: blocks in the dropped groups (file data, directories,
+// xattr blocks, the journal in the middle of the volume) move, the file
+// gets smaller, and e2fsck, Check and Linux agree the tree is unchanged.
+func TestShrink(t *testing.T) {
+	v, img := newVolume(t, 2<<30)
+	want := sinktest.NewMemFS()
+	for _, s := range []sink.Sink{want, v} {
+		if err := sinktest.RandomTree(s, rand.New(rand.NewPCG(21, 21)), sinktest.TreeOptions{Entries: 400}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Spread big files over the groups, then delete most of them.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB
+	for i := 0; i < 20; i++ {
+		h := &sink.Header{Path: fmt.Sprintf("big%02d", i), Mode: sink.TypeReg | 0o644, Size: int64(len(big))}
+		if err := v.WriteFile(h, bytes.NewReader(big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 19; i++ {
+		if err := v.Remove(fmt.Sprintf("big%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := v.blocksCount
+	size, err := v.Shrink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shrunk from %d to %d blocks (%d bytes)", before, v.blocksCount, size)
+	if v.blocksCount >= before/2 {
+		t.Fatalf("shrank only from %d to %d blocks", before, v.blocksCount)
+	}
+	if fi, _ := os.Stat(img); fi.Size() != size {
+		t.Fatalf("file is %d bytes, volume %d", fi.Size(), size)
+	}
+	if _, err := v.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2fsckClean(t, img)
+	r, err := Open(img, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Check(nil)
+	if err != nil || len(rep.Findings) > 0 {
+		t.Fatalf("check: %v %v", err, rep.Findings)
+	}
+	f, err := r.Open("big19")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	if !bytes.Equal(got, big) {
+		t.Fatal("big19 changed in the move")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel sees the same tree (big19 aside).
+	if err := want.WriteFile(&sink.Header{Path: "big19", Mode: sink.TypeReg | 0o644, Size: int64(len(big))}, bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	needRoot(t)
+	mnt := mount(t, img, "ro")
+	opts := kernelCompare
+	opts.IgnoreRoot = true
+	if err := sinktest.Compare(want, skipLostFound{hostSrc(t, mnt)}, opts); err != nil {
+		t.Error(err)
+	}
+}
