@@ -18,9 +18,9 @@ for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "-- $pkg $f"
-		before=$(find "$dir/testdata/fuzz/$f" -type f 2>/dev/null | wc -l)
+		before=$( (find "$dir/testdata/fuzz/$f" -type f 2>/dev/null || true) | wc -l)
 		if ! fuzz_one "$pkg" "$f"; then
-			after=$(find "$dir/testdata/fuzz/$f" -type f 2>/dev/null | wc -l)
+			after=$( (find "$dir/testdata/fuzz/$f" -type f 2>/dev/null || true) | wc -l)
 			tail -30 "$log"
 			if [ "$after" -gt "$before" ]; then
 				echo "FAIL: $pkg $f found a crasher (kept in $dir/testdata/fuzz/$f)"
