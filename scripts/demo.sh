@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The main job on an embedded default, no registry or internet needed:
-# build gvx-vol, make a base image (Debian's busybox-static, packed as an OCI
-# layout by the repo's own code), add it to the EROFS image cache, build a
-# golden ext4lite volume, check it with e2fsck, compact it, and reset N
+# build gvx-vol and rungv, make a base image (Debian's busybox-static, packed
+# as an OCI layout by the repo's own code), add it to the EROFS image cache,
+# build a golden ext4lite volume, check it with e2fsck, compact it, reset N
 # episodes from it by reflink clone (on a loop-mounted XFS when run as root,
-# else a sparse copy), printing what each step took.
+# else a sparse copy), then run N isolated episodes in gVisor sandboxes, 4 at
+# a time, each on its own clone mounted at /var/lib/docker, and print the
+# pool's reset / ready / teardown latencies.
 #
 # usage: scripts/demo.sh [EPISODES]   (default 8)
 set -euo pipefail
@@ -37,6 +39,8 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 echo "== building gvx-vol"
 go build -o "$work/gvx-vol" ./cmd/gvx-vol
+echo "== building rungv (embeds gVisor's runsc; the first build takes a minute or two)"
+go build -o "$work/rungv" ./cmd/rungv
 go build -o "$work/mkbusybox" ./runtime/runtimetest/mk
 vol() { "$work/gvx-vol" "$@"; }
 
@@ -86,4 +90,24 @@ lat = sorted(c["latency_ms"] for c in r["clones"])
 print(f'   median reset: {lat[len(lat)//2]:.2f} ms of {len(lat)} (total {r["total_ms"]:.1f} ms)')
 PY
 vol fsck "$dest/ep-0000.ext4"
+rm -f "$dest"/ep-*.ext4
+
+echo "== $episodes episodes in gVisor sandboxes, 4 at a time (rungv pool)"
+GVX_CACHE="$work/cache" "$work/rungv" pool --golden "$golden" --scratch "$dest" -n "$episodes" -j 4 --clone "$mode" --ready "episode" \
+	--json "oci:$work/busybox-oci" \
+	sh -c 'echo "episode $GVX_EPISODE" >/var/lib/docker/mine; ls /var/lib/docker/overlay2/l | wc -l; cat /var/lib/docker/mine' \
+	>"$work/pool.json"
+python3 - "$work/pool.json" <<'PY' || cat "$work/pool.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for e in r["episodes"]:
+    out = " ".join(str(e.get("stdout", "")).split())
+    print(f'   episode {e.get("episode")}: exit {e.get("exit_code")}, reset {e.get("reset_ms", 0):.2f} ms, '
+          f'ready {e.get("ready_ms", 0):.0f} ms, teardown {e.get("teardown_ms", 0):.1f} ms: {out}')
+m = r["summary"]
+print(f'   {m["episodes"]} episodes, {m["failed"]} failed, {m["episodes_per_minute"]:.0f} per minute; '
+      f'p50 reset {m["reset"]["p50_ms"]:.2f} ms, ready {m["ready"]["p50_ms"]:.0f} ms, teardown {m["teardown"]["p50_ms"]:.1f} ms')
+PY
+echo "== golden volume unchanged and clean after the episodes:"
+vol fsck "$golden"
 echo "== done"
