@@ -68,6 +68,13 @@ func ParseSource(s string) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadSource, s, err)
 	}
+	// The fully qualified name is what the cache records; a short name
+	// whose qualified form is no longer valid (a repository name at the
+	// length limit grows by the default registry's namespace) is refused
+	// here rather than stored unparsable.
+	if _, err := name.ParseReference(ref.Name()); err != nil {
+		return nil, fmt.Errorf("%w: %q: its fully qualified form %q is not a valid reference: %v", ErrBadSource, s, ref.Name(), err)
+	}
 	return &Source{Transport: Registry, Ref: ref.Name(), ref: ref}, nil
 }
 
