@@ -526,6 +526,41 @@ func (v *FS) GetxattrIno(ino Ino, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return v.getxattrLocked(in, name)
+}
+
+// ListxattrIno returns the attribute names, sorted.
+func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	return v.listxattrLocked(in)
+}
+
+// SetxattrIno sets (or, with remove, removes) one attribute.
+func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	if err := v.setxattrLocked(in, name, value, remove); err != nil {
+		return err
+	}
+	v.touchCtime(in)
+	return nil
+}
+
+// getxattrLocked, listxattrLocked and setxattrLocked serve both the path
+// and the inode API (v.mu held).
+func (v *FS) getxattrLocked(in *inode, name string) ([]byte, error) {
 	xs, err := v.loadXattrs(in)
 	if err != nil {
 		return nil, err
@@ -538,14 +573,7 @@ func (v *FS) GetxattrIno(ino Ino, name string) ([]byte, error) {
 	return nil, errNoAttr
 }
 
-// ListxattrIno returns the attribute names, sorted.
-func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return nil, err
-	}
+func (v *FS) listxattrLocked(in *inode) ([]string, error) {
 	xs, err := v.loadXattrs(in)
 	if err != nil {
 		return nil, err
@@ -557,20 +585,9 @@ func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
 	return names, nil
 }
 
-// SetxattrIno sets (or with value nil and remove set, removes) one
-// attribute.
-func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
+func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) error {
 	if _, _, ok := disk.XattrSplitName(name); !ok {
 		return ErrUnsupported
-	}
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return err
 	}
 	xs, err := v.loadXattrs(in)
 	if err != nil {
@@ -595,7 +612,6 @@ func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error 
 		return err
 	}
 	in.xattrs, in.xattrDirt, in.dirty = out, true, true
-	v.touchCtime(in)
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
-	"sort"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -269,16 +268,11 @@ func (v *FS) Getxattr(p, name string) ([]byte, error) {
 	if err != nil {
 		return nil, pathErr("getxattr", p, err)
 	}
-	xs, err := v.loadXattrs(in)
+	val, err := v.getxattrLocked(in, name)
 	if err != nil {
-		return nil, err
+		return nil, pathErr("getxattr", p, err)
 	}
-	for _, x := range xs {
-		if x.name == name {
-			return bytes.Clone(x.value), nil
-		}
-	}
-	return nil, pathErr("getxattr", p, errNoAttr)
+	return val, nil
 }
 
 // Listxattr returns the names of p's attributes, sorted.
@@ -289,60 +283,17 @@ func (v *FS) Listxattr(p string) ([]string, error) {
 	if err != nil {
 		return nil, pathErr("listxattr", p, err)
 	}
-	xs, err := v.loadXattrs(in)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, x := range xs {
-		out = append(out, x.name)
-	}
-	return out, nil
+	return v.listxattrLocked(in)
 }
 
 // Setxattr creates or replaces one attribute.
 func (v *FS) Setxattr(p, name string, value []byte) error {
-	if _, _, ok := disk.XattrSplitName(name); !ok {
-		return pathErr("setxattr", p, ErrUnsupported)
-	}
-	return v.modify("setxattr", p, func(in *inode) error {
-		xs, err := v.loadXattrs(in)
-		if err != nil {
-			return err
-		}
-		out := append([]xattr(nil), xs...)
-		i := sort.Search(len(out), func(i int) bool { return out[i].name >= name })
-		if i < len(out) && out[i].name == name {
-			out[i].value = bytes.Clone(value)
-		} else {
-			out = append(out, xattr{})
-			copy(out[i+1:], out[i:])
-			out[i] = xattr{name, bytes.Clone(value)}
-		}
-		if err := v.xattrsFit(in.d.ExtraIsize, sortedForStore(out)); err != nil {
-			return err
-		}
-		in.xattrs, in.xattrDirt = out, true
-		return nil
-	})
+	return v.modify("setxattr", p, func(in *inode) error { return v.setxattrLocked(in, name, value, false) })
 }
 
 // Removexattr deletes one attribute.
 func (v *FS) Removexattr(p, name string) error {
-	return v.modify("removexattr", p, func(in *inode) error {
-		xs, err := v.loadXattrs(in)
-		if err != nil {
-			return err
-		}
-		for i, x := range xs {
-			if x.name == name {
-				in.xattrs = append(append([]xattr(nil), xs[:i]...), xs[i+1:]...)
-				in.xattrDirt = true
-				return nil
-			}
-		}
-		return errNoAttr
-	})
+	return v.modify("removexattr", p, func(in *inode) error { return v.setxattrLocked(in, name, nil, true) })
 }
 
 var _ fs.FileMode // io/fs is used by iofs.go
