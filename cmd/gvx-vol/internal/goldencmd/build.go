@@ -14,10 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/pkg/gvx"
 )
 
@@ -32,23 +34,35 @@ func buildCommand() *cli.Command {
 		Description: `Builds the volume every episode clones: creates a new ext4lite volume, runs
 the Docker daemon image under the runtime (the rungv binary: --rungv,
 $GVX_RUNGV or PATH) with the volume at /var/lib/docker, loads each --load
-docker-archive tar and pulls each --pull reference through that daemon, stops
-the daemon gracefully (SIGTERM, so it flushes its state), compacts the volume
+docker-archive tar and each --pull reference, stops the daemon gracefully (SIGTERM, so it flushes its state), compacts the volume
 (empty journal, free space punched out) and publishes OUT atomically (temporary
 file, fsync, rename, fsync of the directory). An existing OUT is kept unless
 --force. If anything fails, no OUT and no temporary file are left.
 
 The daemon image must provide dockerd-entrypoint.sh and the docker CLI, as
 docker:dind does; --daemon-arg flags go to dockerd (for example
---daemon-arg=--iptables=false). --pull needs the guest network (NAT).
+--daemon-arg=--iptables=false).
+
+--pull pulls on the host, not in the guest (which has no network): with the
+host's registry credentials ($DOCKER_CONFIG or ~/.docker/config.json and its
+credential helpers), for --platform (default linux on the host's
+architecture), into a docker-archive tagged with the reference in a private
+directory next to OUT, removed afterwards; the guest loads it like a --load
+tar. Pin a digest with REPO:TAG@sha256:... (the image is tagged REPO:TAG).
+Registries on loopback, *.local and private (RFC 1918) addresses are spoken
+to over plain HTTP; --insecure-registry HOST[:PORT] adds others. In the
+--json summary a pulled image's ref is the reference as given and its digest
+the registry's manifest digest.
 
 Examples:
    gvx-vol build-golden --load python.tar --load redis.tar golden-docker.ext4
    gvx-vol build-golden --daemon-image oci:/srv/images/dind --pull python:3.11-slim \
-       --size 32G --json /srv/rl-snapshots/golden-docker.ext4`,
+       --pull 10.0.0.5:5000/team/tools:v3 --size 32G --json /srv/rl-snapshots/golden-docker.ext4`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "daemon-image", Value: DefaultDaemonImage, Usage: "the Docker daemon `IMAGE` (oci:DIR, docker-archive:TAR, or a reference rungv resolves)"},
-			&cli.StringSliceFlag{Name: "pull", Usage: "pull `REF` from its registry into the volume (repeatable)"},
+			&cli.StringSliceFlag{Name: "pull", Usage: "pull `REF` from its registry, on the host, into the volume (repeatable)"},
+			&cli.StringFlag{Name: "platform", Usage: "the `OS/ARCH[/VARIANT]` to pull (default: linux on the host's architecture)"},
+			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "pull from `HOST[:PORT]` over plain HTTP (loopback and private addresses always are)"},
 			&cli.StringSliceFlag{Name: "load", Usage: "docker load the docker-archive `TAR` into the volume (repeatable)"},
 			&cli.StringFlag{Name: "size", Value: "32G", Usage: "volume size (a sparse file: only what is written takes space)"},
 			&cli.StringSliceFlag{Name: "daemon-arg", Usage: "extra dockerd `FLAG` (repeatable)"},
@@ -87,6 +101,20 @@ func build(c *cli.Context) error {
 	if err != nil {
 		return cliutil.Usage(c, "--size: %v", err)
 	}
+	pl := &puller{platform: image.DefaultPlatform(), keychain: authn.DefaultKeychain}
+	if s := c.String("platform"); s != "" {
+		if pl.platform, err = image.ParsePlatform(s); err != nil {
+			return cliutil.Usage(c, "--platform: %v", err)
+		}
+	}
+	var pulls []*pullSpec
+	for _, r := range c.StringSlice("pull") {
+		p, err := parsePull(r, c.StringSlice("insecure-registry"))
+		if err != nil {
+			return cliutil.Usage(c, "%v", err)
+		}
+		pulls = append(pulls, p)
+	}
 	if _, err := os.Lstat(out); err == nil && !c.Bool("force") {
 		return fmt.Errorf("%s exists (use --force to replace it)", out)
 	}
@@ -104,13 +132,15 @@ func build(c *cli.Context) error {
 		size:       size,
 		image:      c.String("daemon-image"),
 		loads:      c.StringSlice("load"),
-		pulls:      c.StringSlice("pull"),
+		pulls:      pulls,
+		puller:     pl,
 		daemonArgs: c.StringSlice("daemon-arg"),
 		rungv:      c.String("rungv"),
 		readySecs:  int(c.Duration("ready-timeout").Seconds()),
 		memory:     c.Int64("memory-bytes"),
 		log:        logw,
 	}
+	pl.log = logw
 	start := time.Now()
 	sum, err := o.run(ctx)
 	if err != nil {
@@ -137,7 +167,8 @@ type options struct {
 	size       int64
 	image      string
 	loads      []string
-	pulls      []string
+	pulls      []*pullSpec
+	puller     *puller
 	daemonArgs []string
 	rungv      string
 	readySecs  int
@@ -145,9 +176,21 @@ type options struct {
 	log        io.Writer
 }
 
-// run builds the volume under a temporary name next to out and publishes
-// it; on any error the temporary file is removed.
+// run pulls, builds the volume under a temporary name next to out and
+// publishes it; on any error the temporary file is removed, and the pulled
+// archives always are.
 func (o *options) run(ctx context.Context) (sum *Summary, err error) {
+	pullDir, ps, err := o.puller.pullAll(ctx, o.pulls, o.out)
+	if err != nil {
+		return nil, err
+	}
+	if pullDir != "" {
+		defer os.RemoveAll(pullDir)
+	}
+	loads := append([]string(nil), o.loads...)
+	for _, p := range ps {
+		loads = append(loads, p.path)
+	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(filepath.Dir(o.out), "."+filepath.Base(o.out)+".tmp-"+hex.EncodeToString(rnd[:]))
@@ -165,8 +208,11 @@ func (o *options) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	fmt.Fprintf(o.log, "created %s volume; starting the daemon (%s)\n", cliutil.FormatSize(o.size), o.image)
 
-	rep, err := o.runDaemon(ctx, tmp)
+	rep, err := o.runDaemon(ctx, tmp, loads)
 	if err != nil {
+		return nil, err
+	}
+	if err := annotate(rep.images, ps); err != nil {
 		return nil, err
 	}
 
@@ -191,9 +237,10 @@ func (o *options) run(ctx context.Context) (sum *Summary, err error) {
 	}, nil
 }
 
-// runDaemon runs the daemon image on the volume with the guest script and
-// returns what the guest reported, or why it failed.
-func (o *options) runDaemon(ctx context.Context, vol string) (*report, error) {
+// runDaemon runs the daemon image on the volume with the guest script,
+// loading the docker-archives loads, and returns what the guest reported,
+// or why it failed. The guest has no network.
+func (o *options) runDaemon(ctx context.Context, vol string, loads []string) (*report, error) {
 	cfg := gvx.Config{
 		Rungv:         o.rungv,
 		OCIImage:      o.image,
@@ -205,14 +252,11 @@ func (o *options) runDaemon(ctx context.Context, vol string) (*report, error) {
 		Mounts:        []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/var/lib/docker"}},
 		Resources:     gvx.Resources{MemoryBytes: o.memory},
 	}
-	if len(o.pulls) > 0 {
-		cfg.NetworkMode = gvx.NetModeNAT
-	}
 	// Each tar's directory is bind-mounted read-only; the guest loads
 	// /gvx-golden/load/N/NAME.
 	var guestLoads []string
 	dirs := map[string]string{}
-	for _, l := range o.loads {
+	for _, l := range loads {
 		abs, err := filepath.Abs(l)
 		if err != nil {
 			return nil, err
@@ -235,7 +279,7 @@ func (o *options) runDaemon(ctx context.Context, vol string) (*report, error) {
 	if readySecs <= 0 {
 		readySecs = 120
 	}
-	cfg.Cmd = []string{guestScript(guestLoads, o.pulls, o.daemonArgs, readySecs)}
+	cfg.Cmd = []string{guestScript(guestLoads, o.daemonArgs, readySecs)}
 
 	pr, pw := io.Pipe()
 	cfg.Stdout = pw
@@ -253,7 +297,7 @@ func (o *options) runDaemon(ctx context.Context, vol string) (*report, error) {
 			switch kind {
 			case "ready":
 				fmt.Fprintf(o.log, "daemon ready in %.1fs\n", time.Since(start).Seconds())
-			case "load", "pull":
+			case "load":
 				fmt.Fprintf(o.log, "%s %s\n", kind, arg)
 			case "stopped":
 				fmt.Fprintf(o.log, "daemon stopped (status %s)\n", arg)

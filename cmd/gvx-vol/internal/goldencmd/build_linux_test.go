@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -50,10 +51,16 @@ info) [ -e /run/up ] ;;
 load)
 	f=$3
 	case "$f" in *bad.tar) echo "open $f: invalid tar header" >&2; exit 1 ;; esac
-	n=$(basename "$f" .tar)
-	echo "$n:latest sha256:$(sha256sum "$f" | cut -d' ' -f1) <none> 1kB" >>/var/lib/docker/images
+	if m=$(tar -xOf "$f" manifest.json 2>/dev/null); then
+		# a docker-archive (a --pull): its tag and config digest
+		n=$(echo "$m" | sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p')
+		echo "$n $(echo "$m" | sed -n 's/.*"Config":"\([^"]*\)".*/\1/p') <none> 2kB" >>/var/lib/docker/images
+	else
+		n=$(basename "$f" .tar):latest
+		echo "$n sha256:$(sha256sum "$f" | cut -d' ' -f1) <none> 1kB" >>/var/lib/docker/images
+	fi
 	cp "$f" /var/lib/docker/image/
-	echo "Loaded image: $n:latest" ;;
+	echo "Loaded image: $n" ;;
 image) while read -r l; do echo "GVX-IMAGE $l"; done </var/lib/docker/images ;;
 *) echo "stand-in docker: $1 is not supported" >&2; exit 1 ;;
 esac
@@ -149,13 +156,20 @@ func TestBuildGoldenPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	reg := testRegistry(t)
+	ref := reg + "/gvx/pulled:v1"
+	img := withPlatform(t, randomImage(t, 2), "linux", runtime.GOARCH)
+	push(t, ref, img)
+	id, _ := img.ConfigName()
+	dg, _ := img.Digest()
+
 	out := filepath.Join(dir, "golden.ext4")
-	stdout, stderr, err := runCLI("--rungv", rungvBin, "--daemon-image", standIn, "--load", a, "--load", b,
+	stdout, stderr, err := runCLI("--rungv", rungvBin, "--daemon-image", standIn, "--load", a, "--load", b, "--pull", ref,
 		"--daemon-arg=--iptables=false", "--size", "256M", "--timeout", "2m", "--json", out)
 	if err != nil {
 		t.Fatalf("build-golden: %v\nstderr:\n%s", err, stderr)
 	}
-	for _, want := range []string{"daemon ready in", "load /gvx-golden/load/0/alpha.tar", "Loaded image: beta:latest", "daemon stopped (status 0)", "compacting"} {
+	for _, want := range []string{"pull " + ref + ": 2 layers, ", "daemon ready in", "load /gvx-golden/load/0/alpha.tar", "Loaded image: beta:latest", "Loaded image: " + ref, "daemon stopped (status 0)", "compacting"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr)
 		}
@@ -164,7 +178,8 @@ func TestBuildGoldenPipeline(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	want := []Image{{Ref: "alpha:latest", ID: "sha256:" + sha(bodyA), Size: "1kB"}, {Ref: "beta:latest", ID: "sha256:" + sha(bodyB), Size: "1kB"}}
+	want := []Image{{Ref: "alpha:latest", ID: "sha256:" + sha(bodyA), Size: "1kB"}, {Ref: "beta:latest", ID: "sha256:" + sha(bodyB), Size: "1kB"},
+		{Ref: ref, ID: id.String(), Digest: dg.String(), Size: "2kB"}}
 	if fmt.Sprint(sum.Images) != fmt.Sprint(want) || sum.Volume != out || sum.SizeBytes != 256<<20 {
 		t.Errorf("summary %+v, want images %+v", sum, want)
 	}
@@ -211,6 +226,7 @@ func TestBuildGoldenFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "golden.ext4")
+	reg := testRegistry(t)
 	cases := []struct {
 		name string
 		args []string
@@ -219,6 +235,9 @@ func TestBuildGoldenFailures(t *testing.T) {
 		{"failing load", []string{"--daemon-image", standIn, "--load", bad}, "docker load -i /gvx-golden/load/0/bad.tar:"},
 		{"missing tar", []string{"--daemon-image", standIn, "--load", filepath.Join(dir, "none.tar")}, "no such file"},
 		{"no daemon", []string{"--daemon-image", "oci:" + filepath.Join(dir, "nothing")}, "run the daemon image"},
+		{"pull of a missing image", []string{"--daemon-image", standIn, "--pull", reg + "/gvx/none:v1"}, "--pull " + reg + "/gvx/none:v1: GET "},
+		{"bad reference", []string{"--daemon-image", standIn, "--pull", "Bad:Ref!"}, `--pull "Bad:Ref!": not an image reference`},
+		{"bad platform", []string{"--daemon-image", standIn, "--platform", "linux"}, "--platform: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

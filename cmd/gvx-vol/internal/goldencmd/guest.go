@@ -11,19 +11,22 @@ import (
 // The guest side of build-golden is one POSIX shell script run as the
 // daemon image's entrypoint (sh -c): it starts the daemon through the
 // image's dockerd-entrypoint.sh (as docker:dind's own entrypoint does),
-// waits for `docker info`, loads and pulls with the image's docker CLI,
+// waits for `docker info`, loads the tars with the image's docker CLI,
 // lists the images, and stops the daemon with SIGTERM so it flushes and
 // unmounts its state cleanly before the volume is compacted. It reports
 // to the host with lines on standard output that begin with a tag; every
 // other line is the docker CLI's own output.
 //
-// The docker CLI inside talks to the daemon over the guest's own socket:
-// rungv publishes no host socket yet, and gVisor's port forwarding lost
-// data on bulk transfers here (RUNTIME-NOTES.md). Tars to load reach the
-// guest through read-only bind mounts of their directories.
+// The docker CLI inside talks to the daemon over the guest's own socket.
+// rungv could publish it on the host (-p unix:SOCK:2375), but the guest
+// script needs no docker CLI on the host, keeps the daemon's API off the
+// host entirely, starts and stops the daemon in one place, and sends the
+// tars through read-only bind mounts of their directories (--pull archives
+// too, written on the host) instead of a byte stream through the
+// sandbox's port forwarding.
 const (
 	tagReady   = "GVX-READY"   // GVX-READY
-	tagStep    = "GVX-STEP"    // GVX-STEP load|pull ARG
+	tagStep    = "GVX-STEP"    // GVX-STEP load ARG
 	tagImage   = "GVX-IMAGE"   // GVX-IMAGE REPO:TAG ID DIGEST SIZE
 	tagFail    = "GVX-FAIL"    // GVX-FAIL what (the daemon log's tail follows)
 	tagStopped = "GVX-STOPPED" // GVX-STOPPED STATUS
@@ -32,9 +35,9 @@ const (
 // stopSecs is how long the daemon may take to stop.
 const stopSecs = 60
 
-// guestScript returns the script for these loads (guest paths), pulls
-// and extra dockerd flags, waiting at most readySecs for the daemon.
-func guestScript(loads, pulls, daemonArgs []string, readySecs int) string {
+// guestScript returns the script for these loads (guest paths) and extra
+// dockerd flags, waiting at most readySecs for the daemon.
+func guestScript(loads, daemonArgs []string, readySecs int) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("set -u")
@@ -52,10 +55,6 @@ func guestScript(loads, pulls, daemonArgs []string, readySecs int) string {
 	for _, l := range loads {
 		w("echo %s load %s", tagStep, shellQuote(l))
 		w("docker load -i %s || fail %s", shellQuote(l), shellQuote("docker load -i "+l))
-	}
-	for _, p := range pulls {
-		w("echo %s pull %s", tagStep, shellQuote(p))
-		w("docker pull -q %s || fail %s", shellQuote(p), shellQuote("docker pull "+p))
 	}
 	w("docker image ls --digests --no-trunc --format '%s {{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}} {{.Size}}' || fail 'docker image ls'", tagImage)
 	// SIGTERM, not the seeds' SIGINT: a job started with & in a

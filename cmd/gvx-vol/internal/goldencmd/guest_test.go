@@ -30,7 +30,7 @@ func TestGuestScriptSyntax(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh here")
 	}
-	s := guestScript([]string{"/gvx-golden/load/0/it's.tar"}, []string{"python:3.11-slim"}, []string{"--iptables=false"}, 10)
+	s := guestScript([]string{"/gvx-golden/load/0/it's.tar"}, []string{"--iptables=false"}, 10)
 	if out, err := exec.Command(sh, "-n", "-c", s).CombinedOutput(); err != nil {
 		t.Fatalf("sh -n: %v %s\n%s", err, out, s)
 	}
