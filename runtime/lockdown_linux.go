@@ -56,8 +56,16 @@ var deniedSyscalls = append([]uintptr{
 // namespace flag with EPERM, and a syscall of another ABI (x32, 32-bit)
 // kills the process. It is irreversible; use it only in a process whose
 // one job is to supervise an already-started episode.
-func Lockdown() error {
-	prog, err := lockdownProgram()
+func Lockdown() error { return lockdown(false) }
+
+// LockdownNAT is Lockdown for the host side of a --network nat episode,
+// which dials the guest's destinations with its own sockets: socket() is
+// allowed for AF_INET and AF_INET6 (every other family still fails with
+// EPERM), and connect() is allowed. Everything else is as Lockdown.
+func LockdownNAT() error { return lockdown(true) }
+
+func lockdown(inet bool) error {
+	prog, err := lockdownProgram(inet)
 	if err != nil {
 		return err
 	}
@@ -76,8 +84,51 @@ func Lockdown() error {
 	return nil
 }
 
-// lockdownProgram assembles the filter.
-func lockdownProgram() ([]unix.SockFilter, error) {
+// bpfInsn is an instruction whose jump targets are labels, resolved by
+// assemble.
+type bpfInsn struct {
+	code   uint16
+	k      uint32
+	jt, jf string // labels; "" is the next instruction
+	label  string // this instruction's label
+}
+
+// assemble resolves labels into relative jumps (forward only, < 256).
+func assemble(insns []bpfInsn) ([]unix.SockFilter, error) {
+	at := map[string]int{}
+	for i, in := range insns {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	rel := func(i int, l string) (uint8, error) {
+		if l == "" {
+			return 0, nil
+		}
+		to, ok := at[l]
+		if !ok || to <= i || to-i-1 > 255 {
+			return 0, fmt.Errorf("seccomp: bad jump from %d to %q", i, l)
+		}
+		return uint8(to - i - 1), nil
+	}
+	p := make([]unix.SockFilter, len(insns))
+	for i, in := range insns {
+		jt, err := rel(i, in.jt)
+		if err != nil {
+			return nil, err
+		}
+		jf, err := rel(i, in.jf)
+		if err != nil {
+			return nil, err
+		}
+		p[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: jt, Jf: jf}
+	}
+	return p, nil
+}
+
+// lockdownProgram assembles the filter; inet allows AF_INET/AF_INET6
+// sockets and connect (LockdownNAT).
+func lockdownProgram(inet bool) ([]unix.SockFilter, error) {
 	var arch uint32
 	switch goruntime.GOARCH {
 	case "amd64":
@@ -87,10 +138,6 @@ func lockdownProgram() ([]unix.SockFilter, error) {
 	default:
 		return nil, fmt.Errorf("%w: seccomp lockdown on %s", ErrUnsupported, goruntime.GOARCH)
 	}
-	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
-	jump := func(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
-		return unix.SockFilter{Code: code, K: k, Jt: jt, Jf: jf}
-	}
 	const (
 		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
@@ -98,46 +145,40 @@ func lockdownProgram() ([]unix.SockFilter, error) {
 		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
 	)
-	// Tail, in order: [allow] [eperm] [enosys] [kill]. Jumps are relative
-	// to the next instruction, so each check is emitted knowing how many
-	// instructions follow it.
-	var p []unix.SockFilter
-	p = append(p, stmt(ldW, offArch))
-	// Denied-number checks come after: n := len(deniedSyscalls).
-	n := len(deniedSyscalls)
-	// Layout after the arch check:
-	//   0: ld nr
-	//   1: jge x32 → eperm
-	//   2: jeq clone3 → enosys
-	//   3: jeq clone → (clone check at 4+n)
-	//   4..4+n-1: jeq denied_i → eperm
-	//   4+n: ret allow        (the common path)
-	//   5+n: ld arg0          (clone)
-	//   6+n: jset nsflags → eperm, else allow
-	//   7+n: ret allow
-	//   8+n: ret eperm
-	//   9+n: ret enosys
-	//  10+n: ret kill
-	idx := func(i int) int { return 2 + i } // program index of layout slot i
-	rel := func(from, to int) uint8 { return uint8(idx(to) - idx(from) - 1) }
-	if 10+n > 250 {
-		return nil, fmt.Errorf("seccomp: too many rules")
+	p := []bpfInsn{
+		{code: ldW, k: offArch},
+		{code: jeq, k: arch, jf: "kill"},
+		{code: ldW, k: offNr},
+		{code: jge, k: x32SyscallBit, jt: "eperm"},
+		{code: jeq, k: uint32(unix.SYS_CLONE3), jt: "enosys"},
+		{code: jeq, k: uint32(unix.SYS_CLONE), jt: "clone"},
 	}
-	// arch check: equal → slot 0, else kill.
-	p = append(p, jump(jeq, arch, 0, uint8(idx(10+n)-1-1)))
-	p = append(p, stmt(ldW, offNr))
-	p = append(p, jump(jge, x32SyscallBit, rel(1, 8+n), 0))
-	p = append(p, jump(jeq, uint32(unix.SYS_CLONE3), rel(2, 9+n), 0))
-	p = append(p, jump(jeq, uint32(unix.SYS_CLONE), rel(3, 5+n), 0))
-	for i, nr := range deniedSyscalls {
-		p = append(p, jump(jeq, uint32(nr), rel(4+i, 8+n), 0))
+	if inet {
+		p = append(p, bpfInsn{code: jeq, k: uint32(unix.SYS_SOCKET), jt: "socket"})
 	}
-	p = append(p, stmt(ret, seccompRetAllow))
-	p = append(p, stmt(ldW, offArg0))
-	p = append(p, jump(jset, nsCloneFlags, rel(6+n, 8+n), 0))
-	p = append(p, stmt(ret, seccompRetAllow))
-	p = append(p, stmt(ret, seccompRetErrno|uint32(unix.EPERM)))
-	p = append(p, stmt(ret, seccompRetErrno|uint32(unix.ENOSYS)))
-	p = append(p, stmt(ret, seccompRetKillProcess))
-	return p, nil
+	for _, nr := range deniedSyscalls {
+		if inet && (nr == unix.SYS_SOCKET || nr == unix.SYS_CONNECT) {
+			continue
+		}
+		p = append(p, bpfInsn{code: jeq, k: uint32(nr), jt: "eperm"})
+	}
+	p = append(p,
+		bpfInsn{code: ret, k: seccompRetAllow}, // the common path
+		bpfInsn{label: "clone", code: ldW, k: offArg0},
+		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm", jf: "allow"},
+	)
+	if inet {
+		p = append(p,
+			bpfInsn{label: "socket", code: ldW, k: offArg0},
+			bpfInsn{code: jeq, k: unix.AF_INET, jt: "allow"},
+			bpfInsn{code: jeq, k: unix.AF_INET6, jt: "allow", jf: "eperm"},
+		)
+	}
+	p = append(p,
+		bpfInsn{label: "allow", code: ret, k: seccompRetAllow},
+		bpfInsn{label: "eperm", code: ret, k: seccompRetErrno | uint32(unix.EPERM)},
+		bpfInsn{label: "enosys", code: ret, k: seccompRetErrno | uint32(unix.ENOSYS)},
+		bpfInsn{label: "kill", code: ret, k: seccompRetKillProcess},
+	)
+	return assemble(p)
 }

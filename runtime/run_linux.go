@@ -41,8 +41,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Network == "" {
 		o.Network = NetworkNone
 	}
-	if o.Network != NetworkNone {
-		return 0, fmt.Errorf("%w: --network %s (only none so far)", ErrUnsupported, o.Network)
+	if o.Network != NetworkNone && o.Network != NetworkNAT {
+		return 0, fmt.Errorf("%w: --network %s (none or nat)", ErrUnsupported, o.Network)
 	}
 	state, err := os.MkdirTemp("", "rungv-")
 	if err != nil {
@@ -157,6 +157,11 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		}
 		spec.Annotations[annCPUNum] = strconv.Itoa(n)
 	}
+	if o.Network == NetworkNAT {
+		if err := natSpec(spec, bundle); err != nil {
+			return nil, err
+		}
+	}
 	js, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, err
@@ -167,8 +172,8 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 	args := []string{
 		"--root=" + filepath.Join(state, "runsc"),
 		"--ignore-cgroups",
-		"--network=" + string(o.Network),
 	}
+	args = append(args, networkRunscFlags(o.Network)...)
 	if len(o.Ports) > 0 {
 		args = append(args, "--host-uds=create")
 	}
@@ -218,6 +223,15 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		cmd.Stdin = io.NopCloser(f)
 	}
 	cmd.ExtraFiles = []*os.File{syncR}
+	var nat *natHost
+	if o.Network == NetworkNAT {
+		if nat, err = newNATHost(); err != nil {
+			syncR.Close()
+			return 0, err
+		}
+		defer nat.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
@@ -232,7 +246,11 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 	}
 	syncR.Close()
 	if o.Lockdown {
-		if err := Lockdown(); err != nil {
+		lockdown := Lockdown
+		if nat != nil {
+			lockdown = LockdownNAT
+		}
+		if err := lockdown(); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, fmt.Errorf("lock down: %w", err)
@@ -242,6 +260,9 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+	}
+	if nat != nil {
+		go nat.serveOrReport(cmd.Stderr)
 	}
 
 	sigs := make(chan os.Signal, 8)

@@ -33,6 +33,12 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
+	if natEnabled(args) {
+		if err := natSetup(); err != nil {
+			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)
+			return 125
+		}
+	}
 	// The episode's init is PID 1 of a new PID namespace: when it goes
 	// (even by SIGKILL, or with this thread: Pdeathsig), the kernel kills
 	// the sandbox and gofer with it.

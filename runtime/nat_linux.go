@@ -1,0 +1,477 @@
+package runtime
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// --network nat: slirp's layout, built from a veth pair in the episode's
+// network namespace and a gVisor netstack in the host process.
+//
+//	guest (Sentry netstack, eth0 10.0.2.15/24, default via 10.0.2.2)
+//	  │ AF_PACKET socket on eth0 (runsc --network=sandbox scrapes eth0)
+//	eth0 ═══ veth ═══ gvx0                (episode's network namespace)
+//	                   │ AF_PACKET socket, made by the supervisor, passed
+//	                   │ to the host process with SCM_RIGHTS
+//	host process: netstack (10.0.2.2, 10.0.2.3, promiscuous) whose TCP and
+//	UDP forwarders dial the destination with the host's own sockets.
+//
+// No device node is needed (/dev/net/tun is often root-only), and the
+// kernel stack of the episode's namespace never sees an address: runsc
+// removes eth0's after scraping it, and gvx0 never has one.
+const (
+	// natFD is the supervisor's end of the unix socket the packet
+	// socket is sent over.
+	natFD = 4
+	// natGuestIf and natHostIf are the two ends of the veth pair.
+	natGuestIf = "eth0"
+	natHostIf  = "gvx0"
+	// natMTU is slirp4netns's recommended MTU: fewer, larger frames.
+	natMTU = 65520
+	// natUDPIdle closes a UDP flow without traffic for this long.
+	natUDPIdle = 60 * time.Second
+	// natDialTimeout bounds a host-side TCP connect.
+	natDialTimeout = 10 * time.Second
+	// natDNSEnv, when set, is the host:port the guest's DNS server
+	// (10.0.2.3:53) forwards to, instead of /etc/resolv.conf's first
+	// nameserver.
+	natDNSEnv = "GVX_NAT_DNS"
+)
+
+// The guest's view, as slirp lays it out.
+var (
+	natGuestIP   = net.IPv4(10, 0, 2, 15).To4()
+	natGatewayIP = net.IPv4(10, 0, 2, 2).To4()
+	natDNSIP     = net.IPv4(10, 0, 2, 3).To4()
+	natGuestMAC  = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	natHostMAC   = net.HardwareAddr{0x52, 0x55, 0x0a, 0x00, 0x02, 0x02}
+)
+
+// natResolvConf is the guest's /etc/resolv.conf.
+const natResolvConf = "nameserver 10.0.2.3\n"
+
+// natRunscFlags are the runsc flags of a NAT episode: the Sentry takes
+// eth0 over from the namespace, and segments its own packets (a veth
+// passes GSO frames through, which the host side would see with partial
+// checksums).
+var natRunscFlags = []string{"--network=sandbox", "--gso=false"}
+
+// networkRunscFlags are runsc's flags for a network mode.
+func networkRunscFlags(m NetworkMode) []string {
+	if m == NetworkNAT {
+		return natRunscFlags
+	}
+	return []string{"--network=" + string(m)}
+}
+
+// natEnabled tells, from the runsc flags the supervisor got, whether the
+// episode has --network nat.
+func natEnabled(runscArgs []string) bool {
+	for _, a := range runscArgs {
+		if a == natRunscFlags[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// natSpec gives the guest an /etc/resolv.conf naming 10.0.2.3 (runsc
+// writes none): a file in the bundle, bind-mounted.
+func natSpec(spec *specs.Spec, bundle string) error {
+	p := filepath.Join(bundle, "resolv.conf")
+	if err := os.WriteFile(p, []byte(natResolvConf), 0o644); err != nil {
+		return err
+	}
+	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: p, Options: []string{"rw", "rbind"}})
+	return nil
+}
+
+// natSetup runs in the supervisor, root in the episode's user namespace
+// that owns its network namespace: it makes the veth pair, gives eth0 the
+// guest's address and default route, and sends a packet socket bound to
+// gvx0 to the host side over natFD.
+func natSetup() error {
+	sock := os.NewFile(natFD, "nat")
+	defer sock.Close()
+	// No IPv6 on either end: a link-local address on gvx0 would make
+	// runsc take it over as a second guest interface.
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
+	veth := &netlink.Veth{
+		LinkAttrs:        netlink.LinkAttrs{Name: natGuestIf, MTU: natMTU, HardwareAddr: natGuestMAC, TxQLen: 1000},
+		PeerName:         natHostIf,
+		PeerHardwareAddr: natHostMAC,
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth pair: %w", err)
+	}
+	guest, err := netlink.LinkByName(natGuestIf)
+	if err != nil {
+		return err
+	}
+	host, err := netlink.LinkByName(natHostIf)
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetMTU(host, natMTU); err != nil {
+		return err
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: natGuestIP, Mask: net.CIDRMask(24, 32)}}
+	if err := netlink.AddrAdd(guest, addr); err != nil {
+		return fmt.Errorf("address %s: %w", addr, err)
+	}
+	for _, l := range []netlink.Link{host, guest} {
+		if err := netlink.LinkSetUp(l); err != nil {
+			return fmt.Errorf("bring up %s: %w", l.Attrs().Name, err)
+		}
+	}
+	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: guest.Attrs().Index, Gw: natGatewayIP}); err != nil {
+		return fmt.Errorf("default route: %w", err)
+	}
+	if addrs, err := netlink.AddrList(host, netlink.FAMILY_ALL); err != nil || len(addrs) > 0 {
+		return fmt.Errorf("%s must have no address (IPv6 could not be disabled?): %v %v", natHostIf, addrs, err)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: host.Attrs().Index}); err != nil {
+		return fmt.Errorf("bind packet socket to %s: %w", natHostIf, err)
+	}
+	// The *FORCE variants need CAP_NET_ADMIN in the initial namespace;
+	// without it the buffers stay at net.core.[rw]mem_max.
+	const buf = 4 << 20
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], buf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], buf)
+		}
+	}
+	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fd), nil, 0); err != nil {
+		return fmt.Errorf("send the packet socket to the host side: %w", err)
+	}
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// natHost is the host side of the NAT: a netstack on the packet socket
+// the supervisor sends, forwarding to the host's own sockets.
+type natHost struct {
+	conn  *os.File // our end of the socket pair
+	Child *os.File // the supervisor's end (its natFD)
+	dns   string   // host:port that 10.0.2.3:53 forwards to; "" refuses
+
+	mu     sync.Mutex
+	st     *stack.Stack
+	fd     int
+	closed bool
+	conns  sync.WaitGroup
+}
+
+// newNATHost makes the socket pair and reads the DNS target (GVX_NAT_DNS,
+// else the first nameserver of /etc/resolv.conf). Call it before the
+// process locks itself down.
+func newNATHost() (*natHost, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("nat: socketpair: %w", err)
+	}
+	n := &natHost{conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"), fd: -1}
+	n.dns = os.Getenv(natDNSEnv)
+	if n.dns == "" {
+		if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
+			n.dns = net.JoinHostPort(ns, "53")
+		}
+	}
+	return n, nil
+}
+
+// firstNameserver returns the first nameserver line's address of a
+// resolv.conf, or "".
+func firstNameserver(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			if ip := net.ParseIP(strings.SplitN(fields[1], "%", 2)[0]); ip != nil {
+				return ip.String()
+			}
+		}
+	}
+	return ""
+}
+
+// serve receives the packet socket and runs the netstack on it until
+// Close. It returns once the stack runs (or failed to start).
+func (n *natHost) serve() error {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(n.conn.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("nat: receive the packet socket: %w", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return errNATNoSocket
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return errNATNoSocket
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fd = fds[0]
+	if n.closed {
+		unix.Close(n.fd)
+		return nil
+	}
+	st, err := n.newStack(n.fd)
+	if err != nil {
+		unix.Close(n.fd)
+		return err
+	}
+	n.st = st
+	return nil
+}
+
+// serveOrReport is serve, reporting an error to w. A supervisor that
+// failed before sending the socket has reported why itself.
+func (n *natHost) serveOrReport(w io.Writer) {
+	if err := n.serve(); err != nil && !errors.Is(err, errNATNoSocket) {
+		fmt.Fprintf(w, "rungv: --network nat: %v\n", err)
+	}
+}
+
+// errNATNoSocket: the supervisor closed its end without sending.
+var errNATNoSocket = errors.New("nat: the supervisor sent no packet socket")
+
+// newStack builds the host-side netstack on a packet socket fd.
+func (n *natHost) newStack(fd int) (*stack.Stack, error) {
+	ep, err := fdbased.New(&fdbased.Options{
+		FDs:                []int{fd},
+		MTU:                natMTU,
+		EthernetHeader:     true,
+		Address:            tcpip.LinkAddress(natHostMAC),
+		PacketDispatchMode: fdbased.RecvMMsg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nat: link endpoint: %w", err)
+	}
+	st := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	fail := func(what string, e tcpip.Error) (*stack.Stack, error) {
+		st.Close()
+		st.Wait()
+		return nil, fmt.Errorf("nat: %s: %s", what, e)
+	}
+	const nic = 1
+	if e := st.CreateNICWithOptions(nic, ep, stack.NICOptions{Name: natHostIf}); e != nil {
+		return fail("create NIC", e)
+	}
+	// Promiscuous: every destination is accepted (then dialed from the
+	// host); spoofing: answers leave with that destination as source.
+	if e := st.SetPromiscuousMode(nic, true); e != nil {
+		return fail("promiscuous mode", e)
+	}
+	if e := st.SetSpoofing(nic, true); e != nil {
+		return fail("spoofing", e)
+	}
+	for _, ip := range []net.IP{natGatewayIP, natDNSIP} {
+		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4Slice(ip), PrefixLen: 24}}
+		if e := st.AddProtocolAddress(nic, pa, stack.AddressProperties{}); e != nil {
+			return fail("address", e)
+		}
+	}
+	st.SetRouteTable([]tcpip.Route{{Destination: header4Any(), NIC: nic}})
+	sack := tcpip.TCPSACKEnabled(true)
+	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20}
+	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20}
+	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+
+	tf := tcp.NewForwarder(st, 0, 1024, n.forwardTCP)
+	st.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	uf := udp.NewForwarder(st, n.forwardUDP)
+	st.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
+	return st, nil
+}
+
+// header4Any is 0.0.0.0/0.
+func header4Any() tcpip.Subnet {
+	s, _ := tcpip.NewSubnet(tcpip.AddrFrom4([4]byte{}), tcpip.MaskFromBytes([]byte{0, 0, 0, 0}))
+	return s
+}
+
+// natTarget maps a guest destination to a host address: 10.0.2.2 is the
+// host's loopback, 10.0.2.3:53 the DNS server, anything else outside
+// 10.0.2.0/24 itself. ok is false for what is refused.
+func natTarget(dst net.IP, port uint16, dns string) (string, bool) {
+	p := fmt.Sprint(port)
+	switch {
+	case dst.Equal(natGatewayIP):
+		return net.JoinHostPort("127.0.0.1", p), true
+	case dst.Equal(natDNSIP):
+		if port == 53 && dns != "" {
+			return dns, true
+		}
+		return "", false
+	case dst.Mask(net.CIDRMask(24, 32)).Equal(natGuestIP.Mask(net.CIDRMask(24, 32))),
+		dst.IsUnspecified(), dst.IsMulticast(), dst.Equal(net.IPv4bcast):
+		return "", false
+	}
+	return net.JoinHostPort(dst.String(), p), true
+}
+
+// track counts a relay so Close can wait for it; false once closed.
+func (n *natHost) track() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.conns.Add(1)
+	return true
+}
+
+// forwardTCP connects to the destination from the host, then completes
+// the guest's handshake (a refused or failed connect resets it).
+func (n *natHost) forwardTCP(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	target, ok := natTarget(net.IP(id.LocalAddress.AsSlice()), id.LocalPort, n.dns)
+	if !ok || !n.track() {
+		r.Complete(true)
+		return
+	}
+	go func() {
+		defer n.conns.Done()
+		hc, err := net.DialTimeout("tcp", target, natDialTimeout)
+		if err != nil {
+			r.Complete(true)
+			return
+		}
+		var wq waiter.Queue
+		ep, terr := r.CreateEndpoint(&wq)
+		if terr != nil {
+			r.Complete(true)
+			hc.Close()
+			return
+		}
+		r.Complete(false)
+		gc := gonet.NewTCPConn(&wq, ep)
+		splice(gc, hc.(*net.TCPConn))
+	}()
+}
+
+// halfCloser is a connection whose write side closes alone.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// splice copies both ways, passing half-closes on, and closes both.
+func splice(a, b halfCloser) {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(b, a)
+		_ = b.CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(a, b)
+	_ = a.CloseWrite()
+	<-done
+	a.Close()
+	b.Close()
+}
+
+// forwardUDP relays one UDP flow (guest address and port to destination)
+// through a connected host socket until it idles for natUDPIdle.
+func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	target, ok := natTarget(net.IP(id.LocalAddress.AsSlice()), id.LocalPort, n.dns)
+	if !ok {
+		return false
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		return false
+	}
+	gc := gonet.NewUDPConn(&wq, ep)
+	if !n.track() {
+		gc.Close()
+		return true
+	}
+	go func() {
+		defer n.conns.Done()
+		defer gc.Close()
+		hc, err := net.Dial("udp", target)
+		if err != nil {
+			return
+		}
+		defer hc.Close()
+		relay := func(dst, src net.Conn) {
+			buf := make([]byte, 65536)
+			for {
+				_ = src.SetReadDeadline(time.Now().Add(natUDPIdle))
+				m, err := src.Read(buf)
+				if err != nil {
+					// Idle or closed: end the flow both ways.
+					gc.Close()
+					hc.Close()
+					return
+				}
+				_, _ = dst.Write(buf[:m])
+			}
+		}
+		go relay(hc, gc)
+		relay(gc, hc)
+	}()
+	return true
+}
+
+// Close stops the netstack and waits for the relays.
+func (n *natHost) Close() {
+	n.mu.Lock()
+	n.closed = true
+	st := n.st
+	n.mu.Unlock()
+	n.conn.Close()
+	n.Child.Close()
+	if st != nil {
+		st.Close()
+		st.Wait()
+		unix.Close(n.fd)
+	}
+}
