@@ -32,6 +32,23 @@ const (
 	tagStopped = "GVX-STOPPED" // GVX-STOPPED STATUS
 )
 
+// guestSocket is where the daemon listens in the guest, and the docker
+// CLI's default.
+const guestSocket = "unix:///var/run/docker.sock"
+
+// daemonFlags are the dockerd flags: extra, plus --host=guestSocket
+// unless extra names a host. The guest has no network, so a TCP listener
+// (what dind entrypoints add when given no host) would serve no one, and
+// dockerd delays its start by 15 seconds to warn about one without TLS.
+func daemonFlags(extra []string) []string {
+	for _, a := range extra {
+		if a == "-H" || a == "--host" || strings.HasPrefix(a, "-H=") || strings.HasPrefix(a, "--host=") {
+			return extra
+		}
+	}
+	return append(append([]string(nil), extra...), "--host="+guestSocket)
+}
+
 // stopSecs is how long the daemon may take to stop.
 const stopSecs = 60
 
@@ -43,7 +60,7 @@ func guestScript(loads, daemonArgs []string, readySecs int) string {
 	w("set -u")
 	w("log=/tmp/gvx-golden-dockerd.log")
 	w("fail() { echo %s \"$1\"; tail -n 40 \"$log\" 2>/dev/null; kill -TERM \"$pid\" 2>/dev/null; exit 3; }", tagFail)
-	w("dockerd-entrypoint.sh %s >\"$log\" 2>&1 &", shellQuote(daemonArgs...))
+	w("dockerd-entrypoint.sh %s >\"$log\" 2>&1 &", shellQuote(daemonFlags(daemonArgs)...))
 	w("pid=$!")
 	w("i=0")
 	w("until docker info >/dev/null 2>&1; do")

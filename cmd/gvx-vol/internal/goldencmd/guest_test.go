@@ -36,6 +36,23 @@ func TestGuestScriptSyntax(t *testing.T) {
 	}
 }
 
+// TestDaemonFlags: the daemon listens on the guest socket only, unless
+// told otherwise.
+func TestDaemonFlags(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{nil, []string{"--host=unix:///var/run/docker.sock"}},
+		{[]string{"--iptables=false"}, []string{"--iptables=false", "--host=unix:///var/run/docker.sock"}},
+		{[]string{"-H", "tcp://0.0.0.0:2375"}, []string{"-H", "tcp://0.0.0.0:2375"}},
+		{[]string{"--host=unix:///x.sock"}, []string{"--host=unix:///x.sock"}},
+		{[]string{"-H=fd://"}, []string{"-H=fd://"}},
+		{[]string{"--hostname-ish"}, []string{"--hostname-ish", "--host=unix:///var/run/docker.sock"}},
+	} {
+		if got := daemonFlags(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 func TestParseGuest(t *testing.T) {
 	in := `GVX-READY
 GVX-STEP load /gvx-golden/load/0/a.tar
