@@ -186,7 +186,7 @@ type natHost struct {
 	st     *stack.Stack
 	fd     int
 	closed bool
-	conns  sync.WaitGroup
+	open   map[io.Closer]struct{} // host sockets of live relays
 }
 
 // newNATHost makes the socket pair and reads the DNS target (GVX_NAT_DNS,
@@ -197,7 +197,7 @@ func newNATHost() (*natHost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nat: socketpair: %w", err)
 	}
-	n := &natHost{conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"), fd: -1}
+	n := &natHost{conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"), fd: -1, open: map[io.Closer]struct{}{}}
 	n.dns = os.Getenv(natDNSEnv)
 	if n.dns == "" {
 		if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
@@ -354,15 +354,21 @@ func natTarget(dst net.IP, port uint16, dns string) (string, bool) {
 	return net.JoinHostPort(dst.String(), p), true
 }
 
-// track counts a relay so Close can wait for it; false once closed.
-func (n *natHost) track() bool {
+// track registers a relay's host socket for Close; false (and c closed)
+// once closed. The returned func unregisters it.
+func (n *natHost) track(c io.Closer) (func(), bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return false
+		c.Close()
+		return nil, false
 	}
-	n.conns.Add(1)
-	return true
+	n.open[c] = struct{}{}
+	return func() {
+		n.mu.Lock()
+		delete(n.open, c)
+		n.mu.Unlock()
+	}, true
 }
 
 // forwardTCP connects to the destination from the host, then completes
@@ -370,17 +376,22 @@ func (n *natHost) track() bool {
 func (n *natHost) forwardTCP(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	target, ok := natTarget(net.IP(id.LocalAddress.AsSlice()), id.LocalPort, n.dns)
-	if !ok || !n.track() {
+	if !ok {
 		r.Complete(true)
 		return
 	}
 	go func() {
-		defer n.conns.Done()
 		hc, err := net.DialTimeout("tcp", target, natDialTimeout)
 		if err != nil {
 			r.Complete(true)
 			return
 		}
+		untrack, ok := n.track(hc)
+		if !ok {
+			r.Complete(true)
+			return
+		}
+		defer untrack()
 		var wq waiter.Queue
 		ep, terr := r.CreateEndpoint(&wq)
 		if terr != nil {
@@ -429,17 +440,17 @@ func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
 		return false
 	}
 	gc := gonet.NewUDPConn(&wq, ep)
-	if !n.track() {
-		gc.Close()
-		return true
-	}
 	go func() {
-		defer n.conns.Done()
 		defer gc.Close()
 		hc, err := net.Dial("udp", target)
 		if err != nil {
 			return
 		}
+		untrack, ok := n.track(hc)
+		if !ok {
+			return
+		}
+		defer untrack()
 		defer hc.Close()
 		relay := func(dst, src net.Conn) {
 			buf := make([]byte, 65536)
@@ -461,11 +472,14 @@ func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
 	return true
 }
 
-// Close stops the netstack and waits for the relays.
+// Close stops the netstack and closes the relays' host sockets.
 func (n *natHost) Close() {
 	n.mu.Lock()
 	n.closed = true
 	st := n.st
+	for c := range n.open {
+		c.Close()
+	}
 	n.mu.Unlock()
 	n.conn.Close()
 	n.Child.Close()

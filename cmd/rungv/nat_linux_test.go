@@ -1,20 +1,38 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/md5"
 	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
 // hostHTTP serves body at /blob on 127.0.0.1 and returns the port.
 func hostHTTP(t *testing.T, body []byte) int {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return hostHTTPOn(t, "127.0.0.1", body)
+}
+
+// hostHTTPOn serves body at /blob on ip and returns the port.
+func hostHTTPOn(t *testing.T, ip string, body []byte) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/blob" {
 			http.NotFound(w, r)
 			return
@@ -22,6 +40,9 @@ func hostHTTP(t *testing.T, body []byte) int {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = w.Write(body)
 	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().(*net.TCPAddr).Port
 }
@@ -56,4 +77,249 @@ func natTail(s string) string {
 		return "…" + s[len(s)-4000:]
 	}
 	return strings.TrimSpace(s)
+}
+
+// TestNATGuestView checks the guest's interface, routes and resolver: slirp's
+// layout.
+func TestNATGuestView(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+			"ip -4 addr show eth0; echo ---; cat /proc/net/route; echo ---; cat /etc/resolv.conf")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		parts := strings.Split(r.stdout, "---\n")
+		if len(parts) != 3 {
+			t.Fatalf("output: %q", r.stdout)
+		}
+		if !strings.Contains(parts[0], "inet 10.0.2.15/24") {
+			t.Errorf("eth0 has no 10.0.2.15/24:\n%s", parts[0])
+		}
+		// /proc/net/route: little-endian hex; default route (0.0.0.0/0)
+		// via 10.0.2.2 and the on-link 10.0.2.0/24.
+		routes := map[string]string{}
+		for _, l := range strings.Split(parts[1], "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) >= 8 && f[0] == "eth0" {
+				routes[f[1]+"/"+f[7]] = f[2]
+			}
+		}
+		if routes["00000000/00000000"] != "0202000A" || routes["0002000A/00FFFFFF"] != "00000000" {
+			t.Errorf("routes %v from\n%s", routes, parts[1])
+		}
+		if strings.TrimSpace(parts[2]) != "nameserver 10.0.2.3" {
+			t.Errorf("resolv.conf: %q", parts[2])
+		}
+		checkClean(t, tmp)
+	})
+}
+
+// TestNATNone: with --network none the same fetch fails (and eth0 does not
+// exist).
+func TestNATNone(t *testing.T) {
+	port := hostHTTP(t, []byte("secret"))
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "none", imageRef, "sh", "-c",
+			"ip link show eth0; wget -T 3 -qO- http://10.0.2.2:"+strconv.Itoa(port)+"/blob")
+		if r.code == 0 || strings.Contains(r.stdout, "secret") {
+			t.Fatalf("the guest reached the host without a network: exit %d, %q", r.code, r.stdout)
+		}
+		checkClean(t, tmp)
+	})
+}
+
+// TestNATRefused: a closed host port is refused at once (the forwarder
+// resets the guest's connection).
+func TestNATRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", "http://10.0.2.2:"+strconv.Itoa(port)+"/")
+		if r.code == 0 || !strings.Contains(r.stderr, "refused") {
+			t.Fatalf("exit %d, stderr %q: want connection refused", r.code, r.stderr)
+		}
+	})
+}
+
+// dnsServer is a tiny UDP DNS responder on 127.0.0.1: A queries for
+// name get ip; others get an empty answer. It counts the queries.
+type dnsServer struct {
+	port    int
+	queries atomic.Int32
+}
+
+func newDNSServer(t *testing.T, name string, ip net.IP) *dnsServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	d := &dnsServer{port: pc.LocalAddr().(*net.UDPAddr).Port}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if resp := dnsAnswer(buf[:n], name, ip.To4()); resp != nil {
+				d.queries.Add(1)
+				_, _ = pc.WriteTo(resp, from)
+			}
+		}
+	}()
+	return d
+}
+
+// dnsAnswer answers one DNS query (RFC 1035 4.1): the question is copied,
+// an A record for name added when asked for.
+func dnsAnswer(q []byte, name string, ip net.IP) []byte {
+	if len(q) < 12 || binary.BigEndian.Uint16(q[4:]) != 1 {
+		return nil
+	}
+	var labels []string
+	i := 12
+	for i < len(q) && q[i] != 0 {
+		l := int(q[i])
+		if l > 63 || i+1+l > len(q) {
+			return nil
+		}
+		labels = append(labels, string(q[i+1:i+1+l]))
+		i += 1 + l
+	}
+	if i+5 > len(q) {
+		return nil
+	}
+	qtype := binary.BigEndian.Uint16(q[i+1:])
+	end := i + 5
+	resp := append([]byte{}, q[:end]...)
+	resp[2], resp[3] = 0x81, 0x80 // response, RD, RA, no error
+	binary.BigEndian.PutUint16(resp[6:], 0)
+	binary.BigEndian.PutUint16(resp[8:], 0)
+	binary.BigEndian.PutUint16(resp[10:], 0)
+	if qtype == 1 && strings.EqualFold(strings.Join(labels, "."), name) {
+		binary.BigEndian.PutUint16(resp[6:], 1)
+		resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4)
+		resp = append(resp, ip...)
+	}
+	return resp
+}
+
+// TestNATUDP: a UDP request and its answer go through the NAT both ways,
+// to a host server on 127.0.0.1 (via 10.0.2.2) and to the DNS forwarder
+// (10.0.2.3:53, pointed at the same server with GVX_NAT_DNS). Debian's
+// busybox nc has no -u; busybox nslookup is the UDP client.
+func TestNATUDP(t *testing.T) {
+	d := newDNSServer(t, "gvx.test", net.IPv4(192, 0, 2, 77))
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		before := d.queries.Load()
+		c := command(t, u, tmp, "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+			fmt.Sprintf("nslookup -type=a gvx.test 10.0.2.2:%d && echo --- && nslookup -type=a gvx.test", d.port))
+		c.Env = append(c.Env, "GVX_NAT_DNS=127.0.0.1:"+strconv.Itoa(d.port))
+		out, err := c.CombinedOutput()
+		parts := strings.Split(string(out), "---")
+		if err != nil || len(parts) != 2 || !strings.Contains(parts[0], "192.0.2.77") || !strings.Contains(parts[1], "192.0.2.77") {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		if !strings.Contains(parts[1], "10.0.2.3") {
+			t.Errorf("the second lookup did not use 10.0.2.3:\n%s", parts[1])
+		}
+		if n := d.queries.Load() - before; n < 2 {
+			t.Errorf("the host server saw %d queries, want at least 2", n)
+		}
+		checkClean(t, tmp)
+	})
+}
+
+// TestNATHostAddress reaches a server on one of the host's own
+// non-loopback addresses (the guest's traffic leaves through host sockets
+// to any destination, not only the gateway alias).
+func TestNATHostAddress(t *testing.T) {
+	ip := hostIPv4(t)
+	body := randomBytes(t, 256<<10)
+	port := hostHTTPOn(t, ip, body)
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", "http://"+ip+":"+strconv.Itoa(port)+"/blob")
+		if r.code != 0 || r.stdout != string(body) {
+			t.Fatalf("exit %d, %d bytes, want %d; stderr %s", r.code, len(r.stdout), len(body), r.stderr)
+		}
+	})
+}
+
+// hostIPv4 returns a non-loopback IPv4 address of the host or skips.
+func hostIPv4(t *testing.T) string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("the host has no non-loopback IPv4 address")
+	return ""
+}
+
+// TestNATVolume: NAT in an episode with an ext4lite volume (runsc then
+// runs with --rootless, which its own run subcommand refuses with
+// --network=sandbox): a download lands in the volume intact.
+func TestNATVolume(t *testing.T) {
+	body := randomBytes(t, 3<<20)
+	sum := md5.Sum(body)
+	port := hostHTTP(t, body)
+	both(t, func(t *testing.T, u user) {
+		vol := newVolume(t, u, 64<<20)
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--mount", "type=volume,src="+vol+",dst=/vol", imageRef, "sh", "-c",
+			"wget -qO /vol/blob http://10.0.2.2:"+strconv.Itoa(port)+"/blob && md5sum /vol/blob")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, hex.EncodeToString(sum[:])) {
+			t.Fatalf("exit %d, %q, want md5 %x; stderr %s", r.code, r.stdout, sum, r.stderr)
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+	})
+}
+
+// TestNATKillLeavesNothing SIGKILLs a NAT episode's rungv (locked down,
+// with its netstack serving a live connection): nothing may remain.
+func TestNATKillLeavesNothing(t *testing.T) {
+	port := hostHTTP(t, []byte("x"))
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		c := command(t, u, tmp, "run", "--network", "nat", imageRef, "sh", "-c",
+			"wget -qO- http://10.0.2.2:"+strconv.Itoa(port)+"/blob && echo started; exec sleep 1000")
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Stdout = pw
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		got, _ := bufio.NewReader(pr).ReadString('\n')
+		if got != "xstarted\n" {
+			c.Process.Kill()
+			c.Wait()
+			t.Fatalf("guest did not start: %q", got)
+		}
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Process.Pid))
+		if !bytes.Contains(st, []byte("Seccomp:\t2")) {
+			t.Errorf("rungv is not locked down:\n%s", st)
+		}
+		if err := syscall.Kill(c.Process.Pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		pr.Close()
+		checkClean(t, tmp)
+	})
 }
