@@ -32,8 +32,10 @@ type NetworkMode int
 const (
 	// NetModeNone gives the guest loopback only.
 	NetModeNone NetworkMode = iota
-	// NetModeNAT gives the guest a user-space netstack with outbound NAT
-	// (10.0.2.15/24).
+	// NetModeNAT gives the guest a user-space netstack with outbound NAT,
+	// slirp's layout: 10.0.2.15/24, gateway 10.0.2.2 (the host's
+	// 127.0.0.1), DNS 10.0.2.3 (the host's first nameserver). TCP and UDP
+	// leave through the host's own sockets (rungv run --network nat).
 	NetModeNAT
 )
 
