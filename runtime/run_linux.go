@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -115,7 +116,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 				opt = "ro"
 			}
 			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: []string{opt, "rbind"}})
-			for k, v := range volume.Annotations(i, volume.Spec{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}, m.Source) {
+			for k, v := range volume.Annotations(i, volume.Spec{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}) {
 				spec.Annotations[k] = v
 			}
 		}
@@ -162,6 +163,9 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 			return nil, err
 		}
 	}
+	if hasVolume(o.Mounts) {
+		shareBindMounts(spec)
+	}
 	js, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, err
@@ -189,11 +193,74 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 	if o.AllowSUID {
 		args = append(args, "--allow-suid")
 	}
+	if hasVolume(o.Mounts) {
+		args = append(args, volumeRunscFlags...)
+	}
 	if o.DebugLogDir != "" {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
 	}
 	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
 	return &episode{state: state, runscArgs: args}, nil
+}
+
+// volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
+//
+//   - --file-access-mounts=exclusive: the sandbox is the volume's only
+//     user, so the Sentry caches its pages and lets programs memory-map its
+//     files: executables, containerd's and dockerd's bolt databases,
+//     sqlite, git packs. On a shared mount the Sentry allows mmap only with
+//     a host FD, which an ext4lite file cannot give (ENODEV).
+//   - --directfs=false: the Sentry must send every operation on a volume
+//     to the gofer, where ext4lite answers it. A per-mount hint could say
+//     so, but any hint also sets the sharing mode (shared: no mmap;
+//     container: a memory overlay that never reaches the volume).
+//   - --rootless: without directfs, runsc starts the sandbox in a nested
+//     user namespace as nobody, mapped to nobody outside; only uid 0 (the
+//     caller) exists in the episode's user namespace, so that fails with
+//     EPERM. --rootless maps the sandbox's nobody to uid 0 instead. It
+//     changes nothing else here: rungv's supervisor already holds every
+//     capability in its own user namespace.
+//
+// Bind mounts then also go through the gofer: an episode without volumes
+// keeps runsc's defaults (directfs).
+var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=false", "--rootless"}
+
+// shareBindMounts gives every host bind mount of spec a share=shared hint:
+// with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
+// otherwise cache them as if nothing outside changed them, and a file the
+// host adds to a bind-mounted directory would stay invisible in the guest.
+// Volume mounts (binds of the volume file) get none: they must be
+// exclusive.
+func shareBindMounts(spec *specs.Spec) {
+	vols := map[string]bool{}
+	for k, v := range spec.Annotations {
+		if strings.HasPrefix(k, volume.AnnotationPrefix) {
+			var vs volume.Spec
+			if json.Unmarshal([]byte(v), &vs) == nil {
+				vols[vs.Source] = true
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range spec.Mounts {
+		if m.Type != "bind" || vols[m.Source] || seen[m.Source] {
+			continue // runsc refuses two hints for one source
+		}
+		seen[m.Source] = true
+		name := "dev.gvisor.spec.mount.gvxbind" + strconv.Itoa(len(seen)) + "."
+		spec.Annotations[name+"source"] = m.Source
+		spec.Annotations[name+"type"] = "bind"
+		spec.Annotations[name+"share"] = "shared"
+	}
+}
+
+func hasVolume(ms []Mount) bool {
+	for _, m := range ms {
+		if m.Type == MountVolume {
+			return true
+		}
+	}
+	return false
 }
 
 // run starts the supervisor and waits for it.

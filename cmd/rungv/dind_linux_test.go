@@ -11,13 +11,21 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/image/dindtest"
+	"z.gfire.dev/gvx/reflink"
 )
 
-// TestDindThroughRungvRun runs the Debian docker.io image under plain
-// `rungv run` with /var/lib/docker on tmpfs and the daemon's port
-// published as a host unix socket: from the host, docker info, load, run
-// and a two-step build work, and a graceful stop leaves nothing behind.
-func TestDindThroughRungvRun(t *testing.T) {
+// Docker inside plain `rungv run`: the Debian docker.io image of
+// image/dindtest, its daemon's port published as a host unix socket, the
+// host's docker CLI driving it.
+
+// dindSetup is what every dind test needs: the image layout, the hello
+// archive and the host's docker CLI.
+type dindSetup struct {
+	layout, hello, docker string
+}
+
+func needDind(t *testing.T) dindSetup {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the dind image is built as root (debootstrap)")
 	}
@@ -41,75 +49,155 @@ func TestDindThroughRungvRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
-	hello := filepath.Join(tmp, "hello.tar")
-	if err := dindtest.WriteHello(hello); err != nil {
-		t.Fatal(err)
-	}
-	sockDir := filepath.Join(tmp, "sock")
-	os.Mkdir(sockDir, 0o755)
-	sock := filepath.Join(sockDir, "docker.sock")
-	cmd := exec.Command(rungvBin, "run", "--rm", "-p", "unix:"+sock+":2375",
-		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false",
-		"--mount", "type=tmpfs,dst=/var/lib/docker", "oci:"+layout, "--tls=false")
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
-	docker := func(args ...string) (string, error) {
-		out, err := exec.Command(dockerCLI, append([]string{"-H", "unix://" + sock}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := docker(args...)
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s\ndaemon:\n%s", args, err, out, tail(log.String()))
+	hello := filepath.Join(shared, "hello.tar")
+	if _, err := os.Stat(hello); err != nil {
+		if err := dindtest.WriteHello(hello); err != nil {
+			t.Fatal(err)
 		}
-		return out
+		_ = os.Chmod(hello, 0o644)
 	}
-	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-		if out, err := docker("info", "--format", "{{.Driver}}"); err == nil {
-			t.Logf("dockerd answered after %v, storage driver %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
-			break
+	return dindSetup{layout: layout, hello: hello, docker: dockerCLI}
+}
+
+// daemon is one dockerd episode under rungv.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	log    *strings.Builder
+	sock   string
+	cli    string
+	exited chan error
+}
+
+// startDaemon runs the dind image as u with TMPDIR tmp and
+// /var/lib/docker mounted as mount (a --mount value), and waits until the
+// daemon answers through the socket published in sockDir.
+func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
+	d.cmd = command(t, u, tmp, "run", "--rm", "-p", "unix:"+d.sock+":2375",
+		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false",
+		"--mount", mount, "oci:"+s.layout, "--tls=false")
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait() }()
+	t.Cleanup(func() { syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) })
+	for ; ; time.Sleep(100 * time.Millisecond) {
+		if out, err := d.docker("info", "--format", "{{.Driver}}"); err == nil {
+			t.Logf("dockerd answered %v after rungv started, storage driver %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+			return d
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("rungv exited before dockerd answered: %v\n%s", err, tail(log.String()))
+		case err := <-d.exited:
+			t.Fatalf("rungv exited before dockerd answered: %v\n%s", err, tail(d.log.String()))
 		default:
 		}
 		if time.Since(start) > 90*time.Second {
-			t.Fatalf("dockerd did not answer in 90 s\n%s", tail(log.String()))
+			t.Fatalf("dockerd did not answer in 90 s\n%s", tail(d.log.String()))
 		}
 	}
-	must("load", "-i", hello)
-	if out := must("run", "--rm", "hello:latest", "echo", "hi"); strings.TrimSpace(out) != "hi" {
+}
+
+func (d *daemon) docker(args ...string) (string, error) {
+	c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
+	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
+
+func (d *daemon) must(args ...string) string {
+	d.t.Helper()
+	out, err := d.docker(args...)
+	if err != nil {
+		d.t.Fatalf("docker %v: %v\n%s\ndaemon:\n%s", args, err, out, tail(d.log.String()))
+	}
+	return out
+}
+
+// stop sends SIGTERM to rungv (it reaches dockerd, which shuts down) and
+// waits for the episode to end.
+func (d *daemon) stop() {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(60 * time.Second):
+		d.t.Fatalf("rungv did not stop on SIGTERM\n%s", tail(d.log.String()))
+	}
+}
+
+// loadRunBuild is the dind workload: docker load of a local archive, docker
+// run of it, a two-step docker build that deletes a file of its base
+// layer, and a run of the result.
+func loadRunBuild(t *testing.T, d *daemon, s dindSetup) {
+	t.Helper()
+	d.must("load", "-i", s.hello)
+	if out := d.must("run", "--rm", "hello:latest", "echo", "hi"); strings.TrimSpace(out) != "hi" {
 		t.Fatalf("docker run printed %q", out)
 	}
-	ctxDir := filepath.Join(tmp, "build")
-	os.Mkdir(ctxDir, 0o755)
-	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte("FROM hello:latest\nRUN echo built >/built\nRUN cat /built\n"), 0o644)
-	must("build", "-q", "-t", "built", ctxDir)
-	if out := must("run", "--rm", "built", "cat", "/built"); strings.TrimSpace(out) != "built" {
+	ctxDir := t.TempDir()
+	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte("FROM hello:latest\nRUN echo built >/built\nRUN rm /bin/true && cat /built\n"), 0o644)
+	d.must("build", "-q", "-t", "built", ctxDir)
+	if out := d.must("run", "--rm", "built", "sh", "-c", "cat /built; [ -e /bin/true ] || echo deleted"); strings.TrimSpace(out) != "built\ndeleted" {
 		t.Fatalf("built image: %q", out)
 	}
-	// Graceful stop: SIGTERM to rungv reaches dockerd, which shuts down.
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("rungv did not stop on SIGTERM\n%s", tail(log.String()))
-	}
-	if left := processesMentioning(sockDir); len(left) > 0 {
+}
+
+// TestDindThroughRungvRun: /var/lib/docker on tmpfs. From the host, docker
+// info, load, run and a two-step build work, and a graceful stop leaves
+// nothing behind.
+func TestDindThroughRungvRun(t *testing.T) {
+	s := needDind(t)
+	tmp, sockDir := privateTmp(t, asRoot), privateTmp(t, asRoot)
+	d := startDaemon(t, s, asRoot, tmp, sockDir, "type=tmpfs,dst=/var/lib/docker")
+	loadRunBuild(t, d, s)
+	d.stop()
+	if left := processesMentioning(filepath.Dir(d.sock)); len(left) > 0 {
 		t.Errorf("processes left after the stop: %v", left)
 	}
+}
+
+// TestDindOnVolume is the seeds' episode, run as nobody: dockerd's whole
+// /var/lib/docker on an ext4lite volume. After load, run and build, a
+// graceful stop leaves the volume e2fsck-clean; a clone of it starts a new
+// daemon that lists and runs the images without loading them again, and
+// the clone is clean too.
+func TestDindOnVolume(t *testing.T) {
+	s := needDind(t)
+	need(t, asNobody)
+	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
+	vol := newVolume(t, asNobody, 4<<30)
+	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker")
+	if out := d.must("info", "--format", "{{.Driver}}"); strings.TrimSpace(out) != "overlay2" {
+		t.Fatalf("storage driver %q, want overlay2 (on the volume)", out)
+	}
+	loadRunBuild(t, d, s)
+	d.stop()
+	if !strings.Contains(d.log.String(), "Daemon shutdown complete") {
+		t.Errorf("dockerd did not log a clean shutdown:\n%s", tail(d.log.String()))
+	}
+	checkClean(t, tmp)
+	e2fsck(t, vol)
+
+	clone := filepath.Join(filepath.Dir(vol), "clone.ext4")
+	if _, err := reflink.CloneFile(vol, clone, reflink.Options{Mode: reflink.Auto}); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chown(clone, 65534, 65534)
+	d = startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+clone+",dst=/var/lib/docker")
+	if out := d.must("images", "--format", "{{.Repository}}:{{.Tag}}"); !strings.Contains(out, "hello:latest") || !strings.Contains(out, "built:latest") {
+		t.Fatalf("images on the clone: %q", out)
+	}
+	if out := d.must("run", "--rm", "built", "cat", "/built"); strings.TrimSpace(out) != "built" {
+		t.Fatalf("built image on the clone: %q", out)
+	}
+	d.stop()
+	checkClean(t, tmp)
+	e2fsck(t, clone)
 }
 
 func tail(s string) string {

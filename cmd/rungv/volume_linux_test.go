@@ -165,6 +165,33 @@ func TestVolumeGracefulStop(t *testing.T) {
 	})
 }
 
+// TestVolumeExecAndMmap: programs run from a volume and a file on it is
+// memory-mapped, shared and writable. Both need the Sentry to map the
+// volume's pages (ENODEV on a shared mount without host FDs): executables
+// in images that dockerd unpacks onto its volume, its bolt databases.
+func TestVolumeExecAndMmap(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 256<<20)
+		// Loading an ELF maps it: /proc/self/maps of the busybox run from
+		// the volume names the file there.
+		script := `set -e
+cp /bin/busybox /data/busybox
+/data/busybox echo exec-ok
+/data/busybox sh -c 'grep -c /data/busybox /proc/self/maps'`
+		r := runRungv(t, u, tmp, "", "run", "--mount", "type=volume,src="+vol+",dst=/data", imageRef, "sh", "-c", script)
+		if r.code != 0 {
+			t.Fatalf("guest: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || lines[0] != "exec-ok" || lines[1] == "0" {
+			t.Fatalf("guest output %q", r.stdout)
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+	})
+}
+
 // TestMountsBindTmpfs: a read-only bind mount and a tmpfs, as docker's.
 func TestMountsBindTmpfs(t *testing.T) {
 	both(t, func(t *testing.T, u user) {

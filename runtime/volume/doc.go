@@ -3,9 +3,11 @@
 // runsc's gofer through runsc/fsgofer/extension.
 //
 // The runtime marks a volume mount with Annotations: a bind mount whose
-// source is the volume file, our dev.gvx.volume.N description, and the pod
-// mount hints that send every operation to the gofer (share=shared: no
-// memory overlay; directfs=off). In the gofer, PrepareGofer opens the file
+// source is the volume file and our dev.gvx.volume.N description. runsc
+// runs with --directfs=false (every operation on the mount is an RPC to
+// the gofer) and --file-access-mounts=exclusive (the Sentry caches the
+// volume's pages, so files on it can be memory-mapped and executed). In
+// the gofer, PrepareGofer opens the file
 // where the gofer bind-mounted it, before the gofer chroots, drops
 // capabilities and installs its seccomp filter (SeccompRules adds what
 // ext4lite needs: pread64, pwrite64, fsync, …); TryHandleMount opens the
@@ -14,10 +16,13 @@
 // ownership, xattrs, whiteout devices and hard links live in the volume's
 // own inodes, as root or rootless.
 //
-// Durability: metadata is synced on fsync, every SyncEvery while dirty, and
-// when the Sentry releases the mount (the episode ends); then the volume is
-// closed. A SIGKILLed episode loses at most the last SyncEvery of changes
-// and leaves a journal that ext4lite, the kernel and e2fsck replay.
+// Durability: the Sentry writes dirty pages back on fsync, when it evicts
+// them and when it tears the mount down (the episode ends, gracefully or
+// not, as long as the Sentry is not SIGKILLed). ext4lite syncs its metadata
+// on fsync, every SyncEvery while dirty and when the Sentry releases the
+// mount; then the volume is closed. A SIGKILLed episode loses what the
+// Sentry still cached plus at most the last SyncEvery of metadata, and
+// leaves a journal that ext4lite, the kernel and e2fsck replay.
 //
 // Usage, in the binary that embeds runsc, before maincli.Main:
 //

@@ -32,20 +32,17 @@ type Spec struct {
 	ReadOnly bool   `json:"ro,omitempty"`
 }
 
-// Annotations returns the spec annotations for volume i: ours, and the
-// pod mount hints that make the Sentry send every operation to the gofer
-// (no memory overlay, no directfs). hintSource must be the Source of the
-// matching spec mount (a bind mount of the volume file).
-func Annotations(i int, v Spec, hintSource string) map[string]string {
+// Annotations returns the spec annotation that marks volume i for the
+// gofer extension. The matching spec mount is a bind mount whose source is
+// the volume file. The runtime gives the mount no gVisor mount hint: a hint
+// with share=shared would stop the Sentry from memory-mapping files (it
+// needs a host FD for that, and ext4lite has none to give), and
+// share=container puts a memory overlay over the mount. The runtime runs
+// runsc with --file-access-mounts=exclusive and --directfs=false instead
+// (see runtime.volumeRunscFlags).
+func Annotations(i int, v Spec) map[string]string {
 	js, _ := json.Marshal(v)
-	name := "gvxvol" + strconv.Itoa(i)
-	return map[string]string{
-		AnnotationPrefix + strconv.Itoa(i):            string(js),
-		"dev.gvisor.spec.mount." + name + ".source":   hintSource,
-		"dev.gvisor.spec.mount." + name + ".type":     "bind",
-		"dev.gvisor.spec.mount." + name + ".share":    "shared",
-		"dev.gvisor.spec.mount." + name + ".directfs": "off",
-	}
+	return map[string]string{AnnotationPrefix + strconv.Itoa(i): string(js)}
 }
 
 // specsOf lists the volumes a spec carries.
