@@ -34,14 +34,16 @@ func buildCommand() *cli.Command {
 		Description: `Builds the volume every episode clones: creates a new ext4lite volume, runs
 the Docker daemon image under the runtime (the rungv binary: --rungv,
 $GVX_RUNGV or PATH) with the volume at /var/lib/docker, loads each --load
-docker-archive tar and each --pull reference, stops the daemon gracefully (SIGTERM, so it flushes its state), compacts the volume
-(empty journal, free space punched out) and publishes OUT atomically (temporary
-file, fsync, rename, fsync of the directory). An existing OUT is kept unless
---force. If anything fails, no OUT and no temporary file are left.
+docker-archive tar and each --pull reference, stops the daemon gracefully
+(SIGTERM, so it flushes its state), compacts the volume (empty journal, free
+space punched out) and publishes OUT atomically (temporary file, fsync,
+rename, fsync of the directory). An existing OUT is kept unless --force. If
+anything fails, no OUT and no temporary file are left.
 
 The daemon image must provide dockerd-entrypoint.sh and the docker CLI, as
 docker:dind does; --daemon-arg flags go to dockerd (for example
---daemon-arg=--iptables=false).
+--daemon-arg=--iptables=false). The daemon listens on the guest's
+unix:///var/run/docker.sock only, unless a --daemon-arg names -H/--host.
 
 --pull pulls on the host, not in the guest (which has no network): with the
 host's registry credentials ($DOCKER_CONFIG or ~/.docker/config.json and its

@@ -360,3 +360,23 @@ func BenchmarkPull(b *testing.B) {
 		os.Remove(p.path)
 	}
 }
+
+// FuzzParsePull: any --pull string parses or fails with an error naming
+// it; never a panic; an accepted one always has a tag docker can list.
+func FuzzParsePull(f *testing.F) {
+	for _, s := range []string{"python:3.11-slim", "127.0.0.1:5000/a/b:c", "a:b@sha256:" + strings.Repeat("0", 64), "a@sha256:x", "Bad:Ref!", "", "docker.io/library/x"} {
+		f.Add(s, "registry.example")
+	}
+	f.Fuzz(func(t *testing.T, s, insecure string) {
+		p, err := parsePull(s, []string{insecure})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--pull ") {
+				t.Fatalf("error without the flag: %v", err)
+			}
+			return
+		}
+		if fam := familiar(p.tag); fam == "" || !strings.Contains(fam, ":") || p.given != s {
+			t.Fatalf("%q: tag %q given %q", s, fam, p.given)
+		}
+	})
+}
