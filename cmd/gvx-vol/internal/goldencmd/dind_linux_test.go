@@ -235,6 +235,10 @@ func hostDockerd(t *testing.T, work, golden string, images []string, run, want m
 	}
 	t.Cleanup(func() { unmountAll(t, dataRoot) })
 
+	if _, err := os.Stat("/run/containerd/containerd.sock"); err == nil {
+		// dockerd then uses it instead of starting its own (its rule).
+		t.Logf("a system containerd is running: the host dockerd uses it")
+	}
 	sock := filepath.Join(hd, "docker.sock")
 	var log bytes.Buffer
 	d := exec.Command(dockerd, "--data-root", dataRoot, "--exec-root", execRoot, "--pidfile", filepath.Join(hd, "dockerd.pid"),
