@@ -1,9 +1,13 @@
 package dindtest
 
 import (
+	"archive/tar"
+	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"z.gfire.dev/gvx/image/imagetest"
@@ -25,6 +29,40 @@ func WriteHello(path string) error {
 		return err
 	}
 	if err := tarball.WriteToFile(path, tag, img); err != nil {
+		return fmt.Errorf("dindtest: %w", err)
+	}
+	return nil
+}
+
+// WriteTagged writes the busybox image plus one layer holding /etc/gvx-image
+// (the tag and a newline) as a docker-archive tagged tag: a second local
+// image whose layers differ from the hello image's.
+func WriteTagged(path, tag string) error {
+	img, err := imagetest.BusyboxImage()
+	if err != nil {
+		return err
+	}
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return fmt.Errorf("dindtest: %w", err)
+	}
+	body := []byte(tag + "\n")
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "etc/gvx-image", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+	tw.Write(body)
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("dindtest: %w", err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b.Bytes())), nil })
+	if err != nil {
+		return fmt.Errorf("dindtest: %w", err)
+	}
+	img, err = mutate.AppendLayers(img, layer)
+	if err != nil {
+		return fmt.Errorf("dindtest: %w", err)
+	}
+	if err := tarball.WriteToFile(path, ref, img); err != nil {
 		return fmt.Errorf("dindtest: %w", err)
 	}
 	return nil

@@ -47,3 +47,32 @@ func TestWriteHello(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteTagged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tools.tar")
+	if err := WriteTagged(p, "tools:1"); errors.Is(err, imagetest.ErrNoBusybox) {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	tag := name.MustParseReference("tools:1").(name.Tag)
+	img, err := tarball.ImageFromPath(p, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := img.Layers()
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("layers: %d, %v", len(ls), err)
+	}
+	rc, err := ls[1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if names := tarNames(t, rc); len(names) != 1 || names["etc/gvx-image"] == nil {
+		t.Fatalf("second layer holds %v, want only etc/gvx-image", names)
+	}
+	if err := WriteTagged(p, "Bad Tag"); err == nil {
+		t.Fatal("an invalid tag was accepted")
+	}
+}

@@ -1,8 +1,10 @@
 // Command mkdind builds the dind test image (package dindtest) and puts a
 // copy of its OCI layout in DIR (blobs hard-linked from the cache when
-// possible), and with -hello a docker-archive of the hello image.
+// possible), with -hello a docker-archive of the hello image, and with
+// -tagged TAG=TAR a docker-archive of a second image (busybox plus
+// /etc/gvx-image) tagged TAG.
 //
-//	go run ./image/dindtest/mkdind [-hello hello.tar] DIR
+//	go run ./image/dindtest/mkdind [-hello hello.tar] [-tagged tools:1=tools.tar] DIR
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"z.gfire.dev/gvx/image/dindtest"
@@ -20,8 +23,16 @@ import (
 
 func main() {
 	hello := flag.String("hello", "", "also write the hello image as a docker-archive `TAR`")
+	var tagged []string
+	flag.Func("tagged", "also write busybox plus /etc/gvx-image as a docker-archive: `TAG=TAR` (repeatable)", func(v string) error {
+		if tag, tarPath, ok := strings.Cut(v, "="); !ok || tag == "" || tarPath == "" {
+			return fmt.Errorf("want TAG=TAR, got %q", v)
+		}
+		tagged = append(tagged, v)
+		return nil
+	})
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mkdind [-hello TAR] DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
+		fmt.Fprintf(os.Stderr, "usage: mkdind [-hello TAR] [-tagged TAG=TAR]... DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -42,6 +53,13 @@ func main() {
 	}
 	if *hello != "" {
 		if err := dindtest.WriteHello(*hello); err != nil {
+			fmt.Fprintln(os.Stderr, "mkdind:", err)
+			os.Exit(1)
+		}
+	}
+	for _, v := range tagged {
+		tag, tarPath, _ := strings.Cut(v, "=")
+		if err := dindtest.WriteTagged(tarPath, tag); err != nil {
 			fmt.Fprintln(os.Stderr, "mkdind:", err)
 			os.Exit(1)
 		}
