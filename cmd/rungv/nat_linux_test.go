@@ -359,3 +359,28 @@ func BenchmarkNATDownload(b *testing.B) {
 		b.Fatalf("%v: %s", err, out)
 	}
 }
+
+// BenchmarkNATStart: what --network nat adds to an episode's start (veth,
+// packet socket, netstack, scraping eth0, the resolv.conf bind).
+func BenchmarkNATStart(b *testing.B) {
+	if setupErr != nil || os.Getuid() != 0 {
+		b.Skip("needs root and the test image:", setupErr)
+	}
+	tmp, err := os.MkdirTemp(shared, "bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, net := range []string{"none", "nat"} {
+		b.Run(net, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c := exec.Command(rungvBin, "run", "--rm", "--network", net, imageRef, "true")
+				c.Env = append(os.Environ(), "TMPDIR="+tmp, "GVX_CACHE_DIR="+filepath.Join(tmp, "cache"))
+				if out, err := c.CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+			}
+		})
+	}
+}
