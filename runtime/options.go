@@ -26,8 +26,10 @@ type NetworkMode string
 const (
 	// NetworkNone gives the guest a loopback interface only.
 	NetworkNone NetworkMode = "none"
-	// NetworkNAT gives the guest a user-space netstack with outbound NAT.
-	// Not implemented yet: refused with ErrUnsupported.
+	// NetworkNAT gives the guest slirp's layout (eth0 10.0.2.15/24,
+	// gateway 10.0.2.2 = the host's 127.0.0.1, DNS 10.0.2.3 = the host's
+	// nameserver) with outbound TCP and UDP made by the host process's own
+	// sockets (runtime/nat_linux.go; docs/runtime.md "Networking").
 	NetworkNAT NetworkMode = "nat"
 )
 
