@@ -153,7 +153,8 @@ func natSetup() error {
 	sock := os.NewFile(natFD, "nat")
 	defer sock.Close()
 	// No IPv6 on either end: a link-local address on gvx0 would make
-	// runsc take it over as a second guest interface.
+	// runsc take it over as a second guest interface. Where /proc/sys is
+	// read-only (some containers), gvx0's addresses are deleted below.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
 	veth := &netlink.Veth{
 		LinkAttrs:        netlink.LinkAttrs{Name: natGuestIf, MTU: natMTU, HardwareAddr: natGuestMAC, TxQLen: 1000},
@@ -185,6 +186,11 @@ func natSetup() error {
 	}
 	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: guest.Attrs().Index, Gw: natGatewayIP}); err != nil {
 		return fmt.Errorf("default route: %w", err)
+	}
+	if addrs, err := netlink.AddrList(host, netlink.FAMILY_ALL); err == nil {
+		for i := range addrs {
+			_ = netlink.AddrDel(host, &addrs[i])
+		}
 	}
 	if addrs, err := netlink.AddrList(host, netlink.FAMILY_ALL); err != nil || len(addrs) > 0 {
 		return fmt.Errorf("%s must have no address (IPv6 could not be disabled?): %v %v", natHostIf, addrs, err)
