@@ -274,8 +274,13 @@ func firstNameserver(path string) string {
 }
 
 // serve receives the packet socket and runs the netstack on it until
-// Close. It returns once the stack runs (or failed to start).
+// Close. Call it once the supervisor has started. It returns once the
+// stack runs (or failed to start; errNATNoSocket if the supervisor exited
+// without sending the socket).
 func (n *natHost) serve() error {
+	// The supervisor holds its own copy now: without ours, its exit ends
+	// the receive below.
+	n.Child.Close()
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
 	_, oobn, _, _, err := unix.Recvmsg(int(n.conn.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -528,6 +533,7 @@ func (n *natHost) Close() {
 		c.Close()
 	}
 	n.mu.Unlock()
+	_ = unix.Shutdown(int(n.conn.Fd()), unix.SHUT_RDWR) // wakes serve's receive
 	n.conn.Close()
 	n.Child.Close()
 	if st != nil {

@@ -2,14 +2,28 @@ package runtime
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 )
 
 func TestNATTarget(t *testing.T) {
@@ -170,4 +184,160 @@ func lockdownNATChild() {
 	}
 	os.Stdout.WriteString("lockdown-nat-ok\n")
 	os.Exit(0)
+}
+
+// natPair starts the host side of the NAT in this process on one end of a
+// datagram socket pair (standing in for the packet socket on gvx0, sent as
+// the supervisor sends it) and returns a guest netstack (10.0.2.15/24, as
+// the Sentry is configured) on the other end. No root needed.
+func natPair(t *testing.T, dns string) *stack.Stack {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := newNATHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.dns = dns
+	if err := unix.Sendmsg(int(n.Child.Fd()), []byte{1}, unix.UnixRights(fds[0]), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fds[0])
+	if err := n.serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{fds[1]}, MTU: natMTU, EthernetHeader: true, Address: tcpip.LinkAddress(natGuestMAC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	t.Cleanup(func() { g.Close(); g.Wait(); unix.Close(fds[1]) })
+	if e := g.CreateNIC(1, ep); e != nil {
+		t.Fatal(e)
+	}
+	pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4Slice(natGuestIP), PrefixLen: 24}}
+	if e := g.AddProtocolAddress(1, pa, stack.AddressProperties{}); e != nil {
+		t.Fatal(e)
+	}
+	g.SetRouteTable([]tcpip.Route{{Destination: header4Any(), Gateway: tcpip.AddrFrom4Slice(natGatewayIP), NIC: 1}})
+	return g
+}
+
+func guestAddr(ip net.IP, port int) tcpip.FullAddress {
+	return tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(ip.To4()), Port: uint16(port)}
+}
+
+// TestNATHostSide drives the host side with a guest netstack in process:
+// HTTP to the host's loopback through 10.0.2.2 (2 MiB, byte-identical),
+// UDP both ways, the DNS forward, a refused port.
+func TestNATHostSide(t *testing.T) {
+	body := make([]byte, 2<<20)
+	rand.Read(body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	echo, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			m, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(append([]byte("echo:"), buf[:m]...), from)
+		}
+	}()
+	g := natPair(t, echo.LocalAddr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return gonet.DialContextTCP(ctx, g, guestAddr(natGatewayIP, port), ipv4.ProtocolNumber)
+	}}}
+	resp, err := client.Get("http://10.0.2.2/blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("HTTP through 10.0.2.2: %d bytes, %v", len(got), err)
+	}
+
+	for _, c := range []struct {
+		ip   net.IP
+		port int
+	}{{natGatewayIP, echo.LocalAddr().(*net.UDPAddr).Port}, {natDNSIP, 53}} {
+		uc, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(c.ip), Port: uint16(c.port)}, ipv4.ProtocolNumber)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := uc.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		m, err := uc.Read(buf)
+		if err != nil || string(buf[:m]) != "echo:ping" {
+			t.Fatalf("UDP to %s:%d: %q, %v", c.ip, c.port, buf[:m], err)
+		}
+		uc.Close()
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if c, err := gonet.DialContextTCP(ctx, g, guestAddr(natGatewayIP, closed), ipv4.ProtocolNumber); err == nil {
+		c.Close()
+		t.Fatal("a closed host port accepted the guest's connection")
+	}
+}
+
+// TestNATServeNoSocket: a supervisor that exits without sending the socket
+// ends serve with errNATNoSocket (silently reported); Close unblocks it.
+func TestNATServeNoSocket(t *testing.T) {
+	n, err := newNATHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.serve(); !errors.Is(err, errNATNoSocket) {
+		t.Fatalf("serve = %v, want errNATNoSocket", err)
+	}
+	n.Close()
+
+	n, err = newNATHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := unix.Dup(int(n.Child.Fd())) // a supervisor still alive
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(child)
+	done := make(chan error, 1)
+	go func() { done <- n.serve() }()
+	time.Sleep(50 * time.Millisecond)
+	n.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errNATNoSocket) {
+			t.Fatalf("serve after Close = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end serve")
+	}
 }
