@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +21,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"z.gfire.dev/gvx/image/imagetest"
 )
 
 // hostHTTP serves body at /blob on 127.0.0.1 and returns the port.
@@ -383,4 +392,67 @@ func BenchmarkNATStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestNATDockerPull is the seeds' NAT episode, as nobody: dockerd in the
+// dind image with /var/lib/docker on an ext4lite volume and --network nat
+// pulls an image from a registry on the host's loopback (go-containerregistry's
+// in-memory registry, reached as 10.0.2.2:PORT) and runs it.
+func TestNATDockerPull(t *testing.T) {
+	s := needDind(t)
+	need(t, asNobody)
+	img, err := imagetest.BusyboxImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	go reg.Serve(l)
+	t.Cleanup(func() { reg.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	ref, err := name.ParseReference(fmt.Sprintf("127.0.0.1:%d/gvx/hello:nat", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+
+	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
+	vol := newVolume(t, asNobody, 4<<30)
+	gateway := fmt.Sprintf("10.0.2.2:%d", port)
+	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
+	d.cmd = command(t, asNobody, tmp, "run", "--rm", "--network", "nat", "-p", "unix:"+d.sock+":2375",
+		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false --insecure-registry="+gateway,
+		"--mount", "type=volume,src="+vol+",dst=/var/lib/docker", "oci:"+s.layout, "--tls=false")
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait() }()
+	t.Cleanup(func() { syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) })
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := d.docker("info"); err == nil {
+			break
+		}
+		select {
+		case err := <-d.exited:
+			t.Fatalf("rungv exited before dockerd answered: %v\n%s", err, natTail(d.log.String()))
+		default:
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("dockerd did not answer in 90 s\n%s", natTail(d.log.String()))
+		}
+	}
+	d.must("pull", gateway+"/gvx/hello:nat")
+	if out := d.must("run", "--rm", gateway+"/gvx/hello:nat", "echo", "pulled"); strings.TrimSpace(out) != "pulled" {
+		t.Fatalf("docker run of the pulled image printed %q", out)
+	}
+	d.stop()
+	checkClean(t, tmp)
+	e2fsck(t, vol)
 }
