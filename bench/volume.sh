@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Small-file and bulk write speed inside an episode: the same guest loop on
 # an ext4lite volume (served over lisafs by the gofer extension), on a
-# tmpfs mount and on the rootfs's memory overlay. Times are measured inside
-# the guest (/proc/uptime, 10 ms resolution), so start-up is not counted.
+# tmpfs mount, on the rootfs's memory overlay, and — in a second episode
+# without volumes, so runsc keeps directfs — on a bind mount of a host
+# directory (the Sentry calls the host kernel directly). Times are measured
+# inside the guest (/proc/uptime, 10 ms resolution), so start-up is not
+# counted.
 #
 # usage: bench/volume.sh [FILES]   (default 2000; needs busybox-static, go)
 set -euo pipefail
@@ -16,13 +19,16 @@ CGO_ENABLED=0 go run ./runtime/runtimetest/mk "$work/image"
 export GVX_CACHE_DIR=$work/cache
 "$work/gvx-vol" create --size 2G "$work/vol.ext4" >/dev/null
 script='ms() { read u _ </proc/uptime; echo $(( ${u%.*}*1000 + (1${u#*.} - 100)*10 )); }
-for d in /vol /tmpfs /overlay; do
+for d in $DIRS; do
   mkdir -p $d/t; s=$(ms)
   i=0; while [ $i -lt '"$files"' ]; do echo $i > $d/t/$i; i=$((i+1)); done
   m=$(ms); dd if=/dev/zero of=$d/big bs=1M count=256 2>/dev/null; sync; e=$(ms)
   printf "%-9s %5d files: %6d ms   256 MiB dd: %6d ms\n" $d '"$files"' $((m-s)) $((e-m))
 done'
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$work/rungv" run --mount "type=volume,src=$work/vol.ext4,dst=/vol" --mount type=tmpfs,dst=/tmpfs \
-	"oci:$work/image" sh -c "$script"
+"$work/rungv" run -e "DIRS=/vol /tmpfs /overlay" --mount "type=volume,src=$work/vol.ext4,dst=/vol" \
+	--mount type=tmpfs,dst=/tmpfs "oci:$work/image" sh -c "$script"
+mkdir "$work/bind"
+"$work/rungv" run -e DIRS=/bind --mount "type=bind,src=$work/bind,dst=/bind" "oci:$work/image" sh -c "$script" |
+	sed 's/$/    (directfs bind mount)/'
 "$work/gvx-vol" fsck "$work/vol.ext4" >/dev/null && echo "volume fsck: clean"
