@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -50,8 +51,6 @@ const (
 	natHostIf  = "gvx0"
 	// natMTU is slirp4netns's recommended MTU: fewer, larger frames.
 	natMTU = 65520
-	// natUDPIdle closes a UDP flow without traffic for this long.
-	natUDPIdle = 60 * time.Second
 	// natMaxRelays bounds the host sockets the guest can hold open
 	// (TCP connections and UDP flows); beyond it new ones are refused.
 	natMaxRelays = 4096
@@ -62,6 +61,10 @@ const (
 	// nameserver.
 	natDNSEnv = "GVX_NAT_DNS"
 )
+
+// natUDPIdle closes a UDP flow without traffic either way for this long
+// (a variable for tests).
+var natUDPIdle = 60 * time.Second
 
 // The guest's view, as slirp lays it out.
 var (
@@ -503,17 +506,25 @@ func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
 		}
 		defer untrack()
 		defer hc.Close()
+		idle := natUDPIdle
+		var last atomic.Int64 // UnixNano of the last datagram either way
+		last.Store(time.Now().UnixNano())
 		relay := func(dst, src net.Conn) {
 			buf := make([]byte, 65536)
 			for {
-				_ = src.SetReadDeadline(time.Now().Add(natUDPIdle))
+				_ = src.SetReadDeadline(time.Unix(0, last.Load()).Add(idle))
 				m, err := src.Read(buf)
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, last.Load())) < idle {
+					continue // the other direction is busy
+				}
 				if err != nil {
 					// Idle or closed: end the flow both ways.
 					gc.Close()
 					hc.Close()
 					return
 				}
+				last.Store(time.Now().UnixNano())
 				_, _ = dst.Write(buf[:m])
 			}
 		}

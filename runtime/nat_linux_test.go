@@ -190,7 +190,7 @@ func lockdownNATChild() {
 // datagram socket pair (standing in for the packet socket on gvx0, sent as
 // the supervisor sends it) and returns a guest netstack (10.0.2.15/24, as
 // the Sentry is configured) on the other end. No root needed.
-func natPair(t testing.TB, dns string) *stack.Stack {
+func natPair(t testing.TB, dns string) (*stack.Stack, *natHost) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -227,7 +227,7 @@ func natPair(t testing.TB, dns string) *stack.Stack {
 		t.Fatal(e)
 	}
 	g.SetRouteTable([]tcpip.Route{{Destination: header4Any(), Gateway: tcpip.AddrFrom4Slice(natGatewayIP), NIC: 1}})
-	return g
+	return g, n
 }
 
 func guestAddr(ip net.IP, port int) tcpip.FullAddress {
@@ -258,7 +258,7 @@ func TestNATHostSide(t *testing.T) {
 			echo.WriteTo(append([]byte("echo:"), buf[:m]...), from)
 		}
 	}()
-	g := natPair(t, echo.LocalAddr().String())
+	g, _ := natPair(t, echo.LocalAddr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -353,7 +353,7 @@ func BenchmarkNATHostSide(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	g := natPair(b, "")
+	g, _ := natPair(b, "")
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -367,6 +367,53 @@ func BenchmarkNATHostSide(b *testing.B) {
 		c.Close()
 		if err != nil || n < size {
 			b.Fatalf("%d bytes, %v", n, err)
+		}
+	}
+}
+
+// TestNATUDPOneWay: a UDP flow that only the host side talks on stays up
+// past the idle time (idle means no datagram either way), and an idle flow
+// is closed.
+func TestNATUDPOneWay(t *testing.T) {
+	defer func(d time.Duration) { natUDPIdle = d }(natUDPIdle)
+	natUDPIdle = 300 * time.Millisecond
+	srv, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 64)
+		_, from, err := srv.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		for i := 0; i < 10; i++ {
+			time.Sleep(100 * time.Millisecond)
+			srv.WriteTo([]byte{byte(i)}, from)
+		}
+	}()
+	g, n := natPair(t, "")
+	uc, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(natGatewayIP), Port: uint16(srv.LocalAddr().(*net.UDPAddr).Port)}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	uc.SetDeadline(time.Now().Add(10 * time.Second))
+	uc.Write([]byte("stream"))
+	buf := make([]byte, 64)
+	for i := 0; i < 10; i++ {
+		if m, err := uc.Read(buf); err != nil || m != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d: %v %v (the flow closed while the host side talked?)", i, buf[:m], err)
+		}
+	}
+	open := func() int { n.mu.Lock(); defer n.mu.Unlock(); return len(n.open) }
+	if open() != 1 {
+		t.Fatalf("%d relays open, want 1", open())
+	}
+	for deadline := time.Now().Add(5 * time.Second); open() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle flow was not closed")
 		}
 	}
 }
