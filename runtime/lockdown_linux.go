@@ -20,6 +20,7 @@ const (
 	offNr   = 0  // seccomp_data.nr
 	offArch = 4  // seccomp_data.arch
 	offArg0 = 16 // seccomp_data.args[0], low word on little-endian
+	offArg1 = 24 // seccomp_data.args[1], low word on little-endian
 )
 
 // nsCloneFlags are the clone flags that make new namespaces.
@@ -60,8 +61,9 @@ func Lockdown() error { return lockdown(false) }
 
 // LockdownNAT is Lockdown for the host side of a --network nat episode,
 // which dials the guest's destinations with its own sockets: socket() is
-// allowed for AF_INET and AF_INET6 (every other family still fails with
-// EPERM), and connect() is allowed. Everything else is as Lockdown.
+// allowed for AF_INET and AF_INET6 stream and datagram sockets (every
+// other family, and raw sockets, still fail with EPERM), and connect() is
+// allowed. Everything else is as Lockdown.
 func LockdownNAT() error { return lockdown(true) }
 
 func lockdown(inet bool) error {
@@ -143,6 +145,7 @@ func lockdownProgram(inet bool) ([]unix.SockFilter, error) {
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
 	)
 	p := []bpfInsn{
@@ -168,10 +171,16 @@ func lockdownProgram(inet bool) ([]unix.SockFilter, error) {
 		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm", jf: "allow"},
 	)
 	if inet {
+		// socket(AF_INET or AF_INET6, SOCK_STREAM or SOCK_DGRAM, with
+		// any SOCK_NONBLOCK/SOCK_CLOEXEC).
 		p = append(p,
 			bpfInsn{label: "socket", code: ldW, k: offArg0},
-			bpfInsn{code: jeq, k: unix.AF_INET, jt: "allow"},
-			bpfInsn{code: jeq, k: unix.AF_INET6, jt: "allow", jf: "eperm"},
+			bpfInsn{code: jeq, k: unix.AF_INET, jt: "sockType"},
+			bpfInsn{code: jeq, k: unix.AF_INET6, jf: "eperm"},
+			bpfInsn{label: "sockType", code: ldW, k: offArg1},
+			bpfInsn{code: and, k: 0xf}, // SOCK_TYPE_MASK
+			bpfInsn{code: jeq, k: unix.SOCK_STREAM, jt: "allow"},
+			bpfInsn{code: jeq, k: unix.SOCK_DGRAM, jt: "allow", jf: "eperm"},
 		)
 	}
 	p = append(p,

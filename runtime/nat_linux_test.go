@@ -105,8 +105,9 @@ func TestAssembleRejectsBadJumps(t *testing.T) {
 	}
 }
 
-// TestLockdownNAT runs LockdownNAT in a child: AF_INET/AF_INET6 sockets and
-// connect work, every other family, bind, socketpair and exec are refused.
+// TestLockdownNAT runs LockdownNAT in a child: AF_INET/AF_INET6 stream and
+// datagram sockets and connect work; raw sockets, every other family,
+// bind, socketpair and exec are refused.
 func TestLockdownNAT(t *testing.T) {
 	if os.Getenv("GVX_LOCKDOWN_NAT_CHILD") == "1" {
 		lockdownNATChild()
@@ -165,6 +166,14 @@ func lockdownNATChild() {
 		if _, err := unix.Socket(fam, unix.SOCK_DGRAM, 0); !errors.Is(err, unix.EPERM) {
 			fail("a socket of another family was not refused")
 		}
+	}
+	if _, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP); !errors.Is(err, unix.EPERM) {
+		fail("a raw inet socket was not refused")
+	}
+	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
+		fail("a non-blocking datagram socket was refused")
+	} else {
+		unix.Close(fd)
 	}
 	if _, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0); !errors.Is(err, unix.EPERM) {
 		fail("socketpair was not refused")
