@@ -37,6 +37,27 @@ func TestProcessArgs(t *testing.T) {
 	}
 }
 
+func TestDindArgs(t *testing.T) {
+	off := []string{"--iptables=false", "--ip6tables=false"}
+	for _, tc := range []struct {
+		args       []string
+		privileged bool
+		want       []string
+	}{
+		{[]string{"dockerd-entrypoint.sh"}, true, append([]string{"dockerd-entrypoint.sh"}, off...)},
+		{[]string{"/usr/local/bin/dockerd-entrypoint.sh", "--tls=false"}, true, append([]string{"/usr/local/bin/dockerd-entrypoint.sh", "--tls=false"}, off...)},
+		{[]string{"dockerd", "--iptables=true"}, true, []string{"dockerd", "--iptables=true", "--ip6tables=false"}},
+		{[]string{"dockerd-entrypoint.sh", "--iptables", "--ip6tables=true"}, true, []string{"dockerd-entrypoint.sh", "--iptables", "--ip6tables=true"}},
+		{[]string{"dockerd-entrypoint.sh", "sh", "-c", "x"}, true, []string{"dockerd-entrypoint.sh", "sh", "-c", "x"}},
+		{[]string{"dockerd-entrypoint.sh"}, false, []string{"dockerd-entrypoint.sh"}},
+		{[]string{"sh", "-c", "dockerd"}, true, []string{"sh", "-c", "dockerd"}},
+	} {
+		if got := dindArgs(tc.args, tc.privileged); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("dindArgs(%q, %v) = %q, want %q", tc.args, tc.privileged, got, tc.want)
+		}
+	}
+}
+
 func TestMergeEnv(t *testing.T) {
 	got := mergeEnv([]string{"PATH=/bin", "A=image", "B=image"}, []string{"B=cli", "C=cli"}, "host", "/home/u")
 	want := []string{"PATH=/bin", "HOSTNAME=host", "A=image", "B=cli", "C=cli", "HOME=/home/u"}

@@ -71,12 +71,13 @@ type daemon struct {
 
 // startDaemon runs the dind image as u with TMPDIR tmp and
 // /var/lib/docker mounted as mount (a --mount value), and waits until the
-// daemon answers through the socket published in sockDir.
+// daemon answers through the socket published in sockDir. No iptables
+// flags are given: rungv adds them for a dockerd-entrypoint.sh command.
 func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
 	d.cmd = command(t, u, tmp, "run", "--rm", "-p", "unix:"+d.sock+":2375",
-		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false",
+		"-e", "DOCKER_TLS_CERTDIR=",
 		"--mount", mount, "oci:"+s.layout, "--tls=false")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
