@@ -456,3 +456,34 @@ func TestNATDockerPull(t *testing.T) {
 	checkClean(t, tmp)
 	e2fsck(t, vol)
 }
+
+// TestNATUpload: ~8 MiB from the guest to a host server (the other
+// direction): the server's md5 and size of what it received equal the
+// guest's.
+func TestNATUpload(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := md5.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		fmt.Fprintf(w, "%x %d\n", h.Sum(nil), n)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+			// busybox wget posts the file as a C string: no NUL bytes.
+			"head -c 8388608 /dev/urandom | tr -d '\\000' >/tmp/f && echo $(md5sum </tmp/f | cut -d' ' -f1) $(wc -c </tmp/f) && wget -qO- --post-file=/tmp/f http://10.0.2.2:"+strconv.Itoa(port)+"/")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		var size int
+		if len(lines) == 2 {
+			fmt.Sscanf(lines[0][strings.LastIndex(lines[0], " ")+1:], "%d", &size)
+		}
+		if r.code != 0 || len(lines) != 2 || lines[1] != lines[0] || size < 8<<20-(8<<20)/128 {
+			t.Fatalf("exit %d, %q; stderr %s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
