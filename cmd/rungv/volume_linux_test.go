@@ -192,6 +192,34 @@ cp /bin/busybox /data/busybox
 	})
 }
 
+// TestVolumeUnixSocket: a guest program binds a unix socket on a volume
+// and connects to it (dockerd and containerd keep sockets under their
+// state directories). The socket lives in the Sentry's memory: nothing is
+// written to the volume for it.
+func TestVolumeUnixSocket(t *testing.T) {
+	bin := filepath.Join(shared, "bin")
+	if _, err := os.Stat(filepath.Join(bin, "unixsock")); err != nil {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, "unixsock"), "./testdata/unixsock")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		_ = os.Chmod(bin, 0o755)
+	}
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 256<<20)
+		r := runRungv(t, u, tmp, "", "run", "--mount", "type=volume,src="+vol+",dst=/data",
+			"--mount", "type=bind,src="+bin+",dst=/xbin,readonly", imageRef,
+			"sh", "-c", "mkdir /data/run && /xbin/unixsock /data/run/s.sock && rm /data/run/s.sock && ls -A /data/run")
+		if r.code != 0 || r.stdout != "pong true\n" {
+			t.Fatalf("guest: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+	})
+}
+
 // TestMountsBindTmpfs: a read-only bind mount and a tmpfs, as docker's.
 func TestMountsBindTmpfs(t *testing.T) {
 	both(t, func(t *testing.T, u user) {

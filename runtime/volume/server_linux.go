@@ -128,6 +128,7 @@ func (c *Conn) SupportedMessages() []lisafs.MID {
 		lisafs.ReadLinkAt, lisafs.UnlinkAt, lisafs.RenameAt, lisafs.Getdents64,
 		lisafs.FGetXattr, lisafs.FSetXattr, lisafs.FListXattr, lisafs.FRemoveXattr,
 		lisafs.RenameAt2,
+		lisafs.BindAt, // refused with EPERM: see BindAt
 	}
 }
 
@@ -483,8 +484,14 @@ func (fd *controlFD) ConnectWithCreds(uint32, lisafs.UID, lisafs.GID) (int, erro
 	return -1, unix.ECONNREFUSED
 }
 
+// BindAt refuses with EPERM, which tells the Sentry to keep the socket
+// file in memory (a synthetic dentry, fsimpl/gofer MknodAt): bind(2) and
+// connect(2) on a path in a volume then work between guest processes, as
+// containerd's and buildkit's sockets need. A volume holds no host socket
+// to hand out, and a socket file is meaningless once the episode ends, so
+// none is written to the volume.
 func (fd *controlFD) BindAt(string, uint32, linux.FileMode, lisafs.UID, lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, *lisafs.BoundSocketFD, int, error) {
-	return nil, lisafs.Statx{}, nil, -1, unix.EOPNOTSUPP
+	return nil, lisafs.Statx{}, nil, -1, unix.EPERM
 }
 
 func (fd *controlFD) Unlink(name string, flags uint32) error {
