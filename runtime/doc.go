@@ -14,6 +14,10 @@
 //     network namespace of its own (uid 0 there is the caller), with lo up
 //     and no host interface; cgroups are never touched (--ignore-cgroups);
 //     memory and CPUs the guest sees come from the Sentry's own flags.
+//   - Networking (Options.Network): NetworkNone gives loopback only;
+//     NetworkNAT gives slirp's 10.0.2.15/24 with outbound TCP and UDP
+//     through the calling process's own sockets (a gVisor netstack on the
+//     host side of a veth pair; LockdownNAT then allows those sockets).
 //   - Nothing is left: the state directory, sandbox, gofer and every
 //     helper go when the episode ends, and when the caller is SIGKILLed
 //     (a supervisor watches a pipe from the caller; the episode's init is
@@ -23,7 +27,9 @@
 //   - Volumes (MountVolume) are ext4 files served by ext4lite inside
 //     runsc's gofer (package runtime/volume): guest writes land in that
 //     one file; after the guest exits or is stopped with SIGTERM/SIGINT
-//     the gofer syncs and closes it before the episode ends.
+//     the gofer syncs and closes it before the episode ends. Files on a
+//     volume can be memory-mapped and executed (exclusive file access),
+//     so a Docker daemon can keep its whole /var/lib/docker there.
 //
 // # Process tree
 //

@@ -52,6 +52,9 @@ type Mount struct {
 	Source   string // host path (volume file or directory); empty for tmpfs
 	Target   string // absolute guest path
 	ReadOnly bool
+	// Size is the size of the volume CreateMissingVolume makes when
+	// Source does not exist (0: DefaultVolumeSize). Volumes only.
+	Size int64
 }
 
 // ParseMount parses docker's --mount syntax:
@@ -69,6 +72,12 @@ func ParseMount(s string) (Mount, error) {
 			m.Target = v
 		case "readonly", "ro":
 			m.ReadOnly = !hasV || v == "true" || v == "1"
+		case "size":
+			n, err := parseVolumeSize(v)
+			if err != nil {
+				return m, fmt.Errorf("%w: --mount %q: size=: %v", ErrBadOption, s, err)
+			}
+			m.Size = n
 		default:
 			return m, fmt.Errorf("%w: --mount %q: unknown key %q", ErrBadOption, s, k)
 		}
@@ -85,6 +94,12 @@ func ParseMount(s string) (Mount, error) {
 		if m.Source != "" {
 			return m, fmt.Errorf("%w: --mount %q: tmpfs takes no src=", ErrBadOption, s)
 		}
+	}
+	if m.Size != 0 && m.Type != MountVolume {
+		return m, fmt.Errorf("%w: --mount %q: size= is for volumes", ErrBadOption, s)
+	}
+	switch m.Type {
+	case MountVolume, MountBind, MountTmpfs:
 	default:
 		return m, fmt.Errorf("%w: --mount %q: type must be volume, bind or tmpfs", ErrBadOption, s)
 	}

@@ -2,12 +2,14 @@ package runtime
 
 import (
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -124,6 +126,11 @@ func TestParseMount(t *testing.T) {
 		{"type=nfs,src=a,dst=/t", Mount{}, true},
 		{"type=bind,src=/a,dst=rel", Mount{}, true},
 		{"type=bind,src=/a,dst=/b,bogus=1", Mount{}, true},
+		{"type=volume,src=/v.ext4,dst=/d,size=8g", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/d", Size: 8 << 30}, false},
+		{"type=volume,src=/v.ext4,dst=/d,size=512MiB", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/d", Size: 512 << 20}, false},
+		{"type=volume,src=/v.ext4,dst=/d,size=lots", Mount{}, true},
+		{"type=volume,src=/v.ext4,dst=/d,size=0", Mount{}, true},
+		{"type=bind,src=/a,dst=/b,size=1g", Mount{}, true},
 	} {
 		got, err := ParseMount(tc.in)
 		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
@@ -132,5 +139,31 @@ func TestParseMount(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrBadOption) {
 			t.Errorf("%q: error %v does not wrap ErrBadOption", tc.in, err)
 		}
+	}
+}
+
+func TestCreateMissingVolume(t *testing.T) {
+	dir := t.TempDir()
+	m := Mount{Type: MountVolume, Source: filepath.Join(dir, "new.ext4"), Target: "/d", Size: 64 << 20}
+	if created, err := CreateMissingVolume(m); err != nil || !created {
+		t.Fatalf("first call: %v, %v", created, err)
+	}
+	v, err := ext4lite.Open(m.Source, &ext4lite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err := v.Info(); err != nil || uint64(in.BlockSize)*in.Blocks != 64<<20 {
+		t.Errorf("info %+v, %v; want a 64 MiB volume", in, err)
+	}
+	v.Close()
+	if created, err := CreateMissingVolume(m); err != nil || created {
+		t.Fatalf("second call must keep the file: %v, %v", created, err)
+	}
+	m.Source = filepath.Join(dir, "missing", "v.ext4")
+	if _, err := CreateMissingVolume(m); err == nil {
+		t.Fatal("a volume in a missing directory was created")
+	}
+	if created, err := CreateMissingVolume(Mount{Type: MountBind, Source: filepath.Join(dir, "nope"), Target: "/b"}); created || err != nil {
+		t.Fatalf("bind mount: %v, %v", created, err)
 	}
 }

@@ -3,11 +3,14 @@ package runcmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,14 +22,52 @@ var Command = &cli.Command{
 	Name:      "run",
 	Usage:     "run a command in a new episode of IMAGE (oci:DIR[:REF], docker-archive:TAR, or a registry reference)",
 	ArgsUsage: "IMAGE [COMMAND] [ARG...]",
+	Description: `Runs IMAGE as one episode: gVisor's Sentry with the image's flattened
+EROFS rootfs (from the image cache), ext4lite volumes served by rungv's own
+gofer extension, and a user-space network. The process locks itself down
+(no_new_privs + seccomp) before guest code runs, works as any user (it makes
+its own user and network namespaces) and leaves nothing behind: no mount, no
+cgroup, no state directory, no process, even when SIGKILLed. SIGINT and
+SIGTERM are passed to the guest (a graceful stop); the exit status is the
+guest's (125: rungv itself failed).
+
+Entrypoint, command, env, workdir and user merge with the image config as in
+docker run. --privileged (the default) gives the guest every capability of
+the Sentry (not of the host) and a cgroupfs, what docker:dind needs; a
+dockerd-entrypoint.sh command also gets --iptables=false --ip6tables=false
+(the Sentry's netstack has no MASQUERADE).
+
+--mount type=volume,src=FILE.ext4,dst=PATH[,readonly][,size=32G] mounts an
+ext4lite volume; a missing FILE is created (sparse, size= or 32G).
+--network nat (the default) gives the guest 10.0.2.15/24 with outbound NAT
+through the host's sockets (10.0.2.2 is the host's loopback, 10.0.2.3 its
+DNS); --network none gives loopback only and the strictest host lockdown.
+-p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket.
+
+Examples:
+   # a golden /var/lib/docker: a docker:dind seed on a new volume
+   rungv run -p unix:/srv/rl-snapshots/seed.sock:2375 \
+       --mount type=volume,src=/srv/rl-snapshots/golden-docker.ext4,dst=/var/lib/docker \
+       -e DOCKER_TLS_CERTDIR= docker:dind --tls=false &
+   DOCKER_HOST=unix:///srv/rl-snapshots/seed.sock docker pull python:3.11-slim
+   kill -INT %1; wait
+
+   # an episode on a reflink clone of it, 4 GiB and 2 CPUs
+   cp --reflink=always /srv/rl-snapshots/golden-docker.ext4 /srv/rl-episodes/ep-0042.ext4
+   rungv run -m 4g --cpus 2 -p unix:/srv/rl-episodes/ep-0042.sock:2375 \
+       --mount type=volume,src=/srv/rl-episodes/ep-0042.ext4,dst=/var/lib/docker \
+       -e DOCKER_TLS_CERTDIR= docker:dind --tls=false
+
+   rungv run oci:./busybox-layout echo hi
+   rungv run --network none --json oci:./img sh -c 'exit 3'   # events as JSON on stderr`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "rm", Usage: "remove the episode when it exits (always done; accepted for docker compatibility)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set an environment variable (`KEY=VALUE`; KEY alone copies the host's)"},
 		&cli.StringFlag{Name: "entrypoint", Usage: "replace the image's entrypoint (\"\" clears it)"},
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory in the guest"},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
-		&cli.StringFlag{Name: "network", Value: "none", Usage: "guest network: none"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly]`"},
+		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
+		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port as a host unix socket: `unix:HOSTSOCK:GUESTPORT`"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
@@ -39,6 +80,8 @@ var Command = &cli.Command{
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
+		&cli.BoolFlag{Name: "json", Usage: "report rungv's own events (start, created volumes, exit or error) as JSON lines on stderr"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "rungv's own messages on stderr: error, info, or debug (debug also keeps runsc's logs: see --debug-log)"},
 	},
 	Action: run,
 }
@@ -55,7 +98,83 @@ func run(c *cli.Context) error {
 	return err
 }
 
+// event is one --json line.
+type event struct {
+	Event    string   `json:"event"` // start, volume-created, exit, error
+	Time     string   `json:"time"`
+	Image    string   `json:"image,omitempty"`
+	Network  string   `json:"network,omitempty"`
+	Volumes  []string `json:"volumes,omitempty"`
+	Path     string   `json:"path,omitempty"`
+	Bytes    int64    `json:"bytes,omitempty"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+	Seconds  float64  `json:"seconds,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// reporter writes rungv's own messages: JSON events with --json, text
+// lines at --log-level info and debug.
+type reporter struct {
+	w     io.Writer
+	json  bool
+	level int // 0 error, 1 info, 2 debug
+}
+
+func (r *reporter) emit(e event, text string) {
+	if r.json {
+		e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+		b, _ := json.Marshal(e)
+		fmt.Fprintf(r.w, "%s\n", b)
+		return
+	}
+	if text != "" && r.level >= 1 {
+		fmt.Fprintln(r.w, text)
+	}
+}
+
 func runEpisode(c *cli.Context) error {
+	rep := &reporter{w: c.App.ErrWriter, json: c.Bool("json")}
+	switch c.String("log-level") {
+	case "error":
+	case "info":
+		rep.level = 1
+	case "debug":
+		rep.level = 2
+	default:
+		return cli.Exit(fmt.Sprintf("rungv run: --log-level %q: want error, info or debug", c.String("log-level")), 125)
+	}
+	start := time.Now()
+	err := runEpisodeReport(c, rep)
+	var ec cli.ExitCoder
+	switch {
+	case err == nil:
+		code := 0
+		rep.emit(event{Event: "exit", ExitCode: &code, Seconds: time.Since(start).Seconds()}, "")
+	case asExit(err, &ec) && ec.ExitCode() != 125:
+		code := ec.ExitCode()
+		rep.emit(event{Event: "exit", ExitCode: &code, Seconds: time.Since(start).Seconds()}, "")
+	default:
+		rep.emit(event{Event: "error", Error: err.Error(), Seconds: time.Since(start).Seconds()}, "")
+		if rep.json { // the error is in the event; keep the exit status
+			code := 125
+			if asExit(err, &ec) {
+				code = ec.ExitCode()
+			}
+			return cli.Exit("", code)
+		}
+	}
+	return err
+}
+
+func asExit(err error, ec *cli.ExitCoder) bool {
+	e, ok := err.(cli.ExitCoder)
+	if ok {
+		*ec = e
+	}
+	return ok
+}
+
+func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	if c.NArg() < 1 {
 		return cli.Exit("rungv run: IMAGE is required (try: rungv run oci:DIR echo hi)", 125)
 	}
@@ -97,6 +216,18 @@ func runEpisode(c *cli.Context) error {
 				return cli.Exit(err.Error(), 125)
 			}
 		}
+		created, err := runtime.CreateMissingVolume(m)
+		if err != nil {
+			return cli.Exit("rungv run: "+err.Error(), 125)
+		}
+		if created {
+			size := m.Size
+			if size == 0 {
+				size = runtime.DefaultVolumeSize
+			}
+			rep.emit(event{Event: "volume-created", Path: m.Source, Bytes: size},
+				fmt.Sprintf("rungv: created %s, a new %d GiB volume (sparse)", m.Source, size>>30))
+		}
 		o.Mounts = append(o.Mounts, m)
 	}
 	for _, s := range c.StringSlice("publish") {
@@ -114,6 +245,21 @@ func runEpisode(c *cli.Context) error {
 		o.MemoryBytes = n
 	}
 	o.CacheDir = c.String("cache-dir")
+	if rep.level >= 2 && o.DebugLogDir == "" {
+		d, err := os.MkdirTemp("", "rungv-debug-")
+		if err != nil {
+			return cli.Exit("rungv run: "+err.Error(), 125)
+		}
+		o.DebugLogDir = d
+		fmt.Fprintf(c.App.ErrWriter, "rungv: runsc debug logs in %s\n", d)
+	}
+	var vols []string
+	for _, m := range o.Mounts {
+		if m.Type == runtime.MountVolume {
+			vols = append(vols, m.Source)
+		}
+	}
+	rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols}, "")
 	code, err := runtime.Run(context.Background(), o)
 	if err != nil {
 		return cli.Exit("rungv run: "+err.Error(), 125)

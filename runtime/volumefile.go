@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dsnet/golib/unitconv"
+
+	"z.gfire.dev/gvx/ext4lite"
+)
+
+// DefaultVolumeSize is the size of a volume CreateMissingVolume makes when
+// the mount gives none: the file is sparse, so only what the episode
+// writes takes space.
+const DefaultVolumeSize = 32 << 30
+
+// CreateMissingVolume makes m's volume file when m is a volume mount whose
+// Source does not exist yet, as docker creates a named volume on first use
+// (the seeds' golden-volume workflow starts from `rungv run --mount
+// type=volume,src=golden.ext4,…` with no such file). The new file is an
+// empty ext4lite volume of m.Size bytes (DefaultVolumeSize if 0). The
+// parent directory must exist. It reports whether it created the file.
+func CreateMissingVolume(m Mount) (bool, error) {
+	if m.Type != MountVolume {
+		return false, nil
+	}
+	if _, err := os.Stat(m.Source); !errors.Is(err, fs.ErrNotExist) {
+		return false, nil // exists, or an error that Run reports with context
+	}
+	if st, err := os.Stat(filepath.Dir(m.Source)); err != nil || !st.IsDir() {
+		return false, fmt.Errorf("--mount %s: %s does not exist, and its directory cannot hold a new volume: %v", m.Target, m.Source, err)
+	}
+	size := m.Size
+	if size == 0 {
+		size = DefaultVolumeSize
+	}
+	v, err := ext4lite.Create(m.Source, size, nil)
+	if err != nil {
+		return false, fmt.Errorf("--mount %s: create the volume %s: %w", m.Target, m.Source, err)
+	}
+	if err := v.Close(); err != nil {
+		os.Remove(m.Source)
+		return false, fmt.Errorf("--mount %s: create the volume %s: %w", m.Target, m.Source, err)
+	}
+	return true, nil
+}
+
+// parseVolumeSize parses a size with an optional binary suffix (K, M, G,
+// T; "32g" and "32GiB" alike).
+func parseVolumeSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "b")
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "i"), "I")
+	if t != "" {
+		if last := t[len(t)-1]; last >= 'a' && last <= 'z' {
+			t = t[:len(t)-1] + strings.ToUpper(string(last))
+		}
+		if c := t[len(t)-1]; c >= 'A' && c <= 'Z' {
+			t += "i"
+		}
+	}
+	v, err := unitconv.ParsePrefix(t, unitconv.IEC)
+	if err != nil || v <= 0 || v > 1<<50 {
+		return 0, fmt.Errorf("invalid size %q: want a number with an optional K, M, G or T suffix (e.g. 32G)", s)
+	}
+	return int64(v), nil
+}
