@@ -16,30 +16,56 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Port publishes a guest TCP port as a unix socket on the host
-// (-p unix:HOSTSOCK:GUESTPORT): the socket's directory is bind-mounted into
+// Port publishes a guest TCP port on the host, as a unix socket
+// (-p unix:HOSTSOCK:GUESTPORT) or a TCP port (-p [IP:]HOSTPORT:GUESTPORT,
+// IP 127.0.0.1 by default). The socket's directory is bind-mounted into
 // the guest, and a relay inside the guest (this binary, bind-mounted at
 // /.gvx/rungv and run as the guest's init, see relayInit) listens on the
-// socket there and connects each client to
-// 127.0.0.1:GUESTPORT in the guest's netstack. gVisor's own port
-// forwarding is not used: it lost data on bulk transfers here.
+// socket there and connects each client to 127.0.0.1:GUESTPORT in the
+// guest's netstack. A TCP port is a unix socket in the episode's state
+// directory plus a listener the host side opens before it locks itself
+// down; the supervisor accepts on it and splices each connection to that
+// socket (see publishTCP). gVisor's own port forwarding is not used: it
+// lost data on bulk transfers here.
 type Port struct {
-	HostSocket string
+	HostSocket string // unix socket path; set by the runtime for a TCP port
+	HostAddr   string // "IP:PORT" of a TCP port, or ""
 	GuestPort  int
 }
 
-// ParsePublish parses "unix:HOSTSOCK:GUESTPORT".
+// ParsePublish parses "unix:HOSTSOCK:GUESTPORT", "HOSTPORT:GUESTPORT" and
+// "IP:HOSTPORT:GUESTPORT" (IPv6 in brackets).
 func ParsePublish(s string) (Port, error) {
-	rest, ok := strings.CutPrefix(s, "unix:")
-	i := strings.LastIndexByte(rest, ':')
-	if !ok || i <= 0 {
-		return Port{}, fmt.Errorf("%w: -p %q: want unix:HOSTSOCK:GUESTPORT (TCP ports need --network nat, not implemented)", ErrBadOption, s)
+	bad := func(why string) (Port, error) {
+		return Port{}, fmt.Errorf("%w: -p %q: %s (want unix:HOSTSOCK:GUESTPORT or [IP:]HOSTPORT:GUESTPORT)", ErrBadOption, s, why)
 	}
-	port, err := strconv.Atoi(rest[i+1:])
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return bad("no guest port")
+	}
+	port, err := strconv.Atoi(s[i+1:])
 	if err != nil || port <= 0 || port > 65535 {
-		return Port{}, fmt.Errorf("%w: -p %q: bad guest port", ErrBadOption, s)
+		return bad("bad guest port")
 	}
-	return Port{HostSocket: rest[:i], GuestPort: port}, nil
+	host := s[:i]
+	if sock, ok := strings.CutPrefix(host, "unix:"); ok {
+		if sock == "" {
+			return bad("empty socket path")
+		}
+		return Port{HostSocket: sock, GuestPort: port}, nil
+	}
+	ip, hp := "127.0.0.1", host
+	if j := strings.LastIndexByte(host, ':'); j >= 0 {
+		ip, hp = strings.Trim(host[:j], "[]"), host[j+1:]
+		if net.ParseIP(ip) == nil {
+			return bad("bad host IP")
+		}
+	}
+	hostPort, err := strconv.Atoi(hp)
+	if err != nil || hostPort < 0 || hostPort > 65535 {
+		return bad("bad host port")
+	}
+	return Port{HostAddr: net.JoinHostPort(ip, strconv.Itoa(hostPort)), GuestPort: port}, nil
 }
 
 // relayCmd is the hidden subcommand run inside the guest.

@@ -61,6 +61,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 type episode struct {
 	state     string
 	runscArgs []string
+	tcp       []tcpPort // published TCP ports
 }
 
 // prepare resolves the image and writes the bundle into state.
@@ -122,7 +123,17 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		}
 	}
 	var relays []string
+	var tcp []tcpPort
 	for i, p := range o.Ports {
+		if p.HostAddr != "" {
+			// A TCP port: the guest relay's socket lives in the state
+			// directory; the supervisor splices host connections to it.
+			p.HostSocket = filepath.Join(state, "ports", "p"+strconv.Itoa(i)+".sock")
+			if err := os.MkdirAll(filepath.Dir(p.HostSocket), 0o700); err != nil {
+				return nil, err
+			}
+			tcp = append(tcp, tcpPort{addr: p.HostAddr, sock: p.HostSocket})
+		}
 		host, err := filepath.Abs(p.HostSocket)
 		if err != nil {
 			return nil, err
@@ -200,7 +211,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
 	}
 	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
-	return &episode{state: state, runscArgs: args}, nil
+	return &episode{state: state, runscArgs: args, tcp: tcp}, nil
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
@@ -298,6 +309,21 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		}
 		defer nat.Close()
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
+	}
+	if len(ep.tcp) > 0 {
+		files, err := listenTCP(ep.tcp)
+		if err != nil {
+			syncR.Close()
+			return 0, err
+		}
+		var spec []publishedFD
+		for i, f := range files {
+			defer f.Close() // the supervisor holds its own copy
+			spec = append(spec, publishedFD{FD: 3 + len(cmd.ExtraFiles) + i, Socket: ep.tcp[i].sock})
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
+		js, _ := json.Marshal(spec)
+		cmd.Env = append(os.Environ(), publishEnv+"="+string(js))
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,

@@ -167,3 +167,33 @@ func TestCreateMissingVolume(t *testing.T) {
 		t.Fatalf("bind mount: %v, %v", created, err)
 	}
 }
+
+func TestParsePublish(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Port
+		bad  bool
+	}{
+		{"unix:/run/d.sock:2375", Port{HostSocket: "/run/d.sock", GuestPort: 2375}, false},
+		{"unix:rel:with:colons.sock:80", Port{HostSocket: "rel:with:colons.sock", GuestPort: 80}, false},
+		{"8080:80", Port{HostAddr: "127.0.0.1:8080", GuestPort: 80}, false},
+		{"0.0.0.0:8080:80", Port{HostAddr: "0.0.0.0:8080", GuestPort: 80}, false},
+		{"[::1]:8080:80", Port{HostAddr: "[::1]:8080", GuestPort: 80}, false},
+		{"0:80", Port{HostAddr: "127.0.0.1:0", GuestPort: 80}, false},
+		{"unix::80", Port{}, true},
+		{"80", Port{}, true},
+		{"8080:0", Port{}, true},
+		{"8080:70000", Port{}, true},
+		{"99999:80", Port{}, true},
+		{"host.example:8080:80", Port{}, true},
+		{"x:80", Port{}, true},
+	} {
+		got, err := ParsePublish(tc.in)
+		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+			t.Errorf("%q: got %+v, %v", tc.in, got, err)
+		}
+		if err != nil && !errors.Is(err, ErrBadOption) {
+			t.Errorf("%q: error %v does not wrap ErrBadOption", tc.in, err)
+		}
+	}
+}

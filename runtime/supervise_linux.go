@@ -33,6 +33,7 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
+	publishTCP()
 	if natEnabled(args) {
 		if err := natSetup(); err != nil {
 			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)

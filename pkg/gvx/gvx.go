@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdnet "net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,10 +72,12 @@ type Mount struct {
 	ReadOnly  bool
 }
 
-// Port publishes GuestPort (TCP, in the guest) as the unix socket
-// HostSocket on the host.
+// Port publishes GuestPort (TCP, in the guest) on the host: as the unix
+// socket HostSocket, or on the TCP address HostAddr ("127.0.0.1:8080";
+// set one of the two).
 type Port struct {
 	HostSocket string
+	HostAddr   string
 	GuestPort  int
 }
 
@@ -307,8 +310,15 @@ func (c *Config) args() ([]string, error) {
 		a = append(a, "--mount="+s)
 	}
 	for i, p := range c.Ports {
-		if p.HostSocket == "" || p.GuestPort <= 0 || p.GuestPort > 65535 {
-			return nil, fmt.Errorf("gvx: Ports[%d]: want a HostSocket and a GuestPort in 1..65535", i)
+		if (p.HostSocket == "") == (p.HostAddr == "") || p.GuestPort <= 0 || p.GuestPort > 65535 {
+			return nil, fmt.Errorf("gvx: Ports[%d]: want a HostSocket or a HostAddr, and a GuestPort in 1..65535", i)
+		}
+		if p.HostAddr != "" {
+			if _, _, err := stdnet.SplitHostPort(p.HostAddr); err != nil {
+				return nil, fmt.Errorf("gvx: Ports[%d]: HostAddr: %w", i, err)
+			}
+			a = append(a, "--publish="+p.HostAddr+":"+strconv.Itoa(p.GuestPort))
+			continue
 		}
 		hs, err := filepath.Abs(p.HostSocket)
 		if err != nil {

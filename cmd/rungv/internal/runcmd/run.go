@@ -68,7 +68,7 @@ Examples:
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
 		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
 		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
-		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port as a host unix socket: `unix:HOSTSOCK:GUESTPORT`"},
+		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host: `unix:HOSTSOCK:GUESTPORT` or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
 		&cli.BoolFlag{Name: "privileged", Value: true, Usage: "give the guest every capability and /sys/fs/cgroup, for docker:dind (capabilities of gVisor's Sentry, not the host's); --privileged=false gives docker's default set"},
