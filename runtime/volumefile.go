@@ -6,11 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"github.com/dsnet/golib/unitconv"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/internal/units"
 )
 
 // DefaultVolumeSize is the size of a volume CreateMissingVolume makes when
@@ -49,23 +47,12 @@ func CreateMissingVolume(m Mount) (bool, error) {
 	return true, nil
 }
 
-// parseVolumeSize parses a size with an optional binary suffix (K, M, G,
-// T; "32g" and "32GiB" alike).
+// parseVolumeSize parses a volume size (units.ParseSize): positive, at
+// most 1 PiB.
 func parseVolumeSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "b")
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "i"), "I")
-	if t != "" {
-		if last := t[len(t)-1]; last >= 'a' && last <= 'z' {
-			t = t[:len(t)-1] + strings.ToUpper(string(last))
-		}
-		if c := t[len(t)-1]; c >= 'A' && c <= 'Z' {
-			t += "i"
-		}
+	n, err := units.ParseSize(s)
+	if err == nil && (n <= 0 || n > 1<<50) {
+		err = fmt.Errorf("invalid size %q: want more than 0 and at most 1P", s)
 	}
-	v, err := unitconv.ParsePrefix(t, unitconv.IEC)
-	if err != nil || v <= 0 || v > 1<<50 {
-		return 0, fmt.Errorf("invalid size %q: want a number with an optional K, M, G or T suffix (e.g. 32G)", s)
-	}
-	return int64(v), nil
+	return n, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,15 +39,7 @@ func needDind(t *testing.T) dindSetup {
 		}
 		dockerCLI = p
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	layout, err := dindtest.Build(ctx, "")
-	if dindtest.IsUnavailable(err) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	layout := dindtest.Layout(t)
 	hello := filepath.Join(shared, "hello.tar")
 	if _, err := os.Stat(hello); err != nil {
 		if err := dindtest.WriteHello(hello); err != nil {

@@ -378,15 +378,9 @@ func TestPoolSweepsDeadClones(t *testing.T) {
 func TestPoolDocker(t *testing.T) {
 	need(t)
 	poolEnv(t)
+	layoutDir := dindtest.Layout(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	layoutDir, err := dindtest.Build(ctx, "")
-	if dindtest.IsUnavailable(err) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir, mode := poolDirs(t)
 	tars := t.TempDir()
 	hello, second := filepath.Join(tars, "hello.tar"), filepath.Join(tars, "second.tar")

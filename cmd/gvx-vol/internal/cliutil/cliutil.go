@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/dsnet/golib/unitconv"
 	"github.com/urfave/cli/v2"
+
+	"z.gfire.dev/gvx/internal/units"
 )
 
 // ExitError carries a process exit code other than 1 (for example fsck's
@@ -36,27 +37,9 @@ func ExitCode(err error) int {
 	return 1
 }
 
-// ParseSize parses sizes such as "8G", "4g", "512M", "1.5T" or plain bytes.
-// Suffixes are binary (G = GiB), as in docker and truncate(1).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "b")
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "i"), "I")
-	if t != "" {
-		switch last := t[len(t)-1]; last {
-		case 'k', 'm', 'g', 't', 'p', 'e':
-			t = t[:len(t)-1] + strings.ToUpper(string(last))
-		}
-		if c := t[len(t)-1]; c >= 'A' && c <= 'Z' {
-			t += "i"
-		}
-	}
-	v, err := unitconv.ParsePrefix(t, unitconv.IEC)
-	if err != nil || v < 0 || v > 1<<62 {
-		return 0, fmt.Errorf("invalid size %q: want a number with an optional K, M, G or T suffix (e.g. 8G)", s)
-	}
-	return int64(v), nil
-}
+// ParseSize parses sizes such as "8G", "4g", "512M", "1.5T" or plain bytes
+// (units.ParseSize).
+func ParseSize(s string) (int64, error) { return units.ParseSize(s) }
 
 // FormatSize renders n bytes with a binary prefix ("1.5 GiB").
 func FormatSize(n int64) string {

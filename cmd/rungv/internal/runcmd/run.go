@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/runtime"
 )
 
@@ -270,30 +270,11 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	return nil
 }
 
-// parseSize parses docker's memory sizes: a number with an optional
-// b, k, m, g or t suffix (powers of 1024).
+// parseSize parses docker's memory sizes (512m, 4g; binary units).
 func parseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "b")
-	mult := int64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
+	n, err := units.ParseSize(s)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("want a positive size like 512m or 4g")
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("want a positive size like 512m or 4g")
-	}
-	return n * mult, nil
+	return n, err
 }
