@@ -11,11 +11,39 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// startLines starts c and returns a reader of its standard output, line by
+// line (failing t at its end), and its standard error so far. c is killed
+// when t ends.
+func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.Builder) {
+	t.Helper()
+	pr, pw, _ := os.Pipe()
+	c.Stdout = pw
+	stderr = &strings.Builder{}
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		c.Wait()
+	})
+	out := bufio.NewReader(pr)
+	return func() string {
+		s, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
+		}
+		return strings.TrimSpace(s)
+	}, stderr
+}
 
 // TestPublishUnixSocket publishes two guest TCP ports as host unix sockets
 // (-p unix:HOSTSOCK:PORT) and moves 8 MiB down (HTTP from busybox httpd)
@@ -33,26 +61,7 @@ httpd -p 8080 -h /www
 echo ready
 nc -l -p 9000 | md5sum | cut -c1-32`
 		c := command(t, u, tmp, "run", "-p", "unix:"+web+":8080", "-p", "unix:"+up+":9000", imageRef, "sh", "-c", script)
-		pr, pw, _ := os.Pipe()
-		c.Stdout = pw
-		var stderr strings.Builder
-		c.Stderr = &stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		defer func() {
-			c.Process.Kill()
-			c.Wait()
-		}()
-		out := bufio.NewReader(pr)
-		line := func() string {
-			s, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
-			}
-			return strings.TrimSpace(s)
-		}
+		line, stderr := startLines(t, c)
 		want := line()
 		if line() != "ready" {
 			t.Fatal("guest not ready")
@@ -128,26 +137,7 @@ httpd -p 8080 -h /www
 echo ready
 nc -l -p 9000 | md5sum | cut -c1-32`
 		c := command(t, u, tmp, "run", "--network", "none", "-p", fmt.Sprintf("%d:8080", web), "-p", fmt.Sprintf("127.0.0.1:%d:9000", up), imageRef, "sh", "-c", script)
-		pr, pw, _ := os.Pipe()
-		c.Stdout = pw
-		var stderr strings.Builder
-		c.Stderr = &stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		defer func() {
-			c.Process.Kill()
-			c.Wait()
-		}()
-		out := bufio.NewReader(pr)
-		line := func() string {
-			s, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
-			}
-			return strings.TrimSpace(s)
-		}
+		line, stderr := startLines(t, c)
 		want := line()
 		if line() != "ready" {
 			t.Fatal("guest not ready")
