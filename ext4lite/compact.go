@@ -28,13 +28,25 @@ type allocSizer interface {
 // errPunchUnsupported is returned by punchers on hosts that cannot punch.
 var errPunchUnsupported = errors.New("hole punching not supported")
 
+// errStopTrim ends Trim's pass where the host cannot punch.
+var errStopTrim = errors.New("trim: cannot punch here")
+
 // Compact makes the file small for cloning and shipping: it flushes and
 // checkpoints everything (the journal is left empty), then deallocates
 // every free block and the journal's log area in the host file, so the
 // file's allocated size tracks the blocks in use. Where the host cannot
 // punch holes, free space is zeroed instead (same content, no space saved).
 // Contents are unchanged; the volume stays open.
-func (v *FS) Compact() (*CompactStats, error) {
+func (v *FS) Compact() (*CompactStats, error) { return v.compact(true) }
+
+// Trim is Compact without the zeroing: where the host cannot punch holes
+// it stops punching and reports PunchedBytes so far. It is cheap enough
+// to run at every clean close of an episode's volume (one pass over the
+// block bitmaps, one fallocate per free run), where zeroing a mostly
+// empty multi-GiB file would not be.
+func (v *FS) Trim() (*CompactStats, error) { return v.compact(false) }
+
+func (v *FS) compact(zeroFallback bool) (*CompactStats, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.writable(); err != nil {
@@ -64,6 +76,10 @@ func (v *FS) Compact() (*CompactStats, error) {
 				return fmt.Errorf("punching %d bytes at %d: %w", ln, off, err)
 			}
 		}
+		if !zeroFallback {
+			st.PunchedBytes -= ln
+			return errStopTrim
+		}
 		st.Zeroed = true
 		zero := make([]byte, min(ln, 1<<20))
 		for done := int64(0); done < ln; done += int64(len(zero)) {
@@ -90,7 +106,9 @@ func (v *FS) Compact() (*CompactStats, error) {
 			for j < n && !testBit(bm, j) {
 				j++
 			}
-			if err := punch(first+uint64(i), uint64(j-i)); err != nil {
+			if err := punch(first+uint64(i), uint64(j-i)); errors.Is(err, errStopTrim) {
+				return st, v.syncDevice()
+			} else if err != nil {
 				return nil, err
 			}
 			i = j
@@ -108,7 +126,9 @@ func (v *FS) Compact() (*CompactStats, error) {
 			if e.Block == 0 {
 				start, n = start+1, n-1
 			}
-			if err := punch(start, n); err != nil {
+			if err := punch(start, n); errors.Is(err, errStopTrim) {
+				return st, v.syncDevice()
+			} else if err != nil {
 				return nil, err
 			}
 		}

@@ -10,10 +10,16 @@ import (
 	"z.gfire.dev/gvx/sink"
 )
 
-// TestCompact deletes most of a volume's data and compacts it: the file's
+// TestCompact deletes most of a volume's data and compacts it (Compact,
+// and Trim, which rungv runs at every clean close of a volume): the file's
 // allocated size must drop to within a few MiB of what remains, contents
 // unchanged, e2fsck clean.
 func TestCompact(t *testing.T) {
+	t.Run("Compact", func(t *testing.T) { testCompact(t, (*FS).Compact) })
+	t.Run("Trim", func(t *testing.T) { testCompact(t, (*FS).Trim) })
+}
+
+func testCompact(t *testing.T, compact func(*FS) (*CompactStats, error)) {
 	v, img := newVolume(t, 512<<20)
 	rng := rand.New(rand.NewPCG(5, 5))
 	data := make([][]byte, 20)
@@ -34,7 +40,7 @@ func TestCompact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := v.Compact()
+	st, err := compact(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +77,46 @@ func TestCompact(t *testing.T) {
 		if !bytes.Equal(got, data[i]) {
 			t.Fatalf("f%02d changed by compaction", i)
 		}
+	}
+}
+
+// noPunch is a device that cannot punch holes (a plain WriterAt).
+type noPunch struct{ b []byte }
+
+func (d *noPunch) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(d.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, d.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (d *noPunch) WriteAt(p []byte, off int64) (int, error) {
+	if end := off + int64(len(p)); end > int64(len(d.b)) {
+		d.b = append(d.b, make([]byte, end-int64(len(d.b)))...)
+	}
+	return copy(d.b[off:], p), nil
+}
+
+// TestTrimWithoutPunch: where holes cannot be punched, Trim changes
+// nothing (Compact would zero the free space) and the volume stays valid.
+func TestTrimWithoutPunch(t *testing.T) {
+	dev := &noPunch{}
+	v, err := Format(dev, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := v.Trim()
+	if err != nil || st.PunchedBytes != 0 || st.Zeroed {
+		t.Fatalf("Trim: %+v, %v", st, err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDevice(dev, &Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -130,7 +132,9 @@ func TestVolumeGracefulStop(t *testing.T) {
 		tmp := privateTmp(t, u)
 		vol := newVolume(t, u, 256<<20)
 		c := command(t, u, tmp, "run", "--mount", "type=volume,src="+vol+",dst=/var/lib/docker", imageRef, "sh", "-c",
-			"trap 'echo stopped > /var/lib/docker/state; exit 0' TERM; echo running > /var/lib/docker/state; echo started; while :; do sleep 0.1; done")
+			"trap 'echo stopped > /var/lib/docker/state; exit 0' TERM; echo running > /var/lib/docker/state; "+
+				"dd if=/dev/urandom of=/var/lib/docker/big bs=1M count=64 2>/dev/null; sync; rm /var/lib/docker/big; "+
+				"echo started; while :; do sleep 0.1; done")
 		pr, pw, _ := os.Pipe()
 		c.Stdout = pw
 		if err := c.Start(); err != nil {
@@ -149,6 +153,17 @@ func TestVolumeGracefulStop(t *testing.T) {
 		}
 		checkClean(t, tmp)
 		e2fsck(t, vol)
+		// The stop trimmed the volume: the 64 MiB written and deleted and
+		// the journal's log are punched out of the host file.
+		var st unix.Stat_t
+		if err := unix.Stat(vol, &st); err != nil {
+			t.Fatal(err)
+		}
+		if alloc := st.Blocks * 512; alloc > 16<<20 {
+			t.Errorf("after a graceful stop the volume file takes %d bytes; want it trimmed (< 16 MiB)", alloc)
+		} else {
+			t.Logf("volume file: %d KiB allocated after the stop", alloc>>10)
+		}
 		v, err := ext4lite.Open(vol, &ext4lite.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
