@@ -105,6 +105,7 @@ type event struct {
 	Image    string   `json:"image,omitempty"`
 	Network  string   `json:"network,omitempty"`
 	Volumes  []string `json:"volumes,omitempty"`
+	Limits   string   `json:"limits,omitempty"` // who enforces -m/--cpus
 	Path     string   `json:"path,omitempty"`
 	Bytes    int64    `json:"bytes,omitempty"`
 	ExitCode *int     `json:"exit_code,omitempty"`
@@ -259,7 +260,13 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 			vols = append(vols, m.Source)
 		}
 	}
-	rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols}, "")
+	ev := event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols}
+	if o.MemoryBytes > 0 || o.CPUs > 0 {
+		// rungv never touches host cgroups: the Sentry's own flags size
+		// what the guest sees and may use.
+		ev.Limits = "sentry"
+	}
+	rep.emit(ev, "")
 	code, err := runtime.Run(context.Background(), o)
 	if err != nil {
 		return cli.Exit("rungv run: "+err.Error(), 125)
