@@ -472,8 +472,15 @@ func TestPoolDocker(t *testing.T) {
 	for _, p := range []string{filepath.Dir(rungvBin), rungvBin, golden} {
 		_ = os.Chmod(p, 0o755)
 	}
-	for p := dir; p != filepath.Clean(os.TempDir()) && p != "/"; p = filepath.Dir(p) {
-		_ = os.Chmod(p, 0o755) // t.TempDir makes 0700 directories
+	// t.TempDir makes 0700 directories: open the ones above dir up to
+	// the first that others can already traverse (/tmp itself is never
+	// touched).
+	for p := dir; p != "/"; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o001 != 0 {
+			break
+		}
+		_ = os.Chmod(p, fi.Mode().Perm()|0o055)
 	}
 	_ = os.MkdirAll(scratch, 0o755)
 	_ = os.Chown(scratch, 65534, 65534)
