@@ -46,16 +46,17 @@ func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.
 }
 
 // TestPublishUnixSocket publishes two guest TCP ports as host unix sockets
-// (-p unix:HOSTSOCK:PORT) and moves 8 MiB down (HTTP from busybox httpd)
-// and 4 MiB up (raw, to busybox nc) through them, checking every byte:
-// gVisor's own port forwarding truncated such transfers on this machine.
+// (-p unix:HOSTSOCK:PORT) and moves 64 MiB down 20 times in a row (HTTP
+// from busybox httpd) and 4 MiB up (raw, to busybox nc) through them,
+// checking every byte: gVisor's own port forwarding truncated such
+// transfers on this machine.
 func TestPublishUnixSocket(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		socks := privateTmp(t, u)
 		web, up := filepath.Join(socks, "web.sock"), filepath.Join(socks, "up.sock")
 		script := `set -e
-mkdir -p /www && dd if=/dev/urandom of=/www/f bs=1M count=8 2>/dev/null
+mkdir -p /www && dd if=/dev/urandom of=/www/f bs=1M count=64 2>/dev/null
 md5sum /www/f | cut -c1-32
 httpd -p 8080 -h /www
 echo ready
@@ -78,15 +79,17 @@ nc -l -p 9000 | md5sum | cut -c1-32`
 			return nil, err
 		}
 		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(web) }}}
-		resp, err := hc.Get("http://guest/f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := md5.New()
-		n, err := io.Copy(h, resp.Body)
-		resp.Body.Close()
-		if err != nil || n != 8<<20 || hex.EncodeToString(h.Sum(nil)) != want {
-			t.Fatalf("download: %d bytes, md5 %x, err %v; want 8 MiB with md5 %s", n, h.Sum(nil), err, want)
+		for i := 0; i < 20; i++ {
+			resp, err := hc.Get("http://guest/f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := md5.New()
+			n, err := io.Copy(h, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != 64<<20 || hex.EncodeToString(h.Sum(nil)) != want {
+				t.Fatalf("download %d: %d bytes, md5 %x, err %v; want 64 MiB with md5 %s", i, n, h.Sum(nil), err, want)
+			}
 		}
 
 		data := make([]byte, 4<<20)

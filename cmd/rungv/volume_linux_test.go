@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/sink"
 )
 
 // newVolume creates an empty ext4lite volume u can write.
@@ -251,5 +252,71 @@ func TestMountsBindTmpfs(t *testing.T) {
 			t.Fatalf("got %q (stderr %q)", r.stdout, r.stderr)
 		}
 		checkClean(t, tmp)
+	})
+}
+
+// TestRmRfSlash: `rm -rf /` in a guest with a volume (a clone of a golden
+// volume) and a read-only bind mount leaves the host untouched: the golden
+// file's bytes, the bound directory, a file beside them. The clone itself
+// is emptied, as it should be, and stays e2fsck-clean.
+func TestRmRfSlash(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		golden := newVolume(t, u, 256<<20)
+		v, err := ext4lite.Open(golden, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.WriteFile(&sink.Header{Path: "precious", Mode: sink.TypeReg | 0o644, Size: 5}, strings.NewReader("gold\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
+		}
+		sum := func(p string) string {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			return md5Of(t, f)
+		}
+		goldenSum := sum(golden)
+		clone := filepath.Join(filepath.Dir(golden), "clone.ext4")
+		if out, err := exec.Command("cp", "--sparse=always", golden, clone).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v %s", err, out)
+		}
+		if u.name == "nobody" {
+			_ = os.Chown(clone, 65534, 65534)
+		}
+		host := privateTmp(t, u)
+		if err := os.WriteFile(filepath.Join(host, "keep"), []byte("host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		beside := filepath.Join(filepath.Dir(golden), "beside")
+		if err := os.WriteFile(beside, []byte("beside\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runRungv(t, u, tmp, "", "run", "--network", "none",
+			"--mount", "type=volume,src="+clone+",dst=/var/lib/docker",
+			"--mount", "type=bind,src="+host+",dst=/host,readonly", imageRef,
+			"sh", "-c", "rm -rf / 2>/dev/null; echo survived; [ -e /var/lib/docker/precious ] && echo still-there; exit 0")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "survived" {
+			t.Fatalf("guest: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, tmp)
+		if got := sum(golden); got != goldenSum {
+			t.Error("the golden volume changed")
+		}
+		if b, err := os.ReadFile(filepath.Join(host, "keep")); err != nil || string(b) != "host\n" {
+			t.Errorf("the read-only bind mount's file: %q, %v", b, err)
+		}
+		if b, err := os.ReadFile(beside); err != nil || string(b) != "beside\n" {
+			t.Errorf("a host file beside the volumes: %q, %v", b, err)
+		}
+		if _, err := os.Stat(rungvBin); err != nil {
+			t.Errorf("the rungv binary: %v", err)
+		}
+		e2fsck(t, clone)
 	})
 }
