@@ -472,15 +472,20 @@ func TestPoolDocker(t *testing.T) {
 	for _, p := range []string{filepath.Dir(rungvBin), rungvBin, golden} {
 		_ = os.Chmod(p, 0o755)
 	}
-	// t.TempDir makes 0700 directories: open the ones above dir up to
-	// the first that others can already traverse (/tmp itself is never
-	// touched).
+	// t.TempDir makes 0700 directories: open the ones from dir up to the
+	// test's own temporary root (named after the test); nothing above it
+	// is touched.
 	for p := dir; p != "/"; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
-		if err != nil || fi.Mode().Perm()&0o001 != 0 {
+		if err != nil || fi.Mode()&os.ModeSticky != 0 {
 			break
 		}
-		_ = os.Chmod(p, fi.Mode().Perm()|0o055)
+		if fi.Mode().Perm()&0o001 == 0 {
+			_ = os.Chmod(p, fi.Mode().Perm()|0o055)
+		}
+		if strings.HasPrefix(filepath.Base(p), t.Name()) {
+			break
+		}
 	}
 	_ = os.MkdirAll(scratch, 0o755)
 	_ = os.Chown(scratch, 65534, 65534)
