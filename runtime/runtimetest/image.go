@@ -1,24 +1,21 @@
 // Package runtimetest makes small OCI images for the runtime's tests from the
-// host's static busybox (Debian's busybox-static), never from a registry.
+// host's static busybox (Debian's busybox-static), never from a registry:
+// the runtime's variant of package imagetest's busybox image (every applet,
+// test users and groups, extra files, a config of the test's choosing).
 package runtimetest
 
 import (
 	"archive/tar"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"z.gfire.dev/gvx/image/imagetest"
 )
 
 // BusyboxPath is where Debian's busybox-static installs the binary.
@@ -35,9 +32,10 @@ type File struct {
 }
 
 // Busybox writes an OCI image layout to dir (created) holding one image:
-// /bin/busybox with its applets linked in /bin, /etc/passwd and /etc/group
-// (root, nobody, and "alice" 1000:1000 in groups alice and "staff" 50),
-// /home/alice, /tmp, plus extra; with config cfg (os linux).
+// /bin/busybox with every applet linked in /bin, /etc/passwd and
+// /etc/group (root, nobody, and "alice" 1000:1000 in groups alice and
+// "staff" 50), /home/alice, /tmp, plus extra; with config cfg (os linux).
+// It is built with package imagetest's layer and layout writers.
 func Busybox(dir string, cfg v1.Config, extra ...File) error {
 	bb, err := os.ReadFile(BusyboxPath)
 	if err != nil || !isStatic(BusyboxPath) {
@@ -47,77 +45,36 @@ func Busybox(dir string, cfg v1.Config, extra ...File) error {
 	if err != nil {
 		return fmt.Errorf("busybox --list: %w", err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	mt := time.Unix(1700000000, 0)
-	dirs := []string{"bin", "etc", "home", "home/alice", "root", "tmp", "usr", "usr/bin", "var"}
-	for _, d := range dirs {
-		mode := int64(0o755)
-		uid := 0
-		switch d {
-		case "tmp":
-			mode = 0o1777
-		case "home/alice":
-			uid = 1000
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, Uid: uid, Gid: uid, ModTime: mt}); err != nil {
-			return err
-		}
+	var es []imagetest.Entry
+	for _, d := range []string{"bin", "etc", "home", "root", "usr", "usr/bin", "var"} {
+		es = append(es, imagetest.Dir(d, 0o755))
 	}
-	files := append([]File{
-		{Path: "etc/passwd", Mode: 0o644, Body: "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000:Alice:/home/alice:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
-		{Path: "etc/group", Mode: 0o644, Body: "root:x:0:\nstaff:x:50:alice\nalice:x:1000:\nnogroup:x:65534:\n"},
-	}, extra...)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), ModTime: mt}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(bb); err != nil {
-		return err
-	}
+	es = append(es,
+		imagetest.Entry{Name: "home/alice", Type: tar.TypeDir, Mode: 0o755, UID: 1000, GID: 1000},
+		imagetest.Dir("tmp", 0o1777),
+		imagetest.Entry{Name: "bin/busybox", Mode: 0o755, Body: string(bb)},
+	)
 	for _, a := range strings.Fields(string(applets)) {
-		if a == "busybox" || strings.Contains(a, "/") {
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: mt}); err != nil {
-			return err
+		if a != "busybox" && !strings.Contains(a, "/") {
+			es = append(es, imagetest.Symlink("bin/"+a, "busybox"))
 		}
 	}
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: f.Mode, Size: int64(len(f.Body)), ModTime: mt}); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(tw, f.Body); err != nil {
-			return err
-		}
+	es = append(es,
+		imagetest.File("etc/passwd", "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000:Alice:/home/alice:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"),
+		imagetest.File("etc/group", "root:x:0:\nstaff:x:50:alice\nalice:x:1000:\nnogroup:x:65534:\n"),
+	)
+	for _, f := range extra {
+		es = append(es, imagetest.Entry{Name: f.Path, Mode: f.Mode, Body: f.Body})
 	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
+	layer, err := imagetest.Tar(es...)
 	if err != nil {
 		return err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	img, err := imagetest.Image(v1.Platform{OS: "linux", Architecture: goarch()}, cfg, layer)
 	if err != nil {
 		return err
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Config = "linux", goarch(), cfg
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return err
-	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	return p.AppendImage(img)
+	return imagetest.WriteLayout(dir, img, "")
 }
 
 // isStatic reports whether the ELF file at path has no program interpreter.
