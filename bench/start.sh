@@ -25,8 +25,8 @@ img=oci:$work/image
 "$bin" run "$img" true # warm the rootfs cache
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every number below)"
-cmds=("$bin run --network none $img true")
-names=("rungv run IMG true")
+cmds=("$bin run --network none $img true" "$bin run --network nat $img true")
+names=("rungv run IMG true" "rungv run --network nat IMG true")
 if [ "$(id -u)" = 0 ]; then
 	cmds+=("$bin --network=none --ignore-cgroups do true")
 	names+=("runsc do true")
