@@ -45,6 +45,24 @@ func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.
 	}, stderr
 }
 
+// uploadMD5 sends 4 MiB of random bytes on conn, half-closes it, waits
+// for the far end to close, and checks the md5 the guest prints next.
+func uploadMD5(t *testing.T, conn net.Conn, line func() string) {
+	t.Helper()
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	if _, err := conn.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	conn.(interface{ CloseWrite() error }).CloseWrite()
+	io.Copy(io.Discard, conn)
+	conn.Close()
+	sum := md5.Sum(data)
+	if got := line(); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("upload: guest md5 %s, sent %x", got, sum)
+	}
+}
+
 // TestPublishUnixSocket publishes two guest TCP ports as host unix sockets
 // (-p unix:HOSTSOCK:PORT) and moves 64 MiB down 20 times in a row (HTTP
 // from busybox httpd) and 4 MiB up (raw, to busybox nc) through them,
@@ -92,22 +110,11 @@ nc -l -p 9000 | md5sum | cut -c1-32`
 			}
 		}
 
-		data := make([]byte, 4<<20)
-		rand.Read(data)
 		conn, err := dial(up)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		conn.(*net.UnixConn).CloseWrite()
-		io.Copy(io.Discard, conn)
-		conn.Close()
-		sum := md5.Sum(data)
-		if got := line(); got != hex.EncodeToString(sum[:]) {
-			t.Fatalf("upload: guest md5 %s, sent %x", got, sum)
-		}
+		uploadMD5(t, conn, line)
 		if err := c.Wait(); err != nil {
 			t.Fatalf("rungv: %v (stderr %q)", err, stderr.String())
 		}
@@ -157,22 +164,11 @@ nc -l -p 9000 | md5sum | cut -c1-32`
 				t.Fatalf("download %d: %d bytes, md5 %x, err %v; want 64 MiB with md5 %s", i, n, h.Sum(nil), err, want)
 			}
 		}
-		data := make([]byte, 4<<20)
-		rand.Read(data)
 		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", up))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		conn.(*net.TCPConn).CloseWrite()
-		io.Copy(io.Discard, conn)
-		conn.Close()
-		sum := md5.Sum(data)
-		if got := line(); got != hex.EncodeToString(sum[:]) {
-			t.Fatalf("upload: guest md5 %s, sent %x", got, sum)
-		}
+		uploadMD5(t, conn, line)
 		if err := c.Wait(); err != nil {
 			t.Fatalf("rungv: %v (stderr %q)", err, stderr.String())
 		}
