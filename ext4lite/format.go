@@ -56,11 +56,21 @@ func Create(path string, size int64, opts *CreateOptions) (*FS, error) {
 	}
 	flag := os.O_RDWR | os.O_CREATE | os.O_EXCL
 	if o.Overwrite {
-		flag = os.O_RDWR | os.O_CREATE | os.O_TRUNC
+		flag = os.O_RDWR | os.O_CREATE // truncated once locked: never a volume in use
 	}
 	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, err
+	}
+	if err := lockFile(f, true); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if o.Overwrite {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	// The file gets its size first: formatting reads blocks it patches.
 	err = f.Truncate(size)

@@ -79,6 +79,12 @@ func Open(path string, opts *Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !o.ReadOnly {
+		if err := lockFile(f, true); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	v, err := OpenDevice(f, &o)
 	if err != nil {
 		f.Close()

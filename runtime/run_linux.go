@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/erofs"
+	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
 )
@@ -50,11 +51,56 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(state)
+	locks, err := lockVolumes(o.Mounts)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}()
 	ep, err := prepare(ctx, &o, state)
 	if err != nil {
 		return 0, err
 	}
 	return ep.run(ctx, &o)
+}
+
+// lockVolumes takes each volume file's advisory lock for the episode's
+// life (ext4lite.LockFile): exclusive for a read-write mount, shared for a
+// read-only one. A volume another episode or a gvx-vol command is writing
+// is refused before anything starts: two writers would corrupt it. The
+// files stay open (and locked) until the caller closes them; the gofer
+// opens the volume on its own.
+func lockVolumes(ms []Mount) ([]*os.File, error) {
+	var files []*os.File
+	for _, m := range ms {
+		if m.Type != MountVolume {
+			continue
+		}
+		flag := os.O_RDWR
+		if m.ReadOnly {
+			flag = os.O_RDONLY
+		}
+		f, err := os.OpenFile(m.Source, flag, 0)
+		if err == nil {
+			if err = ext4lite.LockFile(f, !m.ReadOnly); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			if errors.Is(err, ext4lite.ErrInUse) {
+				return nil, fmt.Errorf("--mount %s: %s is in use by another episode or a gvx-vol command", m.Target, m.Source)
+			}
+			return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // episode is a prepared bundle.

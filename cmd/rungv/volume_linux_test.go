@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/md5"
+	"errors"
 	"encoding/hex"
 	"io"
 	"os"
@@ -318,5 +319,40 @@ func TestRmRfSlash(t *testing.T) {
 			t.Errorf("the rungv binary: %v", err)
 		}
 		e2fsck(t, clone)
+	})
+}
+
+// TestVolumeInUse: while an episode runs on a volume, a second episode
+// that wants to write it, and a gvx-vol-style writer (ext4lite.Open), are
+// refused; a read-only mount waits for no one but is refused too while a
+// writer holds the file. After the first episode, the volume is free.
+func TestVolumeInUse(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 128<<20)
+		c := command(t, u, tmp, "run", "--network", "none", "--mount", "type=volume,src="+vol+",dst=/d", imageRef,
+			"sh", "-c", "echo up; sleep 30")
+		line, _ := startLines(t, c)
+		if line() != "up" {
+			t.Fatal("first episode did not start")
+		}
+		for _, mnt := range []string{"type=volume,src=" + vol + ",dst=/d", "type=volume,src=" + vol + ",dst=/d,readonly"} {
+			r := runRungv(t, u, tmp, "", "run", "--network", "none", "--mount", mnt, imageRef, "true")
+			if r.code != 125 || !strings.Contains(r.stderr, "in use") {
+				t.Errorf("second episode (%s): exit %d stderr %q", mnt, r.code, r.stderr)
+			}
+		}
+		if u.name == "root" {
+			if _, err := ext4lite.Open(vol, nil); !errors.Is(err, ext4lite.ErrInUse) {
+				t.Errorf("ext4lite.Open beside a running episode: %v, want ErrInUse", err)
+			}
+		}
+		c.Process.Signal(syscall.SIGKILL)
+		c.Wait()
+		checkClean(t, tmp)
+		if r := runRungv(t, u, tmp, "", "run", "--network", "none", "--mount", "type=volume,src="+vol+",dst=/d", imageRef, "true"); r.code != 0 {
+			t.Fatalf("after the first episode: exit %d stderr %q", r.code, r.stderr)
+		}
+		checkClean(t, tmp)
 	})
 }
