@@ -2,8 +2,8 @@ package main
 
 import (
 	"crypto/md5"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
