@@ -198,3 +198,59 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// TestDindCompose drives the episode's daemon with the host's docker-compose
+// (Debian's 1.29, through the published socket): a web service and a
+// client that fetches from it by name. Compose creates its network and
+// containers and the client gets the page. Service names resolve through
+// links on the default bridge: Docker's embedded DNS (127.0.0.11) needs
+// iptables in each container's network namespace, which the Sentry does
+// not offer there (docs/dind.md).
+func TestDindCompose(t *testing.T) {
+	s := needDind(t)
+	compose, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Skip("no docker-compose (apt-get install docker-compose)")
+	}
+	need(t, asNobody)
+	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
+	vol := newVolume(t, asNobody, 4<<30)
+	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker")
+	d.must("load", "-i", s.hello)
+	proj := t.TempDir()
+	yml := `version: "3"
+services:
+  web:
+    image: hello:latest
+    network_mode: bridge
+    command: sh -c "mkdir -p /www && echo hello-from-web > /www/index.html && httpd -f -p 8080 -h /www"
+  client:
+    image: hello:latest
+    network_mode: bridge
+    links: [web]
+    depends_on: [web]
+    command: sh -c "for i in 1 2 3 4 5 6 7 8 9 10; do wget -q -O- http://web:8080/ && exit 0; sleep 0.5; done; exit 1"
+`
+	if err := os.WriteFile(filepath.Join(proj, "docker-compose.yml"), []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(compose, args...)
+		c.Dir = proj
+		c.Env = append(os.Environ(), "DOCKER_HOST=unix://"+d.sock, "COMPOSE_INTERACTIVE_NO_CLI=1")
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker-compose %v: %v\n%s\ndaemon:\n%s", args, err, out, tail(d.log.String()))
+		}
+		return string(out)
+	}
+	out := run("up", "--no-color", "--abort-on-container-exit", "--exit-code-from", "client")
+	if !strings.Contains(out, "hello-from-web") {
+		t.Fatalf("the client did not get the web page:\n%s", out)
+	}
+	run("down")
+	d.stop()
+	checkClean(t, tmp)
+	e2fsck(t, vol)
+}
