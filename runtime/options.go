@@ -109,6 +109,13 @@ func ParseMount(s string) (Mount, error) {
 	return m, nil
 }
 
+// StartInfo describes an episode as it starts.
+type StartInfo struct {
+	// Limits says who enforces MemoryBytes and CPUs: "sentry", or
+	// "sentry + cgroup v1 (memory, cpu)" and the like; "" without limits.
+	Limits string
+}
+
 // Options describe one episode, with docker run's meaning.
 type Options struct {
 	// Image names the image as package image takes it: oci:DIR[:REF],
@@ -136,9 +143,15 @@ type Options struct {
 	// systrap, which needs no /dev/kvm.
 	Platform string
 
-	// MemoryBytes and CPUs shape what the guest sees (0: host's).
+	// MemoryBytes and CPUs shape what the guest sees (0: host's). The
+	// Sentry always applies them; where the caller may create a child of
+	// its own cgroup (root, or a delegated cgroup v2 subtree) the whole
+	// episode also runs in a host cgroup with these limits, removed when
+	// the episode ends.
 	MemoryBytes int64
 	CPUs        float64
+	// OnStart, when set, is called once the episode is about to start.
+	OnStart func(StartInfo)
 
 	// Privileged gives the guest every capability and a cgroup filesystem
 	// at /sys/fs/cgroup, as docker run --privileged, for Docker-in-the-

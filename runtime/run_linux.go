@@ -105,6 +105,7 @@ func lockVolumes(ms []Mount) ([]*os.File, error) {
 
 // episode is a prepared bundle.
 type episode struct {
+	id        string
 	state     string
 	runscArgs []string
 	tcp       []tcpPort // published TCP ports
@@ -257,7 +258,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
 	}
 	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
-	return &episode{state: state, runscArgs: args, tcp: tcp}, nil
+	return &episode{id: id, state: state, runscArgs: args, tcp: tcp}, nil
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
@@ -371,6 +372,27 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		js, _ := json.Marshal(spec)
 		cmd.Env = append(os.Environ(), publishEnv+"="+string(js))
 	}
+	cg, err := newEpisodeCgroup(ep.id, o.MemoryBytes, o.CPUs)
+	if err != nil {
+		syncR.Close()
+		return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+	}
+	if cg != nil {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, cg.env())
+	}
+	if o.OnStart != nil {
+		info := StartInfo{}
+		if o.MemoryBytes > 0 || o.CPUs > 0 {
+			info.Limits = "sentry"
+			if cg != nil {
+				info.Limits += " + " + cg.desc
+			}
+		}
+		o.OnStart(info)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
@@ -381,9 +403,22 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		syncR.Close()
+		if cg != nil {
+			cg.remove()
+		}
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	syncR.Close()
+	if cg != nil {
+		// Before the go-ahead: everything the supervisor starts inherits
+		// the cgroup. The supervisor removes it at the end.
+		if err := cg.add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			cg.remove()
+			return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+		}
+	}
 	if o.Lockdown {
 		lockdown := Lockdown
 		if nat != nil {

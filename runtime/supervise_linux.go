@@ -24,6 +24,7 @@ const superviseCmd = "_gvx-supervise"
 // directory in every case and returns runsc's exit code.
 func supervise(state string, args []string) int {
 	defer os.RemoveAll(state)
+	defer leaveCgroups() // the episode's host cgroup, if it has one
 	sync := os.NewFile(3, "sync")
 	var b [1]byte
 	if n, _ := sync.Read(b[:]); n != 1 {

@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/ext4lite"
 )
@@ -54,4 +58,102 @@ func TestJSONEventsAndNewVolume(t *testing.T) {
 		}
 		checkClean(t, tmp)
 	})
+}
+
+// TestLimitsCgroup: -m and --cpus are enforced by the Sentry always, and
+// as root also by a host cgroup the episode runs in (--json's start event
+// says which). The cgroup holds the episode's processes, has the limits,
+// and is gone after the episode, even when rungv is SIGKILLed.
+func TestLimitsCgroup(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		c := command(t, u, tmp, "run", "--json", "--network", "none", "-m", "256m", "--cpus", "1", imageRef,
+			"sh", "-c", "echo up; sleep 30")
+		er, ew, _ := os.Pipe()
+		c.Stderr = ew
+		line, _ := startLines(t, c)
+		ew.Close()
+		if line() != "up" {
+			t.Fatal("guest did not start")
+		}
+		var start struct {
+			Event, Limits string
+		}
+		if err := json.NewDecoder(er).Decode(&start); err != nil || start.Event != "start" {
+			t.Fatalf("start event: %+v %v", start, err)
+		}
+		var dirs []string
+		if u.name == "root" {
+			if !strings.Contains(start.Limits, "cgroup") {
+				t.Fatalf("as root: limits %q, want a host cgroup too", start.Limits)
+			}
+			dirs = episodeCgroups(t, c.Process.Pid)
+			if len(dirs) == 0 {
+				t.Fatal("the supervisor is in no gvx- cgroup")
+			}
+			for _, d := range dirs {
+				for file, want := range map[string]string{"memory.limit_in_bytes": "268435456", "memory.max": "268435456", "cpu.cfs_quota_us": "100000", "cpu.max": "100000 100000"} {
+					if b, err := os.ReadFile(filepath.Join(d, file)); err == nil && strings.TrimSpace(string(b)) != want {
+						t.Errorf("%s/%s = %q, want %q", d, file, b, want)
+					}
+				}
+			}
+		} else if start.Limits != "sentry" {
+			t.Logf("as nobody: limits %q (a delegated cgroup here)", start.Limits)
+		}
+		c.Process.Signal(syscall.SIGKILL)
+		c.Wait()
+		checkClean(t, tmp)
+		deadline := time.Now().Add(10 * time.Second)
+		for _, d := range dirs {
+			for {
+				if _, err := os.Stat(d); os.IsNotExist(err) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("cgroup %s left after the episode", d)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	})
+}
+
+// episodeCgroups returns the host cgroup directories named gvx-* that the
+// child of pid (rungv's supervisor) is in.
+func episodeCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	// Children are listed per thread, and Go starts them from any thread.
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) == 0 {
+		t.Fatalf("rungv (%d) has no child", pid)
+	}
+	b, err := os.ReadFile("/proc/" + kids[0] + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 || !strings.Contains(parts[2], "/gvx-") {
+			continue
+		}
+		switch {
+		case parts[1] == "":
+			dirs = append(dirs, "/sys/fs/cgroup"+parts[2])
+		default:
+			for _, ctrl := range strings.Split(parts[1], ",") {
+				if ctrl == "memory" || ctrl == "cpu" {
+					dirs = append(dirs, "/sys/fs/cgroup/"+parts[1]+parts[2])
+					break
+				}
+			}
+		}
+	}
+	return dirs
 }

@@ -19,14 +19,16 @@ import (
 )
 
 // startLines starts c and returns a reader of its standard output, line by
-// line (failing t at its end), and its standard error so far. c is killed
-// when t ends.
+// line (failing t at its end), and its standard error so far (unless c
+// already had a Stderr). c is killed when t ends.
 func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.Builder) {
 	t.Helper()
 	pr, pw, _ := os.Pipe()
 	c.Stdout = pw
 	stderr = &strings.Builder{}
-	c.Stderr = stderr
+	if c.Stderr == nil { // a caller's own writer wins; stderr stays empty
+		c.Stderr = stderr
+	}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

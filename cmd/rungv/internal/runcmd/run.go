@@ -260,13 +260,12 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 			vols = append(vols, m.Source)
 		}
 	}
-	ev := event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols}
-	if o.MemoryBytes > 0 || o.CPUs > 0 {
-		// rungv never touches host cgroups: the Sentry's own flags size
-		// what the guest sees and may use.
-		ev.Limits = "sentry"
+	o.OnStart = func(info runtime.StartInfo) {
+		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols, Limits: info.Limits}, "")
+		if info.Limits != "" && rep.level >= 2 {
+			fmt.Fprintf(c.App.ErrWriter, "rungv: -m/--cpus enforced by: %s\n", info.Limits)
+		}
 	}
-	rep.emit(ev, "")
 	code, err := runtime.Run(context.Background(), o)
 	if err != nil {
 		return cli.Exit("rungv run: "+err.Error(), 125)
