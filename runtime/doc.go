@@ -12,8 +12,10 @@
 //     with the image's configuration as docker run merges them.
 //   - Works as root and as any user: the episode runs in a user and
 //     network namespace of its own (uid 0 there is the caller), with lo up
-//     and no host interface; cgroups are never touched (--ignore-cgroups);
-//     memory and CPUs the guest sees come from the Sentry's own flags.
+//     and no host interface; runsc never touches cgroups
+//     (--ignore-cgroups). Memory and CPUs the guest sees come from the
+//     Sentry's own flags; where the caller may, the episode also runs in a
+//     host cgroup with the same limits, removed when it ends.
 //   - Networking (Options.Network): NetworkNone gives loopback only;
 //     NetworkNAT gives slirp's 10.0.2.15/24 with outbound TCP and UDP
 //     through the calling process's own sockets (a gVisor netstack on the
