@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -10,42 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// startLines starts c and returns a reader of its standard output, line by
-// line (failing t at its end), and its standard error so far (unless c
-// already had a Stderr). c is killed when t ends.
-func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.Builder) {
-	t.Helper()
-	pr, pw, _ := os.Pipe()
-	c.Stdout = pw
-	stderr = &strings.Builder{}
-	if c.Stderr == nil { // a caller's own writer wins; stderr stays empty
-		c.Stderr = stderr
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
-	t.Cleanup(func() {
-		c.Process.Kill()
-		c.Wait()
-	})
-	out := bufio.NewReader(pr)
-	return func() string {
-		s, err := out.ReadString('\n')
-		if err != nil {
-			t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
-		}
-		return strings.TrimSpace(s)
-	}, stderr
-}
 
 // uploadMD5 sends 4 MiB of random bytes on conn, half-closes it, waits
 // for the far end to close, and checks the md5 the guest prints next.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -158,6 +159,35 @@ func runRungv(t *testing.T, u user, tmp string, stdin string, args ...string) re
 		code = ee.ExitCode()
 	}
 	return result{so.String(), se.String(), code}
+}
+
+// startLines starts c and returns a reader of its standard output, line by
+// line (failing t at its end), and its standard error so far (unless c
+// already had a Stderr). c is killed when t ends.
+func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.Builder) {
+	t.Helper()
+	pr, pw, _ := os.Pipe()
+	c.Stdout = pw
+	stderr = &strings.Builder{}
+	if c.Stderr == nil { // a caller's own writer wins; stderr stays empty
+		c.Stderr = stderr
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		c.Wait()
+	})
+	out := bufio.NewReader(pr)
+	return func() string {
+		s, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
+		}
+		return strings.TrimSpace(s)
+	}, stderr
 }
 
 // checkClean asserts that no state directory, process or mount of episodes
@@ -325,20 +355,9 @@ func TestKillLeavesNothing(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", imageRef, "sh", "-c", "echo started; exec sleep 1000")
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Stdout = pw
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		buf := make([]byte, 8)
-		if n, _ := pr.Read(buf); string(buf[:n]) != "started\n" {
-			c.Process.Kill()
-			c.Wait()
-			t.Fatalf("guest did not start: %q", buf[:n])
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
 		}
 		pid := c.Process.Pid
 		if u.name == "nobody" { // c is setpriv, which exec'd rungv: same pid
@@ -353,7 +372,6 @@ func TestKillLeavesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Wait()
-		pr.Close()
 		checkClean(t, tmp)
 	})
 }
@@ -402,24 +420,16 @@ func TestSignalForwarded(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", imageRef, "sh", "-c", "trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.1; done")
-		pr, pw, _ := os.Pipe()
-		c.Stdout = pw
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		buf := make([]byte, 64)
-		if n, _ := pr.Read(buf); string(buf[:n]) != "started\n" {
-			c.Process.Kill()
-			c.Wait()
-			t.Fatalf("guest did not start: %q", buf[:n])
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
 		}
 		_ = c.Process.Signal(syscall.SIGTERM)
-		n, _ := pr.Read(buf)
+		got := line()
 		err := c.Wait()
 		var ee *exec.ExitError
-		if string(buf[:n]) != "got-term\n" || !errors.As(err, &ee) || ee.ExitCode() != 3 {
-			t.Fatalf("after SIGTERM: output %q, wait %v; want got-term and exit 3", buf[:n], err)
+		if got != "got-term" || !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Fatalf("after SIGTERM: output %q, wait %v; want got-term and exit 3", got, err)
 		}
 		checkClean(t, tmp)
 	})

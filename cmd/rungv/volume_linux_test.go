@@ -137,17 +137,9 @@ func TestVolumeGracefulStop(t *testing.T) {
 			"trap 'echo stopped > /var/lib/docker/state; exit 0' TERM; echo running > /var/lib/docker/state; "+
 				"dd if=/dev/urandom of=/var/lib/docker/big bs=1M count=64 2>/dev/null; sync; rm /var/lib/docker/big; "+
 				"echo started; while :; do sleep 0.1; done")
-		pr, pw, _ := os.Pipe()
-		c.Stdout = pw
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		buf := make([]byte, 8)
-		if n, _ := pr.Read(buf); string(buf[:n]) != "started\n" {
-			c.Process.Kill()
-			c.Wait()
-			t.Fatalf("guest did not start: %q", buf[:n])
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
 		}
 		_ = c.Process.Signal(syscall.SIGTERM)
 		if err := c.Wait(); err != nil {
