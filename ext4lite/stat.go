@@ -15,12 +15,9 @@ import (
 func (v *FS) Lstat(p string) (*sink.Header, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
-		return nil, ErrClosed
-	}
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("lstat", p)
 	if err != nil {
-		return nil, pathErr("lstat", p, err)
+		return nil, err
 	}
 	h, err := v.header(in)
 	if err != nil {
@@ -28,6 +25,19 @@ func (v *FS) Lstat(p string) (*sink.Header, error) {
 	}
 	h.Path = p
 	return h, nil
+}
+
+// lookupFor resolves p for the path operation op, with v.mu held: ErrClosed
+// after Close, else lookup's error as a *fs.PathError naming op and p.
+func (v *FS) lookupFor(op, p string) (*inode, error) {
+	if v.closed {
+		return nil, ErrClosed
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr(op, p, err)
+	}
+	return in, nil
 }
 
 func (v *FS) header(in *inode) (*sink.Header, error) {
@@ -89,9 +99,9 @@ func (v *FS) readlink(in *inode) (string, error) {
 func (v *FS) Readlink(p string) (string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("readlink", p)
 	if err != nil {
-		return "", pathErr("readlink", p, err)
+		return "", err
 	}
 	if in.fileType() != disk.ModeSymlink {
 		return "", pathErr("readlink", p, errInvalid)
@@ -103,12 +113,9 @@ func (v *FS) Readlink(p string) (string, error) {
 func (v *FS) ReadDir(p string) ([]string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
-		return nil, ErrClosed
-	}
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("readdir", p)
 	if err != nil {
-		return nil, pathErr("readdir", p, err)
+		return nil, err
 	}
 	d, err := v.loadDir(in)
 	if err != nil {
@@ -139,12 +146,9 @@ type File struct {
 func (v *FS) OpenFile(p string) (*File, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
-		return nil, ErrClosed
-	}
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("open", p)
 	if err != nil {
-		return nil, pathErr("open", p, err)
+		return nil, err
 	}
 	if in.isDir() {
 		return nil, pathErr("open", p, errIsDir)
@@ -264,9 +268,9 @@ func (v *FS) Chtimes(p string, atime, mtime time.Time) error {
 func (v *FS) Getxattr(p, name string) ([]byte, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("getxattr", p)
 	if err != nil {
-		return nil, pathErr("getxattr", p, err)
+		return nil, err
 	}
 	val, err := v.getxattrLocked(in, name)
 	if err != nil {
@@ -279,9 +283,9 @@ func (v *FS) Getxattr(p, name string) ([]byte, error) {
 func (v *FS) Listxattr(p string) ([]string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, err := v.lookup(p)
+	in, err := v.lookupFor("listxattr", p)
 	if err != nil {
-		return nil, pathErr("listxattr", p, err)
+		return nil, err
 	}
 	return v.listxattrLocked(in)
 }
