@@ -229,6 +229,31 @@ func (c *checker) read(p []byte, off int64, ino uint32, what string) bool {
 	return false
 }
 
+// checkBitmap checks group g's block or inode bitmap b (read from blk):
+// its checksum over the first perGroup bits (the descriptor's lo and hi
+// halves; only lo with 32-byte descriptors), and that every bit from used
+// to the end of the block is set, as mke2fs and the kernel pad it.
+func (c *checker) checkBitmap(g uint32, kind string, blk uint64, b []byte, perGroup, used uint32, lo, hi uint16) {
+	if c.csum {
+		want := disk.CRC32c(c.seed, b[:perGroup/8])
+		got := uint32(lo)
+		if c.descSize >= disk.GroupDescSize64 {
+			got |= uint32(hi) << 16
+		} else {
+			want &= 0xFFFF
+		}
+		if got != want {
+			c.add(0, blk, "group %d: %s bitmap checksum %#x, computed %#x", g, kind, got, want)
+		}
+	}
+	for i := used; i < uint32(c.bs*8); i++ {
+		if b[i/8]&(1<<(i%8)) == 0 {
+			c.add(0, blk, "group %d: padding at the end of the %s bitmap is not set (bit %d)", g, kind, i)
+			break
+		}
+	}
+}
+
 func (c *checker) readBlock(blk uint64, p []byte, ino uint32, what string) bool {
 	if blk >= c.blocks {
 		c.add(ino, blk, "%s: block past the end of the filesystem (%d blocks)", what, c.blocks)
@@ -562,24 +587,7 @@ func (c *checker) groupDescs() (bbs, ibs [][]byte) {
 		case !valid[g]:
 			bb = nil
 		case c.readBlock(gd.BlockBitmap(), bb, 0, fmt.Sprintf("group %d block bitmap", g)):
-			if c.csum {
-				want := disk.CRC32c(c.seed, bb[:c.bpg/8])
-				got := uint32(gd.BlockBitmapCsumLo)
-				if c.descSize >= disk.GroupDescSize64 {
-					got |= uint32(gd.BlockBitmapCsumHi) << 16
-				} else {
-					want &= 0xFFFF
-				}
-				if got != want {
-					c.add(0, gd.BlockBitmap(), "group %d: block bitmap checksum %#x, computed %#x", g, got, want)
-				}
-			}
-			for i := c.groupBlocks(g); i < uint32(c.bs*8); i++ {
-				if bb[i/8]&(1<<(i%8)) == 0 {
-					c.add(0, gd.BlockBitmap(), "group %d: padding at the end of the block bitmap is not set (bit %d)", g, i)
-					break
-				}
-			}
+			c.checkBitmap(g, "block", gd.BlockBitmap(), bb, c.bpg, c.groupBlocks(g), gd.BlockBitmapCsumLo, gd.BlockBitmapCsumHi)
 		default:
 			bb = nil
 		}
@@ -594,24 +602,7 @@ func (c *checker) groupDescs() (bbs, ibs [][]byte) {
 		case !valid[g]:
 			ib = nil
 		case c.readBlock(gd.InodeBitmap(), ib, 0, fmt.Sprintf("group %d inode bitmap", g)):
-			if c.csum {
-				want := disk.CRC32c(c.seed, ib[:c.ipg/8])
-				got := uint32(gd.InodeBitmapCsumLo)
-				if c.descSize >= disk.GroupDescSize64 {
-					got |= uint32(gd.InodeBitmapCsumHi) << 16
-				} else {
-					want &= 0xFFFF
-				}
-				if got != want {
-					c.add(0, gd.InodeBitmap(), "group %d: inode bitmap checksum %#x, computed %#x", g, got, want)
-				}
-			}
-			for i := c.ipg; i < uint32(c.bs*8); i++ {
-				if ib[i/8]&(1<<(i%8)) == 0 {
-					c.add(0, gd.InodeBitmap(), "group %d: padding at the end of the inode bitmap is not set (bit %d)", g, i)
-					break
-				}
-			}
+			c.checkBitmap(g, "inode", gd.InodeBitmap(), ib, c.ipg, c.ipg, gd.InodeBitmapCsumLo, gd.InodeBitmapCsumHi)
 		default:
 			ib = nil
 		}
