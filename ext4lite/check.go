@@ -406,29 +406,6 @@ func (c *checker) superblock() error {
 	return nil
 }
 
-// hasSuper reports whether group g holds a superblock backup.
-func (c *checker) hasSuper(g uint32) bool {
-	if g == 0 {
-		return true
-	}
-	if c.sb.FeatureCompat&disk.CompatSparseSuper2 != 0 {
-		return g == c.sb.BackupBgs[0] || g == c.sb.BackupBgs[1]
-	}
-	if c.sb.FeatureROCompat&disk.ROCompatSparseSuper == 0 || g == 1 {
-		return true
-	}
-	for _, base := range []uint32{3, 5, 7} {
-		n := base
-		for n < g {
-			n *= base
-		}
-		if n == g {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *checker) groupFirst(g uint32) uint64 { return c.fdb + uint64(g)*uint64(c.bpg) }
 
 func (c *checker) groupBlocks(g uint32) uint32 {
@@ -557,7 +534,7 @@ func (c *checker) groupDescs() (bbs, ibs [][]byte) {
 	// Metadata claims: superblock copies and descriptor tables, bitmaps,
 	// inode tables.
 	for g := uint32(0); g < c.groups && !c.stop; g++ {
-		if c.hasSuper(g) {
+		if c.sb.HasSuperBackup(g) {
 			n := 1 + uint64(c.gdtBlocks) + uint64(c.sb.ReservedGdtBlocks)
 			c.claim(c.groupFirst(g), min(n, uint64(c.groupBlocks(g))), 0, fmt.Sprintf("group %d superblock and descriptors", g))
 		}

@@ -14,23 +14,9 @@ type group struct {
 	ibDirty     bool
 }
 
-// hasSuper reports whether group g holds a superblock backup (sparse_super:
-// groups 0, 1 and powers of 3, 5 and 7).
-func (v *FS) hasSuper(g uint32) bool {
-	if v.sb.FeatureROCompat&disk.ROCompatSparseSuper == 0 || g <= 1 {
-		return true
-	}
-	for _, base := range []uint32{3, 5, 7} {
-		n := base
-		for n < g {
-			n *= base
-		}
-		if n == g {
-			return true
-		}
-	}
-	return false
-}
+// hasSuper reports whether group g holds a superblock backup
+// (disk.Superblock.HasSuperBackup).
+func (v *FS) hasSuper(g uint32) bool { return v.sb.HasSuperBackup(g) }
 
 // groupFirstBlock is the first block of group g.
 func (v *FS) groupFirstBlock(g uint32) uint64 {

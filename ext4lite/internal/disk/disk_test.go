@@ -2,6 +2,7 @@ package disk
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -115,6 +116,29 @@ func TestInodeCodec(t *testing.T) {
 		got.encode(&out)
 		if out != raw {
 			t.Fatalf("encode does not reproduce the bytes (seed %d)", seed)
+		}
+	}
+}
+
+func TestHasSuperBackup(t *testing.T) {
+	var want []uint32
+	sb := &Superblock{FeatureROCompat: ROCompatSparseSuper}
+	for g := uint32(0); g < 130; g++ {
+		if sb.HasSuperBackup(g) {
+			want = append(want, g)
+		}
+	}
+	// mke2fs's sparse_super groups below 130.
+	if fmt.Sprint(want) != "[0 1 3 5 7 9 25 27 49 81 125]" {
+		t.Errorf("sparse_super: %v", want)
+	}
+	if !(&Superblock{}).HasSuperBackup(6) {
+		t.Error("without sparse_super every group has a backup")
+	}
+	s2 := &Superblock{FeatureCompat: CompatSparseSuper2, FeatureROCompat: ROCompatSparseSuper, BackupBgs: [2]uint32{1, 63}}
+	for g, w := range map[uint32]bool{0: true, 1: true, 3: false, 63: true, 64: false} {
+		if s2.HasSuperBackup(g) != w {
+			t.Errorf("sparse_super2 group %d: %v", g, !w)
 		}
 	}
 }

@@ -201,6 +201,32 @@ func (sb *Superblock) SetRBlocksCount(n uint64) {
 	sb.RBlocksCountLo, sb.RBlocksCountHi = uint32(n), uint32(n>>32)
 }
 
+// HasSuperBackup reports whether group g holds a copy of the superblock
+// (and group descriptors): group 0 always; with sparse_super2 only the
+// groups in s_backup_bgs; with sparse_super groups 1 and the powers of 3,
+// 5 and 7; without either, every group.
+func (sb *Superblock) HasSuperBackup(g uint32) bool {
+	if g == 0 {
+		return true
+	}
+	if sb.FeatureCompat&CompatSparseSuper2 != 0 {
+		return g == sb.BackupBgs[0] || g == sb.BackupBgs[1]
+	}
+	if sb.FeatureROCompat&ROCompatSparseSuper == 0 || g == 1 {
+		return true
+	}
+	for _, base := range []uint32{3, 5, 7} {
+		n := base
+		for n < g {
+			n *= base
+		}
+		if n == g {
+			return true
+		}
+	}
+	return false
+}
+
 // BlockSize is 1024 << s_log_block_size (callers validate the exponent).
 func (sb *Superblock) BlockSize() int { return 1024 << sb.LogBlockSize }
 
