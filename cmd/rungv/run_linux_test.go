@@ -30,45 +30,18 @@ var (
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		dir, err := os.MkdirTemp("", "rungv-test-")
-		if err != nil {
-			setupErr = err
-			return m.Run()
-		}
-		defer os.RemoveAll(dir)
-		_ = os.Chmod(dir, 0o755)
-		shared = dir
-		rungvBin = filepath.Join(dir, "rungv")
-		build := exec.Command("go", "build", "-o", rungvBin, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			setupErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return m.Run()
-		}
-		img := filepath.Join(dir, "image")
-		setupErr = runtimetest.Busybox(img, v1.Config{
+		env, err := runtimetest.NewEnv("rungv-test-", v1.Config{
 			Cmd:        []string{"sh"},
 			Env:        []string{"PATH=/bin", "FROM_IMAGE=yes", "OVERRIDE=image"},
 			WorkingDir: "/tmp",
 		}, runtimetest.File{Path: "bin/entry", Mode: 0o755, Body: "#!/bin/sh\necho entry \"$@\"\n"})
-		imageRef = "oci:" + img
-		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-			if err == nil {
-				_ = os.Chmod(p, fi.Mode().Perm()|0o444|(fi.Mode().Perm()&0o111)|dirX(fi))
-			}
-			return nil
-		})
+		if env.Dir != "" {
+			defer os.RemoveAll(env.Dir)
+		}
+		shared, rungvBin, imageRef, setupErr = env.Dir, env.Rungv, env.ImageRef, err
 		return m.Run()
 	}()
 	os.Exit(code)
-}
-
-func dirX(fi os.FileInfo) os.FileMode {
-	if fi.IsDir() {
-		return 0o111
-	}
-	return 0
 }
 
 // user is who runs rungv.

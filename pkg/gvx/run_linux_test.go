@@ -30,22 +30,11 @@ func TestMain(m *testing.M) {
 		os.Exit(runCaller())
 	}
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "gvx-sdk-test-")
-		if err != nil {
-			setupErr = err
-			return m.Run()
+		env, err := runtimetest.NewEnv("gvx-sdk-test-", v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
+		if env.Dir != "" {
+			defer os.RemoveAll(env.Dir)
 		}
-		defer os.RemoveAll(dir)
-		rungvBin = filepath.Join(dir, "rungv")
-		build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
-			return m.Run()
-		}
-		img := filepath.Join(dir, "image")
-		setupErr = runtimetest.Busybox(img, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
-		imageRef = "oci:" + img
+		rungvBin, imageRef, setupErr = env.Rungv, env.ImageRef, err
 		return m.Run()
 	}())
 }

@@ -30,34 +30,11 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "rungv-pool-test-")
-		if err != nil {
-			setupErr = err
-			return m.Run()
+		env, err := runtimetest.NewEnv("rungv-pool-test-", v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
+		if env.Dir != "" {
+			defer os.RemoveAll(env.Dir)
 		}
-		defer os.RemoveAll(dir)
-		_ = os.Chmod(dir, 0o755)
-		shared = dir
-		rungvBin = filepath.Join(dir, "rungv")
-		build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
-			return m.Run()
-		}
-		img := filepath.Join(dir, "image")
-		setupErr = runtimetest.Busybox(img, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}})
-		imageRef = "oci:" + img
-		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-			if err == nil {
-				mode := fi.Mode().Perm() | 0o444
-				if fi.IsDir() {
-					mode |= 0o111
-				}
-				_ = os.Chmod(p, mode)
-			}
-			return nil
-		})
+		shared, rungvBin, imageRef, setupErr = env.Dir, env.Rungv, env.ImageRef, err
 		return m.Run()
 	}())
 }
