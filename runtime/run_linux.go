@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -222,7 +221,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		}
 	}
 	if hasVolume(o.Mounts) {
-		shareBindMounts(spec)
+		shareBindMounts(spec, o.Mounts)
 	}
 	js, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
@@ -287,16 +286,13 @@ var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=fa
 // with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
 // otherwise cache them as if nothing outside changed them, and a file the
 // host adds to a bind-mounted directory would stay invisible in the guest.
-// Volume mounts (binds of the volume file) get none: they must be
-// exclusive.
-func shareBindMounts(spec *specs.Spec) {
+// Volume mounts (binds of the volume files in mounts) get none: they must
+// be exclusive.
+func shareBindMounts(spec *specs.Spec, mounts []Mount) {
 	vols := map[string]bool{}
-	for k, v := range spec.Annotations {
-		if strings.HasPrefix(k, volume.AnnotationPrefix) {
-			var vs volume.Spec
-			if json.Unmarshal([]byte(v), &vs) == nil {
-				vols[vs.Source] = true
-			}
+	for _, m := range mounts {
+		if m.Type == MountVolume {
+			vols[m.Source] = true
 		}
 	}
 	seen := map[string]bool{}
