@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -58,7 +59,7 @@ func newEpisodeCgroup(id string, memBytes int64, cpus float64) (*episodeCgroup, 
 	var ctrls []string
 	fail := func(err error) (*episodeCgroup, error) {
 		cg.remove()
-		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || isReadOnly(err) {
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EROFS) {
 			return nil, nil // not permitted here
 		}
 		return nil, err
@@ -167,11 +168,6 @@ func leaveCgroups() {
 
 func writeCgroup(dir, file, value string) error {
 	return os.WriteFile(filepath.Join(dir, file), []byte(value), 0)
-}
-
-func isReadOnly(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "read-only")
 }
 
 // cgroupMounts maps each v1 controller (memory, cpu) to its hierarchy's
