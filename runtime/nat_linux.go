@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,6 +28,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 // --network nat: slirp's layout, built from a veth pair in the episode's
@@ -51,9 +55,17 @@ const (
 	natHostIf  = "gvx0"
 	// natMTU is slirp4netns's recommended MTU: fewer, larger frames.
 	natMTU = 65520
-	// natMaxRelays bounds the host sockets the guest can hold open
-	// (TCP connections and UDP flows); beyond it new ones are refused.
-	natMaxRelays = 4096
+	// natMaxInFlight bounds the guest's TCP connections the host side
+	// is still connecting (SYN received, host connect not done); SYNs
+	// beyond it are dropped (the guest retries them).
+	natMaxInFlight = 64
+	// natSockBuf is SO_RCVBUF and SO_SNDBUF of every host socket of a
+	// relay (the kernel doubles it): fixed, so that the kernel does not
+	// autotune a relay's buffers up to tcp_rmem's and tcp_wmem's maximum.
+	natSockBuf = 256 << 10
+	// natTCPBuf is the host netstack's per-connection TCP receive and
+	// send buffer (the guest's window; what it may leave unread).
+	natTCPBuf = 256 << 10
 	// natDialTimeout bounds a host-side TCP connect.
 	natDialTimeout = 10 * time.Second
 	// natDNSEnv, when set, is the host:port the guest's DNS server
@@ -229,31 +241,71 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 type natHost struct {
 	conn  *os.File // our end of the socket pair
 	Child *os.File // the supervisor's end (its natFD)
-	dns   string   // host:port that 10.0.2.3:53 forwards to; "" refuses
+	dns   string   // IP:port that 10.0.2.3:53 forwards to; "" refuses
+	// policy decides every destination (package egress).
+	policy *egress.Policy
+	// maxRelays bounds the host sockets the guest can hold open (TCP
+	// connections and UDP flows); beyond it new ones are refused.
+	maxRelays int
 
 	mu     sync.Mutex
 	st     *stack.Stack
 	fd     int
 	closed bool
+	relays int                    // relays holding a slot of maxRelays
 	open   map[io.Closer]struct{} // host sockets of live relays
 }
 
-// newNATHost makes the socket pair and reads the DNS target (GVX_NAT_DNS,
-// else the first nameserver of /etc/resolv.conf). Call it before the
-// process locks itself down.
-func newNATHost() (*natHost, error) {
+// natConfig is what the caller sets of the host side (Options.Egress,
+// AllowHostPorts, NATMaxRelays).
+type natConfig struct {
+	rules     []egress.Rule
+	hostPorts []int
+	maxRelays int // 0: DefaultNATMaxRelays
+}
+
+func (o *Options) natConfig() natConfig {
+	return natConfig{rules: o.Egress, hostPorts: o.AllowHostPorts, maxRelays: o.NATMaxRelays}
+}
+
+// newNATHost makes the socket pair, reads the host's own addresses for
+// the egress policy and the DNS target (GVX_NAT_DNS, else the first
+// nameserver of /etc/resolv.conf). Call it before the process locks
+// itself down (reading the addresses needs a netlink socket).
+func newNATHost(c natConfig) (*natHost, error) {
+	if c.maxRelays <= 0 { // Options.checkNAT refused negative ones
+		c.maxRelays = DefaultNATMaxRelays
+	}
+	var ports []uint16
+	for _, p := range c.hostPorts {
+		if err := egress.CheckHostPort(p); err != nil {
+			return nil, fmt.Errorf("%w: --allow-host-port: %v", ErrBadOption, err)
+		}
+		ports = append(ports, uint16(p))
+	}
+	own, err := egress.HostAddrs()
+	if err != nil {
+		// Without them the guest could reach the host's services on its
+		// own addresses: refuse rather than guess.
+		return nil, fmt.Errorf("nat: read the host's addresses for the egress policy: %w", err)
+	}
+	dns := os.Getenv(natDNSEnv)
+	if dns != "" {
+		if _, err := netip.ParseAddrPort(dns); err != nil {
+			return nil, fmt.Errorf("%w: %s=%q: want IP:PORT, e.g. 127.0.0.1:5353 or [2001:db8::53]:53", ErrBadOption, natDNSEnv, dns)
+		}
+	} else if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
+		dns = net.JoinHostPort(ns, "53")
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("nat: socketpair: %w", err)
 	}
-	n := &natHost{conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"), fd: -1, open: map[io.Closer]struct{}{}}
-	n.dns = os.Getenv(natDNSEnv)
-	if n.dns == "" {
-		if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
-			n.dns = net.JoinHostPort(ns, "53")
-		}
-	}
-	return n, nil
+	return &natHost{
+		conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"),
+		dns: dns, policy: egress.New(c.rules, ports, own), maxRelays: c.maxRelays,
+		fd: -1, open: map[io.Closer]struct{}{},
+	}, nil
 }
 
 // firstNameserver returns the first nameserver line's address of a
@@ -370,12 +422,12 @@ func (n *natHost) newStack(fd int) (*stack.Stack, error) {
 	st.SetRouteTable([]tcpip.Route{{Destination: header4Any(), NIC: nic}})
 	sack := tcpip.TCPSACKEnabled(true)
 	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
-	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20}
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: natTCPBuf, Max: natTCPBuf}
 	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
-	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20}
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: natTCPBuf, Max: natTCPBuf}
 	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
 
-	tf := tcp.NewForwarder(st, 0, 1024, n.forwardTCP)
+	tf := tcp.NewForwarder(st, 0, natMaxInFlight, n.forwardTCP)
 	st.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
 	uf := udp.NewForwarder(st, n.forwardUDP)
 	st.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
@@ -388,32 +440,108 @@ func header4Any() tcpip.Subnet {
 	return s
 }
 
-// natTarget maps a guest destination to a host address: 10.0.2.2 is the
-// host's loopback, 10.0.2.3:53 the DNS server, anything else outside
-// 10.0.2.0/24 itself. ok is false for what is refused.
-func natTarget(dst net.IP, port uint16, dns string) (string, bool) {
-	p := fmt.Sprint(port)
+// natTarget maps a guest destination to the host address to dial, as
+// policy decides: 10.0.2.2 is the host's loopback on allowed host ports,
+// 10.0.2.3:53 the resolver dns (IP:port, "" for none), the rest of
+// 10.0.2.0/24 is refused, and any other address is itself if the policy
+// allows it. The decision says why.
+func natTarget(policy *egress.Policy, dst netip.Addr, port uint16, dns string) (netip.AddrPort, egress.Decision) {
+	dst = dst.Unmap()
 	switch {
-	case dst.Equal(natGatewayIP):
-		return net.JoinHostPort("127.0.0.1", p), true
-	case dst.Equal(natDNSIP):
-		if port == 53 && dns != "" {
-			return dns, true
+	case dst == natGatewayAddr:
+		return policy.HostPort(port)
+	case dst == natDNSAddr:
+		r, err := netip.ParseAddrPort(dns)
+		if port != 53 || err != nil {
+			return netip.AddrPort{}, egress.Decision{Rule: -1, Reason: "10.0.2.3 answers DNS on port 53 only"}
 		}
-		return "", false
-	case dst.Mask(net.CIDRMask(24, 32)).Equal(natGuestIP.Mask(net.CIDRMask(24, 32))),
-		dst.IsUnspecified(), dst.IsMulticast(), dst.Equal(net.IPv4bcast):
-		return "", false
+		return r, policy.Resolver(r)
+	case natGuestNet.Contains(dst):
+		return netip.AddrPort{}, egress.Decision{Rule: -1, Reason: "the guest's own network (10.0.2.0/24)"}
 	}
-	return net.JoinHostPort(dst.String(), p), true
+	t := netip.AddrPortFrom(dst, port)
+	return t, policy.Decide(t)
+}
+
+// The guest's view as netip values.
+var (
+	natGatewayAddr = netip.AddrFrom4([4]byte(natGatewayIP))
+	natDNSAddr     = netip.AddrFrom4([4]byte(natDNSIP))
+	natGuestNet    = netip.PrefixFrom(netip.AddrFrom4([4]byte(natGuestIP)), 24).Masked()
+)
+
+// target decides a guest destination (id's local end): the host address
+// to dial, or ok false.
+func (n *natHost) target(id stack.TransportEndpointID) (netip.AddrPort, bool) {
+	dst, ok := netip.AddrFromSlice(id.LocalAddress.AsSlice())
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	t, d := natTarget(n.policy, dst, id.LocalPort, n.dns)
+	if !d.Allow {
+		return netip.AddrPort{}, false
+	}
+	// Allowed by no rule (the outside world): make sure it is not one
+	// of the host's own addresses added since the start.
+	if d.World && isLocalAddr(t.Addr()) {
+		return netip.AddrPort{}, false
+	}
+	return t, true
+}
+
+// isLocalAddr tells a destination the kernel delivers to this host (or
+// one it cannot route: refused as well). It asks the kernel's routing
+// with a connected UDP socket, which sends nothing: the source it picks
+// for a local destination is the destination itself (or, for the
+// loopback range, 127.0.0.1).
+func isLocalAddr(a netip.Addr) bool {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
+	if err != nil {
+		return true
+	}
+	defer c.Close()
+	src := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	return src == a || src.IsLoopback()
+}
+
+// natDialer dials the host sockets of relays, with fixed buffers.
+var natDialer = &net.Dialer{Timeout: natDialTimeout, Control: func(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		for _, o := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o, natSockBuf); e != nil && serr == nil {
+				serr = e
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}}
+
+// reserve takes one of the maxRelays slots for a relay about to open a
+// host socket; false once closed or full. The returned func gives it back.
+func (n *natHost) reserve() (func(), bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.relays >= n.maxRelays {
+		return nil, false
+	}
+	n.relays++
+	return func() {
+		n.mu.Lock()
+		n.relays--
+		n.mu.Unlock()
+	}, true
 }
 
 // track registers a relay's host socket for Close; false (and c closed)
-// once closed or at natMaxRelays. The returned func unregisters it.
+// once closed. The returned func unregisters it.
 func (n *natHost) track(c io.Closer) (func(), bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed || len(n.open) >= natMaxRelays {
+	if n.closed {
 		c.Close()
 		return nil, false
 	}
@@ -428,14 +556,19 @@ func (n *natHost) track(c io.Closer) (func(), bool) {
 // forwardTCP connects to the destination from the host, then completes
 // the guest's handshake (a refused or failed connect resets it).
 func (n *natHost) forwardTCP(r *tcp.ForwarderRequest) {
-	id := r.ID()
-	target, ok := natTarget(net.IP(id.LocalAddress.AsSlice()), id.LocalPort, n.dns)
+	target, ok := n.target(r.ID())
+	if !ok {
+		r.Complete(true)
+		return
+	}
+	release, ok := n.reserve()
 	if !ok {
 		r.Complete(true)
 		return
 	}
 	go func() {
-		hc, err := net.DialTimeout("tcp", target, natDialTimeout)
+		defer release()
+		hc, err := natDialer.Dial("tcp", target.String())
 		if err != nil {
 			r.Complete(true)
 			return
@@ -483,20 +616,25 @@ func splice(a, b halfCloser) {
 // forwardUDP relays one UDP flow (guest address and port to destination)
 // through a connected host socket until it idles for natUDPIdle.
 func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
-	id := r.ID()
-	target, ok := natTarget(net.IP(id.LocalAddress.AsSlice()), id.LocalPort, n.dns)
+	target, ok := n.target(r.ID())
+	if !ok {
+		return false
+	}
+	release, ok := n.reserve()
 	if !ok {
 		return false
 	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
+		release()
 		return false
 	}
 	gc := gonet.NewUDPConn(&wq, ep)
 	go func() {
+		defer release()
 		defer gc.Close()
-		hc, err := net.Dial("udp", target)
+		hc, err := natDialer.Dial("udp", target.String())
 		if err != nil {
 			return
 		}

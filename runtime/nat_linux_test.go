@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +27,20 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 func TestNATTarget(t *testing.T) {
+	var rules []egress.Rule
+	for _, r := range []string{"deny=192.0.2.53:53", "allow=169.254.169.254:80", "allow=10.7.0.0/16:443"} {
+		rule, err := egress.ParseRule(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, rule)
+	}
+	p := egress.New(rules, []uint16{8080}, []netip.Addr{netip.MustParseAddr("198.51.100.7")})
 	for _, c := range []struct {
 		dst  string
 		port uint16
@@ -34,21 +48,37 @@ func TestNATTarget(t *testing.T) {
 		want string // "" refused
 	}{
 		{"10.0.2.2", 8080, "", "127.0.0.1:8080"},
-		{"10.0.2.3", 53, "192.0.2.53:53", "192.0.2.53:53"},
+		{"::ffff:10.0.2.2", 8080, "", "127.0.0.1:8080"},
+		{"10.0.2.2", 8081, "", ""}, // not an allowed host port
+		{"10.0.2.2", 22, "", ""},
+		{"10.0.2.3", 53, "198.18.0.53:53", "198.18.0.53:53"},
+		{"10.0.2.3", 53, "127.0.0.53:53", "127.0.0.53:53"}, // a resolver on loopback: the exception
 		{"10.0.2.3", 53, "[2001:db8::1]:53", "[2001:db8::1]:53"},
+		{"10.0.2.3", 53, "192.0.2.53:53", ""}, // a deny rule wins
 		{"10.0.2.3", 53, "", ""},
-		{"10.0.2.3", 80, "192.0.2.53:53", ""},
+		{"10.0.2.3", 80, "198.18.0.53:53", ""},
 		{"10.0.2.15", 80, "", ""},
 		{"10.0.2.99", 80, "", ""},
-		{"0.0.0.0", 80, "", ""},
+		{"0.0.0.0", 8080, "", ""},
 		{"255.255.255.255", 67, "", ""},
 		{"224.0.0.251", 5353, "", ""},
 		{"192.0.2.7", 443, "", "192.0.2.7:443"},
-		{"10.0.3.1", 22, "", "10.0.3.1:22"},
+		{"10.0.3.1", 22, "", ""},
+		{"10.7.1.1", 443, "", "10.7.1.1:443"},
+		{"10.7.1.1", 80, "", ""},
+		{"127.0.0.1", 8080, "", ""},
+		{"127.1.2.3", 8080, "", ""},
+		{"::ffff:127.0.0.1", 8080, "", ""},
+		{"127.0.0.53", 53, "127.0.0.53:53", ""}, // the resolver, dialed directly
+		{"169.254.169.254", 80, "", "169.254.169.254:80"},
+		{"::ffff:169.254.169.254", 80, "", "169.254.169.254:80"},
+		{"169.254.169.254", 8080, "", ""},
+		{"172.17.0.1", 2375, "", ""},
+		{"198.51.100.7", 80, "", ""}, // the host's own address
 	} {
-		got, ok := natTarget(net.ParseIP(c.dst).To4(), c.port, c.dns)
-		if ok != (c.want != "") || got != c.want {
-			t.Errorf("natTarget(%s, %d, %q) = %q, %v; want %q", c.dst, c.port, c.dns, got, ok, c.want)
+		got, d := natTarget(p, netip.MustParseAddr(c.dst), c.port, c.dns)
+		if d.Allow != (c.want != "") || (d.Allow && got.String() != c.want) {
+			t.Errorf("natTarget(%s, %d, %q) = %s, %+v; want %q", c.dst, c.port, c.dns, got, d, c.want)
 		}
 	}
 }
@@ -199,13 +229,13 @@ func lockdownNATChild() {
 // datagram socket pair (standing in for the packet socket on gvx0, sent as
 // the supervisor sends it) and returns a guest netstack (10.0.2.15/24, as
 // the Sentry is configured) on the other end. No root needed.
-func natPair(t testing.TB, dns string) (*stack.Stack, *natHost) {
+func natPair(t testing.TB, dns string, c natConfig) (*stack.Stack, *natHost) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := newNATHost()
+	n, err := newNATHost(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +253,10 @@ func natPair(t testing.TB, dns string) (*stack.Stack, *natHost) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The guest may send to 127.0.0.0/8 on eth0, as a guest with raw
+	// sockets can: the host side must refuse it itself.
 	g := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocolWithOptions(ipv4.Options{AllowExternalLoopbackTraffic: true}), arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	t.Cleanup(func() { g.Close(); g.Wait(); unix.Close(fds[1]) })
@@ -267,7 +299,13 @@ func TestNATHostSide(t *testing.T) {
 			echo.WriteTo(append([]byte("echo:"), buf[:m]...), from)
 		}
 	}()
-	g, _ := natPair(t, echo.LocalAddr().String())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	g, _ := natPair(t, echo.LocalAddr().String(), natConfig{hostPorts: []int{port, echo.LocalAddr().(*net.UDPAddr).Port, closed}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -304,12 +342,7 @@ func TestNATHostSide(t *testing.T) {
 		uc.Close()
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	// A closed host port is refused when allowed too.
 	if c, err := gonet.DialContextTCP(ctx, g, guestAddr(natGatewayIP, closed), ipv4.ProtocolNumber); err == nil {
 		c.Close()
 		t.Fatal("a closed host port accepted the guest's connection")
@@ -319,7 +352,7 @@ func TestNATHostSide(t *testing.T) {
 // TestNATServeNoSocket: a supervisor that exits without sending the socket
 // ends serve with errNATNoSocket (silently reported); Close unblocks it.
 func TestNATServeNoSocket(t *testing.T) {
-	n, err := newNATHost()
+	n, err := newNATHost(natConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +361,7 @@ func TestNATServeNoSocket(t *testing.T) {
 	}
 	n.Close()
 
-	n, err = newNATHost()
+	n, err = newNATHost(natConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +395,7 @@ func BenchmarkNATHostSide(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	g, _ := natPair(b, "")
+	g, _ := natPair(b, "", natConfig{hostPorts: []int{port}})
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -402,7 +435,7 @@ func TestNATUDPOneWay(t *testing.T) {
 			srv.WriteTo([]byte{byte(i)}, from)
 		}
 	}()
-	g, n := natPair(t, "")
+	g, n := natPair(t, "", natConfig{hostPorts: []int{srv.LocalAddr().(*net.UDPAddr).Port}})
 	uc, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(natGatewayIP), Port: uint16(srv.LocalAddr().(*net.UDPAddr).Port)}, ipv4.ProtocolNumber)
 	if err != nil {
 		t.Fatal(err)
@@ -425,4 +458,278 @@ func TestNATUDPOneWay(t *testing.T) {
 			t.Fatal("the idle flow was not closed")
 		}
 	}
+}
+
+// countingListener accepts on addr, writes "secret" to every connection
+// and counts the connections: a host service the guest must not reach.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int32
+}
+
+func listenCounting(t *testing.T, addr string) *countingListener {
+	t.Helper()
+	l, err := net.Listen("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			cl.accepted.Add(1)
+			c.Write([]byte("secret"))
+			c.Close()
+		}
+	}()
+	return cl
+}
+
+func (l *countingListener) port() int { return l.Addr().(*net.TCPAddr).Port }
+
+// guestFetch connects from the guest netstack to ip:port and reads what
+// the server says; an error if the connection is refused or not
+// answered in wait.
+func guestFetch(g *stack.Stack, ip net.IP, port int, wait time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := gonet.DialContextTCP(ctx, g, guestAddr(ip, port), ipv4.ProtocolNumber)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// hostIPv4 is a non-loopback IPv4 address of this host, or nil.
+func hostIPv4(t *testing.T) net.IP {
+	addrs, err := egress.HostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if a.Is4() && !a.IsLoopback() && !a.IsLinkLocalUnicast() && isLocalAddr(a) {
+			return net.IP(a.AsSlice())
+		}
+	}
+	return nil
+}
+
+// TestNATEgressDefaultDeny plays the attacker against a host service on
+// every host address (0.0.0.0:PORT): by default the guest reaches it
+// neither through 10.0.2.2, nor as 127.0.0.1, 127.1.2.3 or 0.0.0.0, nor
+// on the host's own address; the service never sees a connection. Then
+// the same destinations work once allowed (so the refusals were the
+// policy's): --allow-host-port for 10.0.2.2, --egress allow=… for the
+// others; 0.0.0.0 stays refused even with allow=0.0.0.0/0.
+func TestNATEgressDefaultDeny(t *testing.T) {
+	srv := listenCounting(t, "0.0.0.0:0")
+	port := srv.port()
+	own := hostIPv4(t)
+	targets := []net.IP{natGatewayIP, net.IPv4(127, 0, 0, 1), net.IPv4(127, 1, 2, 3), net.IPv4zero}
+	if own != nil {
+		targets = append(targets, own)
+	} else {
+		t.Log("no non-loopback IPv4 address here: the host's own address is not tried")
+	}
+
+	g, _ := natPair(t, "", natConfig{})
+	for _, ip := range targets {
+		if got, err := guestFetch(g, ip, port, 1500*time.Millisecond); err == nil {
+			t.Errorf("default policy: the guest reached the host's 0.0.0.0:%d as %s:%d and read %q", port, ip, port, got)
+		}
+	}
+	if n := srv.accepted.Load(); n != 0 {
+		t.Fatalf("default policy: the host service accepted %d connections", n)
+	}
+
+	// Allowed: each works.
+	allowAll, err := egress.ParseRule("allow=0.0.0.0/0:" + strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = natPair(t, "", natConfig{hostPorts: []int{port}, rules: []egress.Rule{allowAll}})
+	for _, ip := range targets {
+		if ip.IsLoopback() || ip.IsUnspecified() {
+			// Never a destination from eth0: the host netstack drops
+			// loopback sources and destinations, the policy 0.0.0.0.
+			if got, err := guestFetch(g, ip, port, 1500*time.Millisecond); err == nil {
+				t.Errorf("allow=0.0.0.0/0:%d opened %s (the host's loopback): read %q", port, ip, got)
+			}
+			continue
+		}
+		got, err := guestFetch(g, ip, port, 10*time.Second)
+		if err != nil || got != "secret" {
+			t.Errorf("allowed: %s:%d: %q, %v", ip, port, got, err)
+		}
+	}
+
+	// Host ports and rules are per port: another port stays refused.
+	other := listenCounting(t, "127.0.0.1:0")
+	for _, ip := range []net.IP{natGatewayIP, net.IPv4(127, 0, 0, 1)} {
+		if got, err := guestFetch(g, ip, other.port(), 1500*time.Millisecond); err == nil {
+			t.Errorf("%s:%d (not allowed) answered %q", ip, other.port(), got)
+		}
+	}
+	if n := other.accepted.Load(); n != 0 {
+		t.Fatalf("a port that was not allowed accepted %d connections", n)
+	}
+}
+
+// TestNATEgressUDP: UDP to a host service on 127.0.0.1 through 10.0.2.2
+// gets no answer by default (the service sees no datagram), and one with
+// the port allowed.
+func TestNATEgressUDP(t *testing.T) {
+	echo, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	var seen atomic.Int32
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			m, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			seen.Add(1)
+			echo.WriteTo(buf[:m], from)
+		}
+	}()
+	port := echo.LocalAddr().(*net.UDPAddr).Port
+	ask := func(g *stack.Stack, ip net.IP, wait time.Duration) error {
+		uc, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(ip.To4()), Port: uint16(port)}, ipv4.ProtocolNumber)
+		if err != nil {
+			return err
+		}
+		defer uc.Close()
+		uc.SetDeadline(time.Now().Add(wait))
+		if _, err := uc.Write([]byte("ping")); err != nil {
+			return err
+		}
+		buf := make([]byte, 16)
+		_, err = uc.Read(buf)
+		return err
+	}
+	g, _ := natPair(t, "", natConfig{})
+	for _, ip := range []net.IP{natGatewayIP, net.IPv4(127, 0, 0, 1)} {
+		if err := ask(g, ip, 500*time.Millisecond); err == nil {
+			t.Errorf("default policy: UDP to %s:%d was answered", ip, port)
+		}
+	}
+	if n := seen.Load(); n != 0 {
+		t.Fatalf("default policy: the host service got %d datagrams", n)
+	}
+	g, _ = natPair(t, "", natConfig{hostPorts: []int{port}})
+	if err := ask(g, natGatewayIP, 10*time.Second); err != nil {
+		t.Fatalf("--allow-host-port %d: %v", port, err)
+	}
+}
+
+// TestNATIsLocalAddr: the connect-time check that catches host addresses
+// added after the episode started tells the host's addresses from others.
+// (A connected UDP socket sends nothing.)
+func TestNATIsLocalAddr(t *testing.T) {
+	if !isLocalAddr(netip.MustParseAddr("127.0.0.1")) || !isLocalAddr(netip.MustParseAddr("127.9.9.9")) || !isLocalAddr(netip.MustParseAddr("0.0.0.0")) {
+		t.Error("loopback is not local")
+	}
+	if ip := hostIPv4(t); ip != nil && !isLocalAddr(netip.AddrFrom4([4]byte(ip.To4()))) {
+		t.Errorf("the host's own %s is not local", ip)
+	}
+	far := netip.MustParseAddr("192.0.2.1")
+	if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(far, 9))); err != nil {
+		t.Logf("no route to %s here: only the local side is checked", far)
+	} else {
+		c.Close()
+		if isLocalAddr(far) {
+			t.Errorf("%s (routed, not local) counts as local", far)
+		}
+	}
+}
+
+// TestNATRelayCap: with NATMaxRelays 2 a third connection is refused
+// while two are open, and works once one closes; the relays' host sockets
+// have the fixed buffer size, not the kernel's autotuned ones.
+func TestNATRelayCap(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	g, n := natPair(t, "", natConfig{hostPorts: []int{port}, maxRelays: 2})
+	dial := func() (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := gonet.DialContextTCP(ctx, g, guestAddr(natGatewayIP, port), ipv4.ProtocolNumber)
+		if err != nil {
+			return nil, err
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	a, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := dial(); err == nil {
+		c.Close()
+		t.Fatal("a third relay opened past NATMaxRelays 2")
+	}
+	n.mu.Lock()
+	for c := range n.open {
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Control(func(fd uintptr) {
+			for _, o := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+				// The kernel doubles what was set (socket(7)).
+				if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, o); err != nil || v != 2*natSockBuf {
+					t.Errorf("relay socket option %d = %d, %v; want %d", o, v, err, 2*natSockBuf)
+				}
+			}
+		})
+	}
+	n.mu.Unlock()
+	a.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c, err := dial()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no relay after one closed: %v", err)
+		}
+	}
+	b.Close()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 // Errors returned by the runtime.
@@ -27,11 +29,17 @@ const (
 	// NetworkNone gives the guest a loopback interface only.
 	NetworkNone NetworkMode = "none"
 	// NetworkNAT gives the guest slirp's layout (eth0 10.0.2.15/24,
-	// gateway 10.0.2.2 = the host's 127.0.0.1, DNS 10.0.2.3 = the host's
-	// nameserver) with outbound TCP and UDP made by the host process's own
-	// sockets (runtime/nat_linux.go; docs/runtime.md "Networking").
+	// gateway 10.0.2.2 = the host's 127.0.0.1 on Options.AllowHostPorts
+	// only, DNS 10.0.2.3 = the host's nameserver) with outbound TCP and
+	// UDP made by the host process's own sockets, to the destinations the
+	// egress policy allows: by default the outside world only
+	// (Options.Egress; runtime/nat_linux.go; docs/runtime.md
+	// "Networking").
 	NetworkNAT NetworkMode = "nat"
 )
+
+// DefaultNATMaxRelays is the default of Options.NATMaxRelays.
+const DefaultNATMaxRelays = 256
 
 // MountType is the kind of a Mount.
 type MountType string
@@ -139,6 +147,20 @@ type Options struct {
 	// Ports publishes guest TCP ports as host unix sockets.
 	Ports []Port
 
+	// Egress is the NAT's egress policy (package runtime/egress; deny
+	// rules win over allow rules). With no rules the guest reaches the
+	// outside world only: never the host's loopback, link-local
+	// addresses (cloud metadata), private ranges or the host's own
+	// addresses. NetworkNAT only.
+	Egress []egress.Rule
+	// AllowHostPorts are the host's 127.0.0.1 ports (TCP and UDP) the
+	// guest reaches as 10.0.2.2:PORT; none by default. NetworkNAT only.
+	AllowHostPorts []int
+	// NATMaxRelays bounds the host sockets a NAT guest holds at once
+	// (TCP connections and UDP flows; more are refused); 0 means
+	// DefaultNATMaxRelays.
+	NATMaxRelays int
+
 	// Platform is runsc's platform (systrap, ptrace, kvm); "" picks
 	// systrap, which needs no /dev/kvm.
 	Platform string
@@ -178,4 +200,21 @@ type Options struct {
 	// process once the episode is started: for a process that exists
 	// only to run one episode (the rungv CLI), never for a library user.
 	Lockdown bool
+}
+
+// checkNAT refuses NAT options that are malformed or that come without
+// --network nat (they would be silently ignored).
+func (o *Options) checkNAT() error {
+	if o.Network != NetworkNAT && (len(o.Egress) > 0 || len(o.AllowHostPorts) > 0 || o.NATMaxRelays != 0) {
+		return fmt.Errorf("%w: --egress, --allow-host-port and --nat-max-relays need --network nat", ErrBadOption)
+	}
+	for _, p := range o.AllowHostPorts {
+		if err := egress.CheckHostPort(p); err != nil {
+			return fmt.Errorf("%w: --allow-host-port: %v", ErrBadOption, err)
+		}
+	}
+	if o.NATMaxRelays < 0 {
+		return fmt.Errorf("%w: --nat-max-relays %d: want a positive number (0: %d)", ErrBadOption, o.NATMaxRelays, DefaultNATMaxRelays)
+	}
+	return nil
 }

@@ -45,6 +45,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Network != NetworkNone && o.Network != NetworkNAT {
 		return 0, fmt.Errorf("%w: --network %s (none or nat)", ErrUnsupported, o.Network)
 	}
+	if err := o.checkNAT(); err != nil {
+		return 0, err
+	}
 	state, err := os.MkdirTemp("", "rungv-")
 	if err != nil {
 		return 0, err
@@ -346,7 +349,7 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 	cmd.ExtraFiles = []*os.File{syncR}
 	var nat *natHost
 	if o.Network == NetworkNAT {
-		if nat, err = newNATHost(); err != nil {
+		if nat, err = newNATHost(o.natConfig()); err != nil {
 			syncR.Close()
 			return 0, err
 		}

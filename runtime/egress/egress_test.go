@@ -186,7 +186,7 @@ func TestDecideDefault(t *testing.T) {
 		{"[ff02::1]:80", false, "multicast"},
 	} {
 		d := p.Decide(netip.MustParseAddrPort(c.dst))
-		if d.Allow != c.allow || !strings.Contains(d.Reason, c.reason) || d.Rule != -1 {
+		if d.Allow != c.allow || !strings.Contains(d.Reason, c.reason) || d.Rule != -1 || d.World != c.allow {
 			t.Errorf("Decide(%s) = %+v; want allow %v, reason %q", c.dst, d, c.allow, c.reason)
 		}
 	}
@@ -241,7 +241,7 @@ func TestDecideRules(t *testing.T) {
 		{"[2001:db8:bad::1]:80", true, -1},
 	} {
 		d := p.Decide(netip.MustParseAddrPort(c.dst))
-		if d.Allow != c.allow || d.Rule != c.rule {
+		if d.Allow != c.allow || d.Rule != c.rule || d.World != (c.allow && c.rule < 0) {
 			t.Errorf("Decide(%s) = %+v; want allow %v by rule %d", c.dst, d, c.allow, c.rule)
 		}
 	}
@@ -259,7 +259,7 @@ func TestHostPort(t *testing.T) {
 	p := New(rules(t, "deny=127.0.0.1:6000", "allow=127.0.0.1:7000"), []uint16{5000, 6000}, nil)
 	for port, want := range map[uint16]bool{5000: true, 6000: false, 7000: false, 22: false, 5001: false} {
 		dst, d := p.HostPort(port)
-		if d.Allow != want || dst != netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port) {
+		if d.Allow != want || d.World || dst != netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port) {
 			t.Errorf("HostPort(%d) = %s %+v; want allow %v", port, dst, d, want)
 		}
 	}

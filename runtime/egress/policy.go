@@ -15,10 +15,10 @@ type Decision struct {
 	// allow=…", "loopback (127.0.0.0/8)", "the host's own address",
 	// "not a destination (multicast)", "the outside world"…
 	Reason string
+	// World is set for a destination allowed as the outside world: no
+	// rule, no built-in range and no known host address covers it.
+	World bool
 }
-
-// ByDefault tells a destination allowed by no rule (the outside world).
-func (d Decision) ByDefault() bool { return d.Allow && d.Rule < 0 }
 
 // namedPrefix is one range of a built-in list.
 type namedPrefix struct {
@@ -105,7 +105,7 @@ func (p *Policy) Decide(dst netip.AddrPort) Decision {
 			return d
 		}
 	}
-	return Decision{Allow: true, Rule: -1, Reason: "the outside world"}
+	return Decision{Allow: true, Rule: -1, Reason: "the outside world", World: true}
 }
 
 // explicit is the decision of the rules alone: a deny rule that covers
