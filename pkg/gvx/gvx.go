@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 // Platform selects how the Sentry intercepts guest system calls.
@@ -35,8 +37,10 @@ const (
 	NetModeNone NetworkMode = iota
 	// NetModeNAT gives the guest a user-space netstack with outbound NAT,
 	// slirp's layout: 10.0.2.15/24, gateway 10.0.2.2 (the host's
-	// 127.0.0.1), DNS 10.0.2.3 (the host's first nameserver). TCP and UDP
-	// leave through the host's own sockets (rungv run --network nat).
+	// 127.0.0.1 on Config.AllowHostPorts only), DNS 10.0.2.3 (the host's
+	// first nameserver). TCP and UDP leave through the host's own sockets
+	// (rungv run --network nat) to the outside world only, unless
+	// Config.Egress allows more.
 	NetModeNAT
 )
 
@@ -118,6 +122,23 @@ type Config struct {
 	// Ports publishes guest TCP ports as host unix sockets (rungv -p
 	// unix:HOSTSOCK:GUESTPORT), e.g. dockerd's 2375 for a docker client.
 	Ports []Port
+
+	// Egress is the NetModeNAT egress policy, rules as rungv run
+	// --egress takes them: "allow=CIDR[:PORTS]" or "deny=CIDR[:PORTS]"
+	// (package z.gfire.dev/gvx/runtime/egress; deny rules win). With
+	// none the guest reaches the outside world only: never the host's
+	// loopback, link-local addresses (cloud metadata), private ranges
+	// or the host's own addresses. The same default as rungv run and
+	// rungv pool.
+	Egress []string
+	// AllowHostPorts are the host's 127.0.0.1 ports the NetModeNAT guest
+	// reaches as 10.0.2.2:PORT (rungv run --allow-host-port); none by
+	// default.
+	AllowHostPorts []int
+	// NATMaxRelays bounds the TCP connections and UDP flows a NetModeNAT
+	// guest holds at once (rungv run --nat-max-relays); 0 is rungv's
+	// default (256).
+	NATMaxRelays int
 
 	// Stdin, Stdout and Stderr of the guest; nil means /dev/null.
 	Stdin          io.Reader
@@ -269,6 +290,11 @@ func (c *Config) args() ([]string, error) {
 		return nil, err
 	}
 	a := []string{"--network=" + net}
+	nat, err := c.natArgs()
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, nat...)
 	if c.Platform != PlatformAuto {
 		a = append(a, "--platform="+string(c.Platform))
 	}
@@ -340,6 +366,35 @@ func (c *Config) args() ([]string, error) {
 		a = append(a, c.Entrypoint[1:]...)
 	}
 	a = append(a, c.Cmd...)
+	return a, nil
+}
+
+// natArgs turns Egress, AllowHostPorts and NATMaxRelays into rungv run
+// flags, each rule parsed (so a bad one fails New, not the episode).
+func (c *Config) natArgs() ([]string, error) {
+	if c.NetworkMode != NetModeNAT && (len(c.Egress) > 0 || len(c.AllowHostPorts) > 0 || c.NATMaxRelays != 0) {
+		return nil, errors.New("gvx: Egress, AllowHostPorts and NATMaxRelays need NetworkMode NetModeNAT")
+	}
+	var a []string
+	for i, s := range c.Egress {
+		r, err := egress.ParseRule(s)
+		if err != nil {
+			return nil, fmt.Errorf("gvx: Egress[%d]: %w", i, err)
+		}
+		a = append(a, "--egress="+r.String())
+	}
+	for i, p := range c.AllowHostPorts {
+		if err := egress.CheckHostPort(p); err != nil {
+			return nil, fmt.Errorf("gvx: AllowHostPorts[%d]: %w", i, err)
+		}
+		a = append(a, "--allow-host-port="+strconv.Itoa(p))
+	}
+	if c.NATMaxRelays < 0 {
+		return nil, fmt.Errorf("gvx: NATMaxRelays %d: want 0 (rungv's default) or more", c.NATMaxRelays)
+	}
+	if c.NATMaxRelays > 0 {
+		a = append(a, "--nat-max-relays="+strconv.Itoa(c.NATMaxRelays))
+	}
 	return a, nil
 }
 

@@ -105,7 +105,7 @@ func TestParseRuleErrors(t *testing.T) {
 
 func TestCheckHostPort(t *testing.T) {
 	for p, ok := range map[int]bool{1: true, 5000: true, 65535: true, 0: false, -1: false, 65536: false} {
-		if err := CheckHostPort(p); (err == nil) != ok || (err != nil && !errors.Is(err, ErrBadRule)) {
+		if err := CheckHostPort(p); (err == nil) != ok || (err != nil && !errors.Is(err, ErrBadHostPort)) {
 			t.Errorf("CheckHostPort(%d) = %v", p, err)
 		}
 	}

@@ -8,8 +8,13 @@ import (
 	"strings"
 )
 
-// ErrBadRule reports a rule or host port that does not parse.
-var ErrBadRule = errors.New("bad egress rule")
+// Errors.
+var (
+	// ErrBadRule reports a rule that does not parse.
+	ErrBadRule = errors.New("bad egress rule")
+	// ErrBadHostPort reports a host port out of range.
+	ErrBadHostPort = errors.New("bad host port")
+)
 
 // Action is what a Rule does with what it covers.
 type Action uint8
@@ -185,7 +190,7 @@ func parsePort(s string) (uint16, error) {
 // CheckHostPort validates a host port (--allow-host-port).
 func CheckHostPort(p int) error {
 	if p < 1 || p > 65535 {
-		return fmt.Errorf("%w: host port %d is not in 1..65535 (e.g. --allow-host-port 5000 lets the guest reach the host's 127.0.0.1:5000 as 10.0.2.2:5000)", ErrBadRule, p)
+		return fmt.Errorf("%w %d: not in 1..65535 (e.g. --allow-host-port 5000 lets the guest reach the host's 127.0.0.1:5000 as 10.0.2.2:5000)", ErrBadHostPort, p)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/runtime"
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 // Command is `rungv pool`.
@@ -30,6 +32,11 @@ XFS, Btrfs or APFS), mounts the clone at --volume-path (/var/lib/docker), runs
 COMMAND with GVX_EPISODE set to its number, and is torn down when it exits or
 its --timeout passes: the sandbox is killed and the clone removed. With
 --ready TEXT an episode counts as ready once its standard output holds TEXT.
+
+Episodes are offline (--network none) unless --network nat; then, as with
+rungv run, they reach the outside world only (never the host's loopback,
+link-local and private ranges or its own addresses) unless --allow-host-port
+and --egress allow=CIDR[:PORTS] open more; deny=CIDR[:PORTS] rules win.
 
 Example:
    rungv pool --golden golden.ext4 --scratch /srv/eps -n 8 -j 4 --json \
@@ -51,6 +58,9 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 125 for bad options.`,
 		&cli.StringFlag{Name: "entrypoint", Usage: "replace the image's entrypoint"},
 		&cli.StringSliceFlag{Name: "mount", Usage: "extra mount `type=bind|tmpfs|volume,src=…,dst=…[,readonly]` (shared by all episodes)"},
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "guest network: none, nat"},
+		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress rule `allow=CIDR[:PORTS]` or deny=CIDR[:PORTS] (repeatable; deny rules win; see rungv run --help)"},
+		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let NAT guests reach the host's 127.0.0.1:`PORT` as 10.0.2.2:PORT (repeatable)"},
+		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows each NAT guest holds at once"},
 		&cli.Int64Flag{Name: "memory-bytes", Usage: "memory each guest sees, in bytes"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs each guest sees"},
 		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
@@ -133,6 +143,26 @@ func run(c *cli.Context) error {
 		base.NetworkMode = gvx.NetModeNAT
 	default:
 		return bad("--network must be none or nat")
+	}
+	base.Egress = c.StringSlice("egress")
+	base.AllowHostPorts = c.IntSlice("allow-host-port")
+	if base.NetworkMode != gvx.NetModeNAT && (c.IsSet("egress") || c.IsSet("allow-host-port") || c.IsSet("nat-max-relays")) {
+		return bad("--egress, --allow-host-port and --nat-max-relays need --network nat")
+	}
+	for _, r := range base.Egress {
+		if _, err := egress.ParseRule(r); err != nil {
+			return bad("--egress: %v", err)
+		}
+	}
+	for _, p := range base.AllowHostPorts {
+		if err := egress.CheckHostPort(p); err != nil {
+			return bad("--allow-host-port: %v", err)
+		}
+	}
+	if c.IsSet("nat-max-relays") {
+		if base.NATMaxRelays = c.Int("nat-max-relays"); base.NATMaxRelays < 1 {
+			return bad("--nat-max-relays %d: want 1 or more (default %d)", base.NATMaxRelays, runtime.DefaultNATMaxRelays)
+		}
 	}
 	if c.IsSet("entrypoint") {
 		base.EntrypointSet = true

@@ -15,6 +15,7 @@ import (
 
 	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/runtime"
+	"z.gfire.dev/gvx/runtime/egress"
 )
 
 // Command is `rungv run`.
@@ -39,10 +40,22 @@ dockerd-entrypoint.sh command also gets --iptables=false --ip6tables=false
 
 --mount type=volume,src=FILE.ext4,dst=PATH[,readonly][,size=32G] mounts an
 ext4lite volume; a missing FILE is created (sparse, size= or 32G).
---network nat (the default) gives the guest 10.0.2.15/24 with outbound NAT
-through the host's sockets (10.0.2.2 is the host's loopback, 10.0.2.3 its
-DNS); --network none gives loopback only and the strictest host lockdown.
 -p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket.
+
+--network nat (the default) gives the guest 10.0.2.15/24 with outbound NAT
+through the host's sockets, to the outside world only: the guest never
+reaches the host's loopback, link-local addresses (169.254.169.254: cloud
+metadata), private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)
+or the host's own addresses, unless allowed:
+   --allow-host-port 5000           guest 10.0.2.2:5000 = host 127.0.0.1:5000
+   --egress allow=10.1.2.3:443      one private address, port 443
+   --egress allow=192.168.0.0/16    a LAN, every port
+   --egress deny=203.0.113.0/24:25  refuse a range (deny rules always win)
+PORTS are 80, 80,443 or 8000-9000; an IPv6 rule with ports takes brackets
+([2001:db8::]/32:443). 10.0.2.3:53 is DNS, forwarded only to the host's
+first nameserver (reached even on the host's loopback). --nat-max-relays
+bounds the guest's open connections and UDP flows. --network none gives
+loopback only and the strictest host lockdown.
 
 Examples:
    # a golden /var/lib/docker: a docker:dind seed on a new volume
@@ -67,6 +80,9 @@ Examples:
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory in the guest"},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
 		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
+		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress rule `allow=CIDR[:PORTS]` or deny=CIDR[:PORTS] (repeatable; deny rules win; see above)"},
+		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let the guest reach the host's 127.0.0.1:`PORT` (TCP and UDP) as 10.0.2.2:PORT (repeatable)"},
+		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows the guest holds at once through the NAT"},
 		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host: `unix:HOSTSOCK:GUESTPORT` or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
@@ -231,6 +247,17 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		}
 		o.Mounts = append(o.Mounts, m)
 	}
+	var err error
+	if o.Egress, err = parseEgress(c.StringSlice("egress")); err != nil {
+		return cli.Exit("rungv run: "+err.Error(), 125)
+	}
+	o.AllowHostPorts = c.IntSlice("allow-host-port")
+	if c.IsSet("nat-max-relays") {
+		o.NATMaxRelays = c.Int("nat-max-relays")
+		if o.NATMaxRelays < 1 {
+			return cli.Exit(fmt.Sprintf("rungv run: --nat-max-relays %d: want 1 or more (default %d)", o.NATMaxRelays, runtime.DefaultNATMaxRelays), 125)
+		}
+	}
 	for _, s := range c.StringSlice("publish") {
 		p, err := runtime.ParsePublish(s)
 		if err != nil {
@@ -283,4 +310,17 @@ func parseSize(s string) (int64, error) {
 		err = fmt.Errorf("want a positive size like 512m or 4g")
 	}
 	return n, err
+}
+
+// parseEgress parses --egress rules.
+func parseEgress(ss []string) ([]egress.Rule, error) {
+	var rs []egress.Rule
+	for _, s := range ss {
+		r, err := egress.ParseRule(s)
+		if err != nil {
+			return nil, fmt.Errorf("--egress: %w", err)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
