@@ -67,14 +67,15 @@ func randomBytes(t *testing.T, n int) []byte {
 }
 
 // TestNATHTTP fetches a multi-MiB body from a host server on 127.0.0.1
-// through the gateway address; it must arrive byte for byte.
+// through the gateway address (its port allowed); it must arrive byte for
+// byte.
 func TestNATHTTP(t *testing.T) {
 	body := randomBytes(t, 6<<20+12345)
 	port := hostHTTP(t, body)
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		url := "http://10.0.2.2:" + strconv.Itoa(port) + "/blob"
-		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", url)
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "wget", "-qO-", url)
 		if r.code != 0 || !bytes.Equal([]byte(r.stdout), body) {
 			t.Fatalf("exit %d, %d bytes (want %d, equal %v); stderr:\n%s", r.code, len(r.stdout), len(body), r.stdout == string(body), natTail(r.stderr))
 		}
@@ -142,7 +143,7 @@ func TestNATNone(t *testing.T) {
 }
 
 // TestNATRefused: a closed host port is refused at once (the forwarder
-// resets the guest's connection).
+// resets the guest's connection), allowed or not.
 func TestNATRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,10 +153,45 @@ func TestNATRefused(t *testing.T) {
 	l.Close()
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
-		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", "http://10.0.2.2:"+strconv.Itoa(port)+"/")
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "wget", "-qO-", "http://10.0.2.2:"+strconv.Itoa(port)+"/")
 		if r.code == 0 || !strings.Contains(r.stderr, "refused") {
 			t.Fatalf("exit %d, stderr %q: want connection refused", r.code, r.stderr)
 		}
+	})
+}
+
+// TestNATHostLoopbackDenied plays the attacker: a live server on the
+// host's 127.0.0.1 (as another episode's -p 127.0.0.1:PORT or a local
+// Docker API) is refused through 10.0.2.2 by default and never sees a
+// request; --allow-host-port of another port does not open it; its own
+// port does.
+func TestNATHostLoopbackDenied(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "host-secret")
+	}))
+	defer srv.Close()
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	url := "http://10.0.2.2:" + port + "/"
+	both(t, func(t *testing.T, u user) {
+		hits.Store(0)
+		tmp := privateTmp(t, u)
+		for _, extra := range [][]string{nil, {"--allow-host-port", "1"}} {
+			args := append(append([]string{"run", "--rm", "--network", "nat"}, extra...), imageRef, "wget", "-qO-", url)
+			r := runRungv(t, u, tmp, "", args...)
+			if r.code == 0 || strings.Contains(r.stdout, "host-secret") || !strings.Contains(r.stderr, "refused") {
+				t.Fatalf("%v: exit %d, %q, stderr %q: want connection refused", extra, r.code, r.stdout, r.stderr)
+			}
+		}
+		if n := hits.Load(); n != 0 {
+			t.Fatalf("the host server saw %d requests from a guest without --allow-host-port %s", n, port)
+		}
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--allow-host-port", port, imageRef, "wget", "-qO-", url)
+		if r.code != 0 || r.stdout != "host-secret" {
+			t.Fatalf("--allow-host-port %s: exit %d, %q, stderr %q", port, r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, tmp)
 	})
 }
 
@@ -226,14 +262,16 @@ func dnsAnswer(q []byte, name string, ip net.IP) []byte {
 
 // TestNATUDP: a UDP request and its answer go through the NAT both ways,
 // to a host server on 127.0.0.1 (via 10.0.2.2) and to the DNS forwarder
-// (10.0.2.3:53, pointed at the same server with GVX_NAT_DNS). Debian's
-// busybox nc has no -u; busybox nslookup is the UDP client.
+// (10.0.2.3:53, pointed at the same server with GVX_NAT_DNS: a resolver
+// on the host's loopback is reached without --allow-host-port, the
+// policy's one exception). Debian's busybox nc has no -u; busybox
+// nslookup is the UDP client.
 func TestNATUDP(t *testing.T) {
 	d := newDNSServer(t, "gvx.test", net.IPv4(192, 0, 2, 77))
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		before := d.queries.Load()
-		c := command(t, u, tmp, "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+		c := command(t, u, tmp, "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(d.port), imageRef, "sh", "-c",
 			fmt.Sprintf("nslookup -type=a gvx.test 10.0.2.2:%d && echo --- && nslookup -type=a gvx.test", d.port))
 		c.Env = append(c.Env, "GVX_NAT_DNS=127.0.0.1:"+strconv.Itoa(d.port))
 		out, err := c.CombinedOutput()
@@ -251,18 +289,23 @@ func TestNATUDP(t *testing.T) {
 	})
 }
 
-// TestNATHostAddress reaches a server on one of the host's own
-// non-loopback addresses (the guest's traffic leaves through host sockets
-// to any destination, not only the gateway alias).
+// TestNATHostAddress: a server on one of the host's own non-loopback
+// addresses is refused by default (the host's own addresses, and here
+// likely a private range too), and reached with --egress allowing it.
 func TestNATHostAddress(t *testing.T) {
 	ip := hostIPv4(t)
 	body := randomBytes(t, 256<<10)
 	port := hostHTTPOn(t, ip, body)
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/blob"
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
-		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", "http://"+ip+":"+strconv.Itoa(port)+"/blob")
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "wget", "-qO-", url)
+		if r.code == 0 || len(r.stdout) > 0 || !strings.Contains(r.stderr, "refused") {
+			t.Fatalf("default policy: exit %d, %d bytes, stderr %s: want connection refused", r.code, len(r.stdout), r.stderr)
+		}
+		r = runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--egress", "allow="+ip+":"+strconv.Itoa(port), imageRef, "wget", "-qO-", url)
 		if r.code != 0 || r.stdout != string(body) {
-			t.Fatalf("exit %d, %d bytes, want %d; stderr %s", r.code, len(r.stdout), len(body), r.stderr)
+			t.Fatalf("allowed: exit %d, %d bytes, want %d; stderr %s", r.code, len(r.stdout), len(body), r.stderr)
 		}
 	})
 }
@@ -289,7 +332,7 @@ func TestNATVolume(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		vol := newVolume(t, u, 64<<20)
 		tmp := privateTmp(t, u)
-		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--mount", "type=volume,src="+vol+",dst=/vol", imageRef, "sh", "-c",
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), "--mount", "type=volume,src="+vol+",dst=/vol", imageRef, "sh", "-c",
 			"wget -qO /vol/blob http://10.0.2.2:"+strconv.Itoa(port)+"/blob && md5sum /vol/blob")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, hex.EncodeToString(sum[:])) {
 			t.Fatalf("exit %d, %q, want md5 %x; stderr %s", r.code, r.stdout, sum, r.stderr)
@@ -305,7 +348,7 @@ func TestNATKillLeavesNothing(t *testing.T) {
 	port := hostHTTP(t, []byte("x"))
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
-		c := command(t, u, tmp, "run", "--network", "nat", imageRef, "sh", "-c",
+		c := command(t, u, tmp, "run", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "sh", "-c",
 			"wget -qO- http://10.0.2.2:"+strconv.Itoa(port)+"/blob && echo started; exec sleep 1000")
 		pr, pw, err := os.Pipe()
 		if err != nil {
@@ -362,7 +405,7 @@ func BenchmarkNATDownload(b *testing.B) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
-	c := exec.Command(rungvBin, "run", "--rm", "--network", "nat", imageRef, "sh", "-c", script)
+	c := exec.Command(rungvBin, "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "sh", "-c", script)
 	c.Env = append(os.Environ(), "TMPDIR="+tmp, "GVX_CACHE_DIR="+filepath.Join(tmp, "cache"))
 	if out, err := c.CombinedOutput(); err != nil {
 		b.Fatalf("%v: %s", err, out)
@@ -397,7 +440,8 @@ func BenchmarkNATStart(b *testing.B) {
 // TestNATDockerPull is the seeds' NAT episode, as nobody: dockerd in the
 // dind image with /var/lib/docker on an ext4lite volume and --network nat
 // pulls an image from a registry on the host's loopback (go-containerregistry's
-// in-memory registry, reached as 10.0.2.2:PORT) and runs it.
+// in-memory registry, reached as 10.0.2.2:PORT with --allow-host-port
+// PORT) and runs it.
 func TestNATDockerPull(t *testing.T) {
 	s := needDind(t)
 	need(t, asNobody)
@@ -425,7 +469,7 @@ func TestNATDockerPull(t *testing.T) {
 	vol := newVolume(t, asNobody, 4<<30)
 	gateway := fmt.Sprintf("10.0.2.2:%d", port)
 	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
-	d.cmd = command(t, asNobody, tmp, "run", "--rm", "--network", "nat", "-p", "unix:"+d.sock+":2375",
+	d.cmd = command(t, asNobody, tmp, "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), "-p", "unix:"+d.sock+":2375",
 		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false --insecure-registry="+gateway,
 		"--mount", "type=volume,src="+vol+",dst=/var/lib/docker", "oci:"+s.layout, "--tls=false")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
@@ -474,7 +518,7 @@ func TestNATUpload(t *testing.T) {
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
-		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+		r := runRungv(t, u, tmp, "", "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "sh", "-c",
 			// busybox wget posts the file as a C string: no NUL bytes.
 			"head -c 8388608 /dev/urandom | tr -d '\\000' >/tmp/f && echo $(md5sum </tmp/f | cut -d' ' -f1) $(wc -c </tmp/f) && wget -qO- --post-file=/tmp/f http://10.0.2.2:"+strconv.Itoa(port)+"/")
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
