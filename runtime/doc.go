@@ -19,7 +19,10 @@
 //   - Networking (Options.Network): NetworkNone gives loopback only;
 //     NetworkNAT gives slirp's 10.0.2.15/24 with outbound TCP and UDP
 //     through the calling process's own sockets (a gVisor netstack on the
-//     host side of a veth pair; LockdownNAT then allows those sockets).
+//     host side of a veth pair; LockdownNAT then allows those sockets),
+//     to the outside world only unless Options.Egress and
+//     Options.AllowHostPorts open more (package runtime/egress), with
+//     relays and their buffers capped (Options.NATMaxRelays).
 //   - Nothing is left: the state directory, sandbox, gofer and every
 //     helper go when the episode ends, and when the caller is SIGKILLed
 //     (a supervisor watches a pipe from the caller; the episode's init is
