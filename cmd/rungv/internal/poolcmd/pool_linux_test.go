@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,11 +198,67 @@ func TestPoolCLIRefuses(t *testing.T) {
 		{"pool", "--golden", rungvBin, "--scratch", dir, "-n", "0", "oci:/x"},
 		{"pool", "--golden", rungvBin, "--scratch", dir, "--clone", "never", "oci:/x"},
 		{"pool", "--golden", rungvBin, "--scratch", dir},
+		{"pool", "--golden", rungvBin, "--scratch", dir, "--allow-host-port", "5000", "oci:/x"}, // without --network nat
+		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--egress", "allow=example.com", "oci:/x"},
+		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--allow-host-port", "0", "oci:/x"},
+		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--nat-max-relays", "0", "oci:/x"},
 	} {
 		out, err := exec.Command(rungvBin, args...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), "rungv pool:") {
 			t.Errorf("%v: %v %s", args, err, out)
+		}
+	}
+}
+
+// TestPoolCLIEgress: pool episodes with --network nat have rungv run's
+// default policy (a server on the host's 127.0.0.1 is refused through
+// 10.0.2.2) and take --allow-host-port like rungv run.
+func TestPoolCLIEgress(t *testing.T) {
+	if setupErr != nil {
+		t.Skip(setupErr)
+	}
+	if os.Getuid() != 0 {
+		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
+			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-secret") }))
+	defer srv.Close()
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	dir := t.TempDir()
+	golden := filepath.Join(dir, "golden.ext4")
+	v, err := ext4lite.Create(golden, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "refused"},
+		{[]string{"--allow-host-port", port}, "host-secret"},
+	} {
+		args := append(append([]string{"pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
+			"-n", "2", "-j", "2", "--json", "--network", "nat"}, c.flags...), imageRef, "sh", "-c", "wget -qO- http://10.0.2.2:"+port+"/ 2>&1; true")
+		cmd := exec.Command(rungvBin, args...)
+		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v: %s", c.flags, err, out)
+		}
+		var r result
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Episodes) != 2 {
+			t.Fatalf("%v: %s", c.flags, out)
+		}
+		for _, e := range r.Episodes {
+			if !strings.Contains(e.Stdout, c.want) || (c.want == "refused" && strings.Contains(e.Stdout, "host-secret")) {
+				t.Errorf("%v: episode %d printed %q, want %q", c.flags, e.Episode, e.Stdout, c.want)
+			}
 		}
 	}
 }
