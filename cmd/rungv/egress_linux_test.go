@@ -3,10 +3,15 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -181,4 +186,115 @@ func TestNATEgressOutsideWorld(t *testing.T) {
 		}
 		checkClean(t, tmp)
 	}
+}
+
+// floodGuest is a guest program: it opens up to N TCP connections to
+// ADDR, writes 256 KiB into each without reading, prints how many opened
+// and holds them until killed.
+const floodGuest = `package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	n, _ := strconv.Atoi(os.Args[2])
+	payload := make([]byte, 256<<10)
+	var conns []net.Conn
+	refused := 0
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", os.Args[1], 5*time.Second)
+		if err != nil {
+			refused++
+			continue
+		}
+		c.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		c.Write(payload)
+		conns = append(conns, c)
+	}
+	fmt.Println("open", len(conns), "refused", refused)
+	time.Sleep(time.Hour)
+}
+`
+
+// TestNATFloodCapped plays a guest that floods the NAT with connections
+// that it never reads from, to a host server that never reads either and
+// writes 1 MiB into each: the host sees at most DefaultNATMaxRelays (256)
+// of them at once, and the rungv process (the host side) stays small.
+func TestNATFloodCapped(t *testing.T) {
+	need(t, asRoot)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(floodGuest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "flood"), "main.go")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the guest program: %v %s", err, out)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var live, most atomic.Int32
+	go func() {
+		junk := make([]byte, 1<<20)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n := live.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			go func() {
+				c.Write(junk) // blocks once the buffers are full
+				io.Copy(io.Discard, c)
+				c.Close()
+				live.Add(-1)
+			}()
+		}
+	}()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	tmp := privateTmp(t, asRoot)
+	c := command(t, asRoot, tmp, "run", "--rm", "--network", "nat", "--allow-host-port", port,
+		"--mount", "type=bind,src="+dir+",dst=/flood,readonly", imageRef, "/flood/flood", "10.0.2.2:"+port, "1000")
+	line, stderr := startLines(t, c)
+	got := line()
+	var open, refused int
+	if _, err := fmt.Sscanf(got, "open %d refused %d", &open, &refused); err != nil {
+		t.Fatalf("guest: %q (%v); stderr %s", got, err, stderr.String())
+	}
+	time.Sleep(time.Second) // let the buffers fill
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rssKB int
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			fmt.Sscanf(strings.TrimPrefix(l, "VmHWM:"), "%d", &rssKB)
+		}
+	}
+	sockstat, _ := os.ReadFile("/proc/net/sockstat")
+	t.Logf("guest: %s; host server: at most %d at once; rungv peak RSS %d MiB; %s", got, most.Load(), rssKB>>10, strings.TrimSpace(string(sockstat)))
+	if m := most.Load(); m > 256 || open > 256 {
+		t.Errorf("the guest held %d relays (the host server saw %d at once), past the default cap of 256", open, m)
+	}
+	if open < 200 || refused == 0 {
+		t.Errorf("open %d, refused %d: want about 256 opened and the rest refused", open, refused)
+	}
+	// Before the caps: 1.75 GB. Now 256 relays × (0.5 MiB netstack + a
+	// little Go) plus the binary.
+	if rssKB > 512<<10 {
+		t.Errorf("rungv's peak RSS is %d MiB, want under 512 MiB", rssKB>>10)
+	}
+	c.Process.Kill()
+	c.Wait()
+	checkClean(t, tmp)
 }
