@@ -68,9 +68,10 @@ const (
 	natTCPBuf = 256 << 10
 	// natDialTimeout bounds a host-side TCP connect.
 	natDialTimeout = 10 * time.Second
-	// natDNSEnv, when set, is the host:port the guest's DNS server
+	// natDNSEnv, when set, is the IP:port the guest's DNS server
 	// (10.0.2.3:53) forwards to, instead of /etc/resolv.conf's first
-	// nameserver.
+	// nameserver (reached even on loopback: the egress policy's one
+	// exception, egress.Policy.Resolver).
 	natDNSEnv = "GVX_NAT_DNS"
 )
 

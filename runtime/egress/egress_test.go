@@ -312,3 +312,24 @@ func TestHostAddrs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRule: any string either fails with ErrBadRule or gives a rule
+// whose String parses back to the same rule.
+func FuzzParseRule(f *testing.F) {
+	for _, s := range []string{"allow=192.0.2.0/24:443", "deny=[2001:db8::]/32:80,443", "allow=::ffff:10.0.0.0/104", "deny=10.0.0.1:1-65535", "allow=[::1", "x=y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRule(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadRule) {
+				t.Fatalf("ParseRule(%q): %v is not ErrBadRule", s, err)
+			}
+			return
+		}
+		r2, err := ParseRule(r.String())
+		if err != nil || !reflect.DeepEqual(r, r2) {
+			t.Fatalf("ParseRule(%q) = %v; its String %q reads back as %v, %v", s, r, r.String(), r2, err)
+		}
+	})
+}
