@@ -80,7 +80,7 @@ Examples:
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory in the guest"},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
 		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
-		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress rule `allow=CIDR[:PORTS]` or deny=CIDR[:PORTS] (repeatable; deny rules win; see above)"},
+		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress `RULE`: allow=CIDR[:PORTS] or deny=CIDR[:PORTS] (repeatable; deny rules win; see above)"},
 		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let the guest reach the host's 127.0.0.1:`PORT` (TCP and UDP) as 10.0.2.2:PORT (repeatable)"},
 		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows the guest holds at once through the NAT"},
 		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
