@@ -42,7 +42,11 @@ ext4lite volume; a missing FILE is created (sparse, size= or 32G).
 --network nat (the default) gives the guest 10.0.2.15/24 with outbound NAT
 through the host's sockets (10.0.2.2 is the host's loopback, 10.0.2.3 its
 DNS); --network none gives loopback only and the strictest host lockdown.
--p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket.
+-p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket that
+rungv creates (mode 0600; an existing path is refused unless it is a stale
+socket of yours) and removes at the end; the guest gets each connection as
+a descriptor and sees no host directory. A volume file is opened once (no
+symlink, a regular file of yours; ,allow-foreign for another owner's).
 
 Examples:
    # a golden /var/lib/docker: a docker:dind seed on a new volume
