@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +56,18 @@ func episodeInit(args []string) int {
 		fmt.Fprintln(os.Stderr, "rungv: init: mount /proc:", err)
 		return 125
 	}
+	vols, err := inherited(volumeFDsEnv)
+	var paths []string
+	if err == nil && len(vols) > 0 {
+		err = json.Unmarshal([]byte(os.Getenv(volumePathsEnv)), &paths)
+	}
+	if err == nil {
+		err = bindVolumes(filepath.Dir(strings.TrimPrefix(bundle, "--bundle=")), vols, paths)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init:", err)
+		return 125
+	}
 	runsc := func(sub ...string) *exec.Cmd {
 		c := exec.Command("/proc/self/exe", append(append([]string{}, globals...), sub...)...)
 		c.Stderr = os.Stderr
@@ -63,9 +77,25 @@ func episodeInit(args []string) int {
 	signal.Notify(sigs, forwarded...)
 
 	pidFile := strings.TrimPrefix(bundle, "--bundle=") + "/sandbox.pid"
-	start := runsc("run", "--detach", "--pid-file="+pidFile, bundle, id)
+	runArgs := []string{"run", "--detach", "--pid-file=" + pidFile}
+	// The published ports' guest ends (publish_linux.go), donated to the
+	// guest's init at the same numbers.
+	passFiles, err := inherited(passFDsEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init:", err)
+		return 125
+	}
+	for i := range passFiles {
+		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, guestPassFD(i)))
+	}
+	start := runsc(append(runArgs, bundle, id)...)
 	start.Stdin, start.Stdout = os.Stdin, os.Stdout
-	if err := start.Run(); err != nil {
+	start.ExtraFiles = passFiles
+	err = start.Run()
+	for _, f := range passFiles {
+		f.Close() // the sandbox has them
+	}
+	if err != nil {
 		reap(ReapTimeout)
 		return 125
 	}

@@ -9,6 +9,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/runsc/cli"
+	"gvisor.dev/gvisor/runsc/cmd/sandboxsetup"
 	"gvisor.dev/gvisor/runsc/cmd/util"
 	"gvisor.dev/gvisor/runsc/config"
 	"gvisor.dev/gvisor/runsc/container"
@@ -56,6 +57,7 @@ type sandboxNetRun struct {
 	bundle  string
 	pidFile string
 	detach  bool
+	passFDs sandboxsetup.FDMappings
 }
 
 func (*sandboxNetRun) Name() string { return "run" }
@@ -63,13 +65,14 @@ func (*sandboxNetRun) Synopsis() string {
 	return "run a container whose sandbox owns the namespace's interfaces"
 }
 func (*sandboxNetRun) Usage() string {
-	return "run [--detach] [--pid-file=F] --bundle=B <container id>\n"
+	return "run [--detach] [--pid-file=F] [--pass-fd=M:N]... --bundle=B <container id>\n"
 }
 
 func (r *sandboxNetRun) SetFlags(f *flag.FlagSet) {
 	f.StringVar(&r.bundle, "bundle", "", "path to the bundle directory")
 	f.StringVar(&r.pidFile, "pid-file", "", "file to write the sandbox's PID to")
 	f.BoolVar(&r.detach, "detach", false, "return once the container runs")
+	f.Var(&r.passFDs, "pass-fd", "file descriptor passed to the container in M:N format (the published ports')")
 }
 
 // FetchSpec implements util.SubCommand.
@@ -91,13 +94,21 @@ func (r *sandboxNetRun) Execute(_ context.Context, f *flag.FlagSet, args ...any)
 	if err != nil {
 		return util.Errorf("run: %v", err)
 	}
+	pass := map[int]*os.File{}
+	for _, m := range r.passFDs {
+		pass[m.Guest] = os.NewFile(uintptr(m.Host), "pass-fd")
+	}
 	st, err := container.Run(conf, container.Args{
 		ID:        id,
 		Spec:      spec,
 		BundleDir: r.bundle,
 		PIDFile:   r.pidFile,
 		Attached:  !r.detach,
+		PassFiles: pass,
 	})
+	for _, f := range pass {
+		f.Close()
+	}
 	if err != nil {
 		return util.Errorf("running container: %v", err)
 	}

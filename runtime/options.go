@@ -63,6 +63,9 @@ type Mount struct {
 	// Size is the size of the volume CreateMissingVolume makes when
 	// Source does not exist (0: DefaultVolumeSize). Volumes only.
 	Size int64
+	// AllowForeignOwner lets a volume file owned by another uid than the
+	// caller's be mounted (--mount …,allow-foreign). Volumes only.
+	AllowForeignOwner bool
 }
 
 // ParseMount parses docker's --mount syntax:
@@ -80,6 +83,8 @@ func ParseMount(s string) (Mount, error) {
 			m.Target = v
 		case "readonly", "ro":
 			m.ReadOnly = !hasV || v == "true" || v == "1"
+		case "allow-foreign":
+			m.AllowForeignOwner = !hasV || v == "true" || v == "1"
 		case "size":
 			n, err := parseVolumeSize(v)
 			if err != nil {
@@ -105,6 +110,9 @@ func ParseMount(s string) (Mount, error) {
 	}
 	if m.Size != 0 && m.Type != MountVolume {
 		return m, fmt.Errorf("%w: --mount %q: size= is for volumes", ErrBadOption, s)
+	}
+	if m.AllowForeignOwner && m.Type != MountVolume {
+		return m, fmt.Errorf("%w: --mount %q: allow-foreign is for volumes", ErrBadOption, s)
 	}
 	switch m.Type {
 	case MountVolume, MountBind, MountTmpfs:

@@ -4,84 +4,230 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
 	"syscall"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// TCP publishing (-p [IP:]HOSTPORT:GUESTPORT). The host side opens each
-// listener before it locks itself down (afterwards it may not create or
-// connect sockets) and hands it to the supervisor, which is not locked
-// down and shares the host's mount namespace: it accepts there and
-// splices every connection to the port's unix socket in the state
-// directory, where the guest's relay listens (see Port).
+// Publishing (-p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT) without any
+// host directory in the guest.
+//
+// The host side (the rungv process) creates every published endpoint
+// itself, before it locks itself down: the unix socket HOSTSOCK (mode
+// Port.Mode, 0600 by default; it refuses to replace anything but a stale
+// socket of its own) or the TCP listener. For each port it also makes a
+// socketpair; one end is donated into the sandbox (runsc run --pass-fd) as
+// a file descriptor of the guest's init, the relay (relay_linux.go). For
+// every client the host side accepts, it sends the guest a connected unix
+// stream socket over that pair with SCM_RIGHTS: the accepted connection
+// itself for a unix client, or one end of a new socketpair that it splices
+// to a TCP client. The relay connects each one to 127.0.0.1:PORT in the
+// guest's netstack.
+//
+// So the guest holds one pre-connected descriptor per port and nothing
+// else of the host: no bind-mounted directory to list, write, symlink or
+// fill, no path to connect to, no socket to replace. What it can do with
+// the descriptor is read and write the streams it is given (gVisor refuses
+// to send descriptors out through an imported host socket). The socket
+// file is removed when the episode ends: by the host side, or by the
+// supervisor when the host side was killed (it checks the inode first),
+// or by the next episode on the same path, which finds it stale.
 
-// publishEnv tells the supervisor its listeners, as a JSON list of
-// publishedFD.
-const publishEnv = "GVX_PUBLISH_TCP"
+// DefaultSocketMode is the mode of a published unix socket.
+const DefaultSocketMode os.FileMode = 0o600
 
-// publishedFD is one listener the supervisor inherits.
-type publishedFD struct {
-	FD     int    `json:"fd"`
-	Socket string `json:"socket"` // the guest relay's socket
+// publishMaxConns bounds the TCP connections of one published port that
+// the host side splices at once; beyond it new clients wait in the
+// listener's backlog. Unix clients are handed over whole and cost the host
+// side nothing after that.
+const publishMaxConns = 1024
+
+// publishedSocketsEnv tells the supervisor which unix sockets to remove if
+// the host side dies first: a JSON list of publishedSocket.
+const publishedSocketsEnv = "GVX_PUBLISHED_SOCKETS"
+
+// publishedSocket identifies a socket file the host side created.
+type publishedSocket struct {
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+	Path string `json:"path"`
 }
 
-// tcpPort is one published TCP port of an episode.
-type tcpPort struct {
-	addr, sock string
+// guestPassFD is the descriptor number port i's pair has in the guest.
+func guestPassFD(i int) int { return 3 + i }
+
+// publishedPort is one port as the host side serves it.
+type publishedPort struct {
+	port  Port
+	ln    net.Listener // *net.UnixListener or *net.TCPListener
+	ctl   *net.UnixConn
+	guest *os.File // the donated end, until the supervisor has it
+	// dev, ino identify the unix socket file this process created.
+	dev, ino uint64
 }
 
-// listenTCP opens the listeners of ports, or closes what it opened and
-// fails.
-func listenTCP(ports []tcpPort) ([]*os.File, error) {
-	var files []*os.File
-	for _, p := range ports {
-		l, err := net.Listen("tcp", p.addr)
-		if err == nil {
-			var f *os.File
-			f, err = l.(*net.TCPListener).File()
-			l.Close()
-			if err == nil {
-				files = append(files, f)
-				continue
-			}
-		}
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("-p %s: %w", p.addr, err)
-	}
-	return files, nil
+// publisher serves an episode's published ports.
+type publisher struct {
+	ports []*publishedPort
+	wg    sync.WaitGroup
 }
 
-// publishTCP serves the listeners named by publishEnv, until the
-// supervisor exits.
-func publishTCP() {
-	spec := os.Getenv(publishEnv)
-	if spec == "" {
-		return
-	}
-	os.Unsetenv(publishEnv)
-	var fds []publishedFD
-	if err := json.Unmarshal([]byte(spec), &fds); err != nil {
-		fmt.Fprintf(os.Stderr, "rungv: -p: %v\n", err)
-		return
-	}
-	for _, p := range fds {
-		l, err := net.FileListener(os.NewFile(uintptr(p.FD), "publish"))
+// openPublish creates every endpoint of ports (it must run before the
+// host side locks itself down) or fails and leaves nothing behind.
+func openPublish(ports []Port) (_ *publisher, err error) {
+	p := &publisher{}
+	defer func() {
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "rungv: -p: %v\n", err)
-			continue
+			p.Close()
 		}
-		go acceptTCP(l, p.Socket)
+	}()
+	for _, port := range ports {
+		pp := &publishedPort{port: port}
+		p.ports = append(p.ports, pp)
+		if port.HostAddr != "" {
+			if pp.ln, err = net.Listen("tcp", port.HostAddr); err != nil {
+				return nil, fmt.Errorf("-p %s: %w", port.HostAddr, err)
+			}
+		} else if err = pp.listenUnix(); err != nil {
+			return nil, err
+		}
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("-p: socketpair: %w", err)
+		}
+		pp.guest = os.NewFile(uintptr(fds[1]), "publish-guest")
+		host := os.NewFile(uintptr(fds[0]), "publish-host")
+		c, err := net.FileConn(host)
+		host.Close()
+		if err != nil {
+			return nil, fmt.Errorf("-p: %w", err)
+		}
+		pp.ctl = c.(*net.UnixConn)
+	}
+	return p, nil
+}
+
+// listenUnix creates the port's socket file with the caller's mode.
+func (pp *publishedPort) listenUnix() error {
+	path, err := filepath.Abs(pp.port.HostSocket)
+	if err != nil {
+		return err
+	}
+	pp.port.HostSocket = path
+	if err := removeStaleSocket(path); err != nil {
+		return err
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("-p unix:%s: %w", path, err)
+	}
+	l.SetUnlinkOnClose(false) // Close removes it only if it is still ours
+	pp.ln = l
+	mode := pp.port.Mode
+	if mode == 0 {
+		mode = DefaultSocketMode
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return fmt.Errorf("-p unix:%s: %w", path, err)
+	}
+	pp.dev, pp.ino = st.Dev, st.Ino
+	if err := os.Chmod(path, mode.Perm()); err != nil {
+		return fmt.Errorf("-p unix:%s: %w", path, err)
+	}
+	return nil
+}
+
+// removeStaleSocket clears path for a new listener: nothing there is
+// fine; a socket of the caller's that nobody listens on (an episode that
+// was killed) is removed; anything else is refused.
+func removeStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("-p unix:%s: %w", path, err)
+	}
+	sys, _ := st.Sys().(*syscall.Stat_t)
+	if st.Mode()&os.ModeSocket == 0 || sys == nil || int(sys.Uid) != os.Getuid() {
+		return fmt.Errorf("-p unix:%s: the path exists and is not a socket of this user's: remove it or publish on another path", path)
+	}
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("-p unix:%s: a live socket is there (another episode?): stop it or publish on another path", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("-p unix:%s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("-p unix:%s: remove the stale socket: %w", path, err)
+	}
+	return nil
+}
+
+// guestFiles are the ends to donate to the guest, in port order.
+func (p *publisher) guestFiles() []*os.File {
+	var fs []*os.File
+	for _, pp := range p.ports {
+		fs = append(fs, pp.guest)
+	}
+	return fs
+}
+
+// closeGuestFiles drops this process's copies of the donated ends once
+// the supervisor has its own.
+func (p *publisher) closeGuestFiles() {
+	for _, pp := range p.ports {
+		if pp.guest != nil {
+			pp.guest.Close()
+			pp.guest = nil
+		}
 	}
 }
 
-func acceptTCP(l net.Listener, sock string) {
+// socketsEnv is publishedSocketsEnv's value.
+func (p *publisher) socketsEnv() string {
+	var list []publishedSocket
+	for _, pp := range p.ports {
+		if pp.ino != 0 {
+			list = append(list, publishedSocket{pp.dev, pp.ino, pp.port.HostSocket})
+		}
+	}
+	b, _ := json.Marshal(list)
+	return string(b)
+}
+
+// relaySpecs are the relay's arguments: "FD=GUESTPORT" per port.
+func relaySpecs(ports []Port) []string {
+	var specs []string
+	for i, p := range ports {
+		specs = append(specs, strconv.Itoa(guestPassFD(i))+"="+strconv.Itoa(p.GuestPort))
+	}
+	return specs
+}
+
+// serve accepts on every port until Close.
+func (p *publisher) serve() {
+	for _, pp := range p.ports {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			pp.serve()
+		}()
+	}
+}
+
+func (pp *publishedPort) serve() {
+	sem := make(chan struct{}, publishMaxConns)
 	for {
-		c, err := l.Accept()
+		c, err := pp.ln.Accept()
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -89,37 +235,99 @@ func acceptTCP(l net.Listener, sock string) {
 			}
 			return
 		}
-		go spliceToSocket(c, sock)
+		switch c := c.(type) {
+		case *net.UnixConn:
+			_ = pp.hand(c) // the guest has its own copy now
+			c.Close()
+		case *net.TCPConn:
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				pp.spliceTCP(c)
+			}()
+		default:
+			c.Close()
+		}
 	}
 }
 
-// spliceToSocket connects c to the guest relay's socket and copies both
-// ways, passing each side's end of stream on as a half-close. The relay
-// may not be listening yet at the episode's start: the dial is retried
-// for a few seconds before the client is turned away.
-func spliceToSocket(c net.Conn, sock string) {
+// hand sends the guest a descriptor of c.
+func (pp *publishedPort) hand(c syscall.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		_, _, serr = pp.ctl.WriteMsgUnix([]byte{1}, unix.UnixRights(int(fd)), nil)
+	})
+	if err == nil {
+		err = serr
+	}
+	return err
+}
+
+// spliceTCP gives the guest one end of a new socketpair and copies
+// between c and the other.
+func (pp *publishedPort) spliceTCP(c *net.TCPConn) {
 	defer c.Close()
-	var u net.Conn
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if u, err = net.Dial("unix", sock); err == nil {
-			break
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	gf := os.NewFile(uintptr(fds[1]), "tcp-guest")
+	hf := os.NewFile(uintptr(fds[0]), "tcp-host")
+	_, _, err = pp.ctl.WriteMsgUnix([]byte{1}, unix.UnixRights(fds[1]), nil)
+	gf.Close()
+	if err != nil {
+		hf.Close()
+		return
+	}
+	hc, err := net.FileConn(hf)
+	hf.Close()
+	if err != nil {
+		return
+	}
+	splice(hc.(*net.UnixConn), c)
+}
+
+// Close stops serving, closes every endpoint and removes the socket files
+// this process created (only if they are still the ones it created).
+func (p *publisher) Close() {
+	for _, pp := range p.ports {
+		if pp.ln != nil {
+			pp.ln.Close()
 		}
-		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
-			return
+		if pp.ctl != nil {
+			pp.ctl.Close()
+		}
+		if pp.guest != nil {
+			pp.guest.Close()
+		}
+		if pp.ino != 0 {
+			removeIfSame(pp.port.HostSocket, pp.dev, pp.ino)
 		}
 	}
-	defer u.Close()
-	done := make(chan struct{}, 2)
-	half := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		done <- struct{}{}
+	p.wg.Wait()
+}
+
+// removeIfSame unlinks path if it is still the file (dev, ino).
+func removeIfSame(path string, dev, ino uint64) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) == nil && st.Dev == dev && st.Ino == ino {
+		_ = os.Remove(path)
 	}
-	go half(u, c)
-	go half(c, u)
-	<-done
-	<-done
+}
+
+// removePublishedSockets is the supervisor's clean-up of the sockets named
+// by publishedSocketsEnv (the host side may have died without removing
+// them).
+func removePublishedSockets(env string) {
+	var list []publishedSocket
+	if json.Unmarshal([]byte(env), &list) != nil {
+		return
+	}
+	for _, e := range list {
+		removeIfSame(e.Path, e.Dev, e.Ino)
+	}
 }

@@ -18,19 +18,20 @@ import (
 
 // Port publishes a guest TCP port on the host, as a unix socket
 // (-p unix:HOSTSOCK:GUESTPORT) or a TCP port (-p [IP:]HOSTPORT:GUESTPORT,
-// IP 127.0.0.1 by default). The socket's directory is bind-mounted into
-// the guest, and a relay inside the guest (this binary, bind-mounted at
-// /.gvx/rungv and run as the guest's init, see relayInit) listens on the
-// socket there and connects each client to 127.0.0.1:GUESTPORT in the
-// guest's netstack. A TCP port is a unix socket in the episode's state
-// directory plus a listener the host side opens before it locks itself
-// down; the supervisor accepts on it and splices each connection to that
-// socket (see publishTCP). gVisor's own port forwarding is not used: it
-// lost data on bulk transfers here.
+// IP 127.0.0.1 by default). The host side creates the endpoint and hands
+// every client to a relay inside the guest (this binary, bind-mounted
+// read-only at /.gvx/rungv and run as the guest's init, see relayInit) as
+// a connected socket over a descriptor donated to the sandbox; the relay
+// connects it to 127.0.0.1:GUESTPORT in the guest's netstack. No host
+// directory is mounted into the guest (publish_linux.go). gVisor's own
+// port forwarding is not used: it lost data on bulk transfers here.
 type Port struct {
-	HostSocket string // unix socket path; set by the runtime for a TCP port
+	HostSocket string // unix socket path, or ""
 	HostAddr   string // "IP:PORT" of a TCP port, or ""
 	GuestPort  int
+	// Mode is the unix socket's permission bits (0: DefaultSocketMode,
+	// owner only).
+	Mode os.FileMode
 }
 
 // ParsePublish parses "unix:HOSTSOCK:GUESTPORT", "HOSTPORT:GUESTPORT" and
@@ -78,7 +79,7 @@ const (
 )
 
 // relayInit is the guest's init when ports are published: it serves every
-// "SOCK=PORT" before "--" (relay), runs the rest as the guest's command,
+// "FD=PORT" before "--" (relay), runs the rest as the guest's command,
 // hands it every signal, reaps orphans as init must, and exits with the
 // command's status. (Starting the relay with runsc exec instead kept a
 // connection to the sandbox's control server open, and runsc kill was then
@@ -134,43 +135,67 @@ func relayInit(args []string) int {
 	}
 }
 
-// relay starts serving every "SOCK=PORT" of specs in the background,
-// connecting each client to 127.0.0.1:PORT.
+// relay starts serving every "FD=PORT" of specs in the background: FD is
+// a descriptor the host side donated (a SOCK_SEQPACKET socket), over which
+// it sends one connected stream socket per client; each is connected to
+// 127.0.0.1:PORT. The descriptors are closed on exec: the guest's command
+// does not inherit them.
 func relay(specs []string) int {
-	var lns []net.Listener
-	var targets []string
 	for _, s := range specs {
-		sock, port, ok := strings.Cut(s, "=")
-		if !ok {
+		fdText, port, ok := strings.Cut(s, "=")
+		fd, err := strconv.Atoi(fdText)
+		if !ok || err != nil || fd < 3 {
 			fmt.Fprintf(os.Stderr, "rungv relay: bad spec %q\n", s)
 			return 2
 		}
-		_ = os.Remove(sock)
-		ln, err := net.Listen("unix", sock)
+		unix.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "publish")
+		c, err := net.FileConn(f)
+		f.Close()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rungv relay:", err)
 			return 1
 		}
-		lns = append(lns, ln)
-		targets = append(targets, net.JoinHostPort("127.0.0.1", port))
-	}
-	for i := range lns {
-		go serve(lns[i], targets[i])
+		uc, ok := c.(*net.UnixConn)
+		if !ok {
+			fmt.Fprintf(os.Stderr, "rungv relay: descriptor %d is not a unix socket\n", fd)
+			return 1
+		}
+		go serve(uc, net.JoinHostPort("127.0.0.1", port))
 	}
 	return 0
 }
 
-func serve(ln net.Listener, target string) {
+// serve receives client connections over ctl until the host side closes it.
+func serve(ctl *net.UnixConn, target string) {
+	defer ctl.Close()
+	b := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(4*8))
 	for {
-		c, err := ln.Accept()
+		_, oobn, _, _, err := ctl.ReadMsgUnix(b, oob)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+			return
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
 			continue
 		}
-		go pipe(c, target)
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				continue
+			}
+			for _, fd := range fds {
+				unix.CloseOnExec(fd)
+				f := os.NewFile(uintptr(fd), "client")
+				c, err := net.FileConn(f)
+				f.Close()
+				if err != nil {
+					continue
+				}
+				go pipe(c, target)
+			}
+		}
 	}
 }
 
@@ -200,8 +225,8 @@ func pipe(c net.Conn, target string) {
 		close(done)
 	}()
 	_, _ = io.Copy(c, t)
-	if uc, ok := c.(*net.UnixConn); ok {
-		_ = uc.CloseWrite()
+	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
 	}
 	<-done
 }

@@ -53,56 +53,101 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(state)
-	locks, err := lockVolumes(o.Mounts)
+	vols, err := openVolumes(o.Mounts)
 	if err != nil {
 		return 0, err
 	}
 	defer func() {
-		for _, f := range locks {
+		for _, f := range vols {
 			f.Close()
 		}
 	}()
+	pub, err := openPublish(o.Ports)
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
 	ep, err := prepare(ctx, &o, state)
 	if err != nil {
 		return 0, err
 	}
-	return ep.run(ctx, &o)
+	return ep.run(ctx, &o, pub, vols)
 }
 
-// lockVolumes takes each volume file's advisory lock for the episode's
-// life (ext4lite.LockFile): exclusive for a read-write mount, shared for a
-// read-only one. A volume another episode or a gvx-vol command is writing
-// is refused before anything starts: two writers would corrupt it. The
-// files stay open (and locked) until the caller closes them; the gofer
-// opens the volume on its own.
-func lockVolumes(ms []Mount) ([]*os.File, error) {
-	var files []*os.File
-	for _, m := range ms {
-		if m.Type != MountVolume {
-			continue
-		}
-		flag := os.O_RDWR
-		if m.ReadOnly {
-			flag = os.O_RDONLY
-		}
-		f, err := os.OpenFile(m.Source, flag, 0)
-		if err == nil {
-			if err = ext4lite.LockFile(f, !m.ReadOnly); err != nil {
-				f.Close()
-			}
-		}
+// openVolumes opens each volume file once, for the episode's life, and
+// that open file is what the gofer serves (init binds it into the state
+// directory, see bindVolumes): nothing looks the path up again, so the
+// file cannot be swapped for another (a symlink to the golden volume, say)
+// between the check and the use.
+//
+//   - The last path component must not be a symlink (O_NOFOLLOW), and the
+//     file must be a regular file owned by the caller, unless the mount
+//     allows another owner (Mount.AllowForeignOwner).
+//   - Its advisory lock (ext4lite.LockFile) is exclusive for a read-write
+//     mount and shared for a read-only one: a volume another episode or a
+//     gvx-vol command is writing is refused before anything starts (two
+//     writers would corrupt it).
+//
+// The files stay open, locked, until the caller closes them.
+func openVolumes(ms []Mount) (files []*os.File, err error) {
+	defer func() {
 		if err != nil {
 			for _, f := range files {
 				f.Close()
 			}
-			if errors.Is(err, ext4lite.ErrInUse) {
-				return nil, fmt.Errorf("--mount %s: %s is in use by another episode or a gvx-vol command", m.Target, m.Source)
-			}
-			return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+			files = nil
+		}
+	}()
+	for _, m := range ms {
+		if m.Type != MountVolume {
+			continue
+		}
+		f, err := openVolume(m)
+		if err != nil {
+			return files, err
 		}
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+func openVolume(m Mount) (*os.File, error) {
+	flag := os.O_RDWR
+	if m.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(m.Source, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("--mount %s: %s is a symbolic link: name the volume file itself", m.Target, m.Source)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("--mount %s: %s is not a regular file (an ext4 volume file)", m.Target, m.Source)
+	}
+	if int(st.Uid) != os.Getuid() && !m.AllowForeignOwner {
+		f.Close()
+		return nil, fmt.Errorf("--mount %s: %s belongs to uid %d, not to the caller (uid %d): chown it, or add allow-foreign to the --mount if it is meant to be shared", m.Target, m.Source, st.Uid, os.Getuid())
+	}
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := ext4lite.LockFile(f, !m.ReadOnly); err != nil {
+		f.Close()
+		if errors.Is(err, ext4lite.ErrInUse) {
+			return nil, fmt.Errorf("--mount %s: %s is in use by another episode or a gvx-vol command", m.Target, m.Source)
+		}
+		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+	}
+	return f, nil
 }
 
 // episode is a prepared bundle.
@@ -110,7 +155,6 @@ type episode struct {
 	id        string
 	state     string
 	runscArgs []string
-	tcp       []tcpPort // published TCP ports
 }
 
 // prepare resolves the image and writes the bundle into state.
@@ -144,6 +188,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 	if err != nil {
 		return nil, err
 	}
+	vol := 0
 	for i, m := range o.Mounts {
 		switch m.Type {
 		case MountBind:
@@ -151,62 +196,38 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
 			}
 		case MountVolume:
-			st, err := os.Stat(m.Source)
-			if err != nil {
-				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
-			}
-			if !st.Mode().IsRegular() {
-				return nil, fmt.Errorf("--mount %s: %s is not an ext4 volume file", m.Target, m.Source)
-			}
-			// The spec mount binds the volume file itself: the gofer mounts it
-			// at the destination in its root, where the extension opens it
-			// before locking down, and serves the filesystem inside it.
+			// The spec mount binds the volume file as init bound it into the
+			// state directory (bindVolumes: the file opened by openVolumes,
+			// never the path again); the gofer mounts it at the destination
+			// in its root, where the extension opens it before locking down,
+			// and serves the filesystem inside it.
 			opt := "rw"
 			if m.ReadOnly {
 				opt = "ro"
 			}
-			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: []string{opt, "rbind"}})
-			for k, v := range volume.Annotations(i, volume.Spec{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}) {
+			src := volumeBindPath(state, vol)
+			vol++
+			if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(src, nil, 0o600); err != nil {
+				return nil, err
+			}
+			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
+			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}) {
 				spec.Annotations[k] = v
 			}
 		}
 	}
-	var relays []string
-	var tcp []tcpPort
-	for i, p := range o.Ports {
-		if p.HostAddr != "" {
-			// A TCP port: the guest relay's socket lives in the state
-			// directory; the supervisor splices host connections to it.
-			p.HostSocket = filepath.Join(state, "ports", "p"+strconv.Itoa(i)+".sock")
-			if err := os.MkdirAll(filepath.Dir(p.HostSocket), 0o700); err != nil {
-				return nil, err
-			}
-			tcp = append(tcp, tcpPort{addr: p.HostAddr, sock: p.HostSocket})
-		}
-		host, err := filepath.Abs(p.HostSocket)
+	if len(o.Ports) > 0 {
+		// The relay is this binary, the file alone, read-only; the ports'
+		// descriptors are donated at start (publish_linux.go).
+		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		dir := filepath.Dir(host)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("-p %s: the socket's directory: %w", p.HostSocket, err)
-		}
-		if st, err := os.Lstat(host); err == nil && st.Mode()&os.ModeSocket != 0 {
-			_ = os.Remove(host) // a stale socket of an earlier episode
-		}
-		if i == 0 {
-			self, err := os.Executable()
-			if err != nil {
-				return nil, err
-			}
-			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRungv, Type: "bind", Source: self, Options: []string{"ro", "rbind"}})
-		}
-		gdir := guestRelayDir + "/p" + strconv.Itoa(i)
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: gdir, Type: "bind", Source: dir, Options: []string{"rw", "rbind"}})
-		relays = append(relays, gdir+"/"+filepath.Base(host)+"="+strconv.Itoa(p.GuestPort))
-	}
-	if len(relays) > 0 {
-		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relays...), "--"), spec.Process.Args...)
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRungv, Type: "bind", Source: self, Options: []string{"ro", "rbind"}})
+		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(o.Ports)...), "--"), spec.Process.Args...)
 	}
 	if o.MemoryBytes > 0 {
 		spec.Annotations[annTotalMemory] = strconv.FormatInt(o.MemoryBytes, 10)
@@ -238,9 +259,6 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		"--ignore-cgroups",
 	}
 	args = append(args, networkRunscFlags(o.Network)...)
-	if len(o.Ports) > 0 {
-		args = append(args, "--host-uds=create")
-	}
 	if o.Platform != "" {
 		args = append(args, "--platform="+o.Platform)
 	}
@@ -260,7 +278,7 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
 	}
 	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
-	return &episode{id: id, state: state, runscArgs: args, tcp: tcp}, nil
+	return &episode{id: id, state: state, runscArgs: args}, nil
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
@@ -289,18 +307,18 @@ var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=fa
 // with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
 // otherwise cache them as if nothing outside changed them, and a file the
 // host adds to a bind-mounted directory would stay invisible in the guest.
-// Volume mounts (binds of the volume files in mounts) get none: they must
-// be exclusive.
+// Volume mounts (binds of the volume files, at the targets of mounts) get
+// none: they must be exclusive.
 func shareBindMounts(spec *specs.Spec, mounts []Mount) {
 	vols := map[string]bool{}
 	for _, m := range mounts {
 		if m.Type == MountVolume {
-			vols[m.Source] = true
+			vols[m.Target] = true
 		}
 	}
 	seen := map[string]bool{}
 	for _, m := range spec.Mounts {
-		if m.Type != "bind" || vols[m.Source] || seen[m.Source] {
+		if m.Type != "bind" || vols[m.Destination] || seen[m.Source] {
 			continue // runsc refuses two hints for one source
 		}
 		seen[m.Source] = true
@@ -321,7 +339,7 @@ func hasVolume(ms []Mount) bool {
 }
 
 // run starts the supervisor and waits for it.
-func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
+func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*os.File) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -356,20 +374,19 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		defer nat.Close()
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
 	}
-	if len(ep.tcp) > 0 {
-		files, err := listenTCP(ep.tcp)
-		if err != nil {
-			syncR.Close()
-			return 0, err
+	cmd.Env = os.Environ()
+	inherit(cmd, passFDsEnv, pub.guestFiles())
+	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())
+	inherit(cmd, volumeFDsEnv, vols)
+	if len(vols) > 0 {
+		var paths []string
+		for _, m := range o.Mounts {
+			if m.Type == MountVolume {
+				paths = append(paths, m.Source)
+			}
 		}
-		var spec []publishedFD
-		for i, f := range files {
-			defer f.Close() // the supervisor holds its own copy
-			spec = append(spec, publishedFD{FD: 3 + len(cmd.ExtraFiles) + i, Socket: ep.tcp[i].sock})
-		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
-		js, _ := json.Marshal(spec)
-		cmd.Env = append(os.Environ(), publishEnv+"="+string(js))
+		js, _ := json.Marshal(paths)
+		cmd.Env = append(cmd.Env, volumePathsEnv+"="+string(js))
 	}
 	cg, err := newEpisodeCgroup(ep.id, o.MemoryBytes, o.CPUs)
 	if err != nil {
@@ -377,9 +394,6 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
 	}
 	if cg != nil {
-		if cmd.Env == nil {
-			cmd.Env = os.Environ()
-		}
 		cmd.Env = append(cmd.Env, cg.env())
 	}
 	if o.OnStart != nil {
@@ -408,6 +422,7 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	syncR.Close()
+	pub.closeGuestFiles() // the supervisor holds them now
 	if cg != nil {
 		// Before the go-ahead: everything the supervisor starts inherits
 		// the cgroup. The supervisor removes it at the end.
@@ -437,6 +452,7 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 	if nat != nil {
 		go nat.serveOrReport(cmd.Stderr)
 	}
+	pub.serve()
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)

@@ -25,6 +25,18 @@ const superviseCmd = "_gvx-supervise"
 func supervise(state string, args []string) int {
 	defer os.RemoveAll(state)
 	defer leaveCgroups() // the episode's host cgroup, if it has one
+	defer removePublishedSockets(os.Getenv(publishedSocketsEnv))
+	os.Unsetenv(publishedSocketsEnv)
+	pass, err := inherited(passFDsEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv:", err)
+		return 125
+	}
+	vols, err := inherited(volumeFDsEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv:", err)
+		return 125
+	}
 	sync := os.NewFile(3, "sync")
 	var b [1]byte
 	if n, _ := sync.Read(b[:]); n != 1 {
@@ -34,7 +46,6 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
-	publishTCP()
 	if natEnabled(args) {
 		if err := natSetup(); err != nil {
 			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)
@@ -48,11 +59,18 @@ func supervise(state string, args []string) int {
 	cmd := exec.Command("/proc/self/exe", append([]string{initCmd}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL, Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
+	// The published ports' guest ends and the volume files go on to init.
+	cmd.Env = os.Environ()
+	inherit(cmd, passFDsEnv, pass)
+	inherit(cmd, volumeFDsEnv, vols)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: start the episode's init: %v\n", err)
 		return 125
+	}
+	for _, f := range cmd.ExtraFiles {
+		f.Close() // init has them
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, sync) // returns at EOF: the host side is gone

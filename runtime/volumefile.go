@@ -26,7 +26,7 @@ func CreateMissingVolume(m Mount) (bool, error) {
 	if m.Type != MountVolume {
 		return false, nil
 	}
-	if _, err := os.Stat(m.Source); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(m.Source); !errors.Is(err, fs.ErrNotExist) {
 		return false, nil // exists, or an error that Run reports with context
 	}
 	if st, err := os.Stat(filepath.Dir(m.Source)); err != nil || !st.IsDir() {

@@ -27,8 +27,9 @@ const AnnotationPrefix = "dev.gvx.volume."
 
 // Spec is one volume mount as the runtime describes it to the gofer.
 type Spec struct {
-	Source   string `json:"src"` // host path of the ext4 file
-	Target   string `json:"dst"` // guest path (the spec mount's Destination)
+	Source   string `json:"src"`            // host path the gofer binds: the runtime's bind of the opened file
+	Name     string `json:"name,omitempty"` // the caller's path of the file, for messages
+	Target   string `json:"dst"`            // guest path (the spec mount's Destination)
 	ReadOnly bool   `json:"ro,omitempty"`
 }
 
@@ -115,12 +116,9 @@ func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.G
 			flags = os.O_RDONLY
 		}
 		// The gofer has bind-mounted the file at the destination in its
-		// new root (/root, entered by chroot later); without a chroot
-		// (runsc's test-only mode) the host path is still valid.
-		f, err := os.OpenFile(filepath.Join(goferRoot, v.Target), flags, 0)
-		if err != nil {
-			f, err = os.OpenFile(v.Source, flags, 0)
-		}
+		// new root (/root, entered by chroot later). Nothing else is
+		// opened: Source is the runtime's bind of the file it checked.
+		f, err := os.OpenFile(filepath.Join(goferRoot, v.Target), flags|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			return extension.GoferPrepareResult{}, fmt.Errorf("volume %s: %w", v.Target, err)
 		}
@@ -180,7 +178,7 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 		ro := v.ReadOnly || readonly
 		fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: ro})
 		if err != nil {
-			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Source, err)
+			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)
 		}
 		vol := NewVolume(fsys, ro, e.SyncEvery)
 		conn := NewConn(vol, func() {

@@ -40,7 +40,11 @@ dockerd-entrypoint.sh command also gets --iptables=false --ip6tables=false
 
 --mount type=volume,src=FILE.ext4,dst=PATH[,readonly][,size=32G] mounts an
 ext4lite volume; a missing FILE is created (sparse, size= or 32G).
--p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket.
+-p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket that
+rungv creates (mode 0600; an existing path is refused unless it is a stale
+socket of yours) and removes at the end; the guest gets each connection as
+a descriptor and sees no host directory. A volume file is opened once (no
+symlink, a regular file of yours; ,allow-foreign for another owner's).
 
 --network nat (the default) gives the guest 10.0.2.15/24 with outbound NAT
 through the host's sockets, to the outside world only: the guest never
