@@ -264,7 +264,7 @@ func dnsAnswer(q []byte, name string, ip net.IP) []byte {
 // to a host server on 127.0.0.1 (via 10.0.2.2) and to the DNS forwarder
 // (10.0.2.3:53, pointed at the same server with GVX_NAT_DNS: a resolver
 // on the host's loopback is reached without --allow-host-port, the
-// policy's one exception). Debian's busybox nc has no -u; busybox
+// policy's one exception, while 10.0.2.2 to it is refused). Debian's busybox nc has no -u; busybox
 // nslookup is the UDP client.
 func TestNATUDP(t *testing.T) {
 	d := newDNSServer(t, "gvx.test", net.IPv4(192, 0, 2, 77))
@@ -284,6 +284,21 @@ func TestNATUDP(t *testing.T) {
 		}
 		if n := d.queries.Load() - before; n < 2 {
 			t.Errorf("the host server saw %d queries, want at least 2", n)
+		}
+		// Without --allow-host-port: the resolver on the host's loopback
+		// is still reached through 10.0.2.3 (the exception), not
+		// through 10.0.2.2.
+		before = d.queries.Load()
+		c = command(t, u, tmp, "run", "--rm", "--network", "nat", imageRef, "sh", "-c",
+			fmt.Sprintf("nslookup -type=a gvx.test && echo --- && timeout 2 nslookup -type=a gvx.test 10.0.2.2:%d; echo exit=$?", d.port))
+		c.Env = append(c.Env, "GVX_NAT_DNS=127.0.0.1:"+strconv.Itoa(d.port))
+		out, err = c.CombinedOutput()
+		parts = strings.Split(string(out), "---")
+		if err != nil || len(parts) != 2 || !strings.Contains(parts[0], "192.0.2.77") || strings.Contains(parts[1], "192.0.2.77") || strings.Contains(parts[1], "exit=0") {
+			t.Fatalf("want the lookup through 10.0.2.3 to work and the one through 10.0.2.2 to fail: %v:\n%s", err, out)
+		}
+		if n := d.queries.Load() - before; n != 1 {
+			t.Errorf("the host server saw %d queries, want 1 (through 10.0.2.3 only)", n)
 		}
 		checkClean(t, tmp)
 	})
