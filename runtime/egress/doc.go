@@ -51,8 +51,8 @@
 // # The host's loopback and DNS
 //
 // The guest's gateway (10.0.2.2 in slirp's layout) reaches the host's
-// 127.0.0.1 on the ports of HostPorts only (Policy.HostPort), and a deny
-// rule covering 127.0.0.1:PORT still wins. The guest's DNS address
+// 127.0.0.1 on the host ports given to New only (Policy.HostPort), and a
+// deny rule covering 127.0.0.1:PORT still wins. The guest's DNS address
 // (10.0.2.3:53) reaches only the configured resolver (Policy.Resolver),
 // which is the one exception to the default deny list: a resolver on the
 // host's loopback (systemd-resolved's 127.0.0.53) or a private network is
