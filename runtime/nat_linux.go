@@ -75,9 +75,13 @@ const (
 	natDNSEnv = "GVX_NAT_DNS"
 )
 
-// natUDPIdle closes a UDP flow without traffic either way for this long
-// (a variable for tests).
-var natUDPIdle = 60 * time.Second
+// natUDPIdle closes a UDP flow without traffic either way for this long,
+// natDNSIdle a flow to the DNS address (one per lookup, often: they must
+// not hold relay slots for a minute) (variables for tests).
+var (
+	natUDPIdle = 60 * time.Second
+	natDNSIdle = 5 * time.Second
+)
 
 // The guest's view, as slirp lays it out.
 var (
@@ -615,11 +619,17 @@ func splice(a, b halfCloser) {
 }
 
 // forwardUDP relays one UDP flow (guest address and port to destination)
-// through a connected host socket until it idles for natUDPIdle.
+// through a connected host socket until it idles for natUDPIdle
+// (natDNSIdle for DNS).
 func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
-	target, ok := n.target(r.ID())
+	id := r.ID()
+	target, ok := n.target(id)
 	if !ok {
 		return false
+	}
+	idle := natUDPIdle
+	if id.LocalAddress == tcpip.AddrFrom4Slice(natDNSIP) {
+		idle = natDNSIdle
 	}
 	release, ok := n.reserve()
 	if !ok {
@@ -645,7 +655,6 @@ func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
 		}
 		defer untrack()
 		defer hc.Close()
-		idle := natUDPIdle
 		var last atomic.Int64 // UnixNano of the last datagram either way
 		last.Store(time.Now().UnixNano())
 		relay := func(dst, src net.Conn) {

@@ -737,3 +737,47 @@ func TestNATRelayCap(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestNATDNSFlowIdle: a DNS flow (to 10.0.2.3:53) gives its relay slot
+// back after natDNSIdle, long before natUDPIdle.
+func TestNATDNSFlowIdle(t *testing.T) {
+	defer func(d time.Duration) { natDNSIdle = d }(natDNSIdle)
+	natDNSIdle = 200 * time.Millisecond
+	echo, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			m, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:m], from)
+		}
+	}()
+	g, n := natPair(t, echo.LocalAddr().String(), natConfig{})
+	uc, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(natDNSIP), Port: 53}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	uc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := uc.Write([]byte("query")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := uc.Read(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	relays := func() int { n.mu.Lock(); defer n.mu.Unlock(); return n.relays }
+	if relays() != 1 {
+		t.Fatalf("%d relays, want 1", relays())
+	}
+	for deadline := time.Now().Add(5 * time.Second); relays() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the DNS flow still holds its relay slot")
+		}
+	}
+}
