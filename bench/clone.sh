@@ -31,7 +31,7 @@ trap cleanup EXIT
 truncate -s 8G "$work/xfs.img"
 mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 mkdir "$mnt"
-mount -o loop "$work/xfs.img" "$mnt"
+mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
 CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
 gvx=$work/gvx-vol
 

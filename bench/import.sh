@@ -140,7 +140,7 @@ check() {
 		echo "   gvx-vol fsck: findings (exit $?):"
 		head -10 "$base.fsck" | sed 's/^/      /'
 	fi
-	mount -o loop,ro "$img" "$mnt"
+	mount -o loop,ro,nosuid,nodev "$img" "$mnt"
 	listing "$mnt" >"$base.list"
 	mtimes "$mnt" >"$base.mtimes"
 	xattrs "$mnt" >"$base.xattrs"

@@ -48,7 +48,7 @@ export GVX_CACHE_DIR=$work/cache GVX_CACHE=$work/cache GVX_RUNGV=$work/rungv
 truncate -s 32G "$work/xfs.img"
 mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 mkdir "$mnt"
-mount -o loop "$work/xfs.img" "$mnt"
+mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
 
 t0=$(date +%s%N)
 "$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/hello.tar" --load "$work/tars/tools.tar" \

@@ -47,7 +47,7 @@ export GVX_CACHE_DIR=$work/cache
 truncate -s 16G "$work/xfs.img"
 mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 mkdir "$mnt"
-mount -o loop "$work/xfs.img" "$mnt"
+mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
 
 tar -C "$(dirname "$content")" -cf "$work/content.tar" "$(basename "$content")"
 echo "== golden volume: $size, holding $content ($(du -sh --apparent-size "$work/content.tar" | cut -f1) tar, $(tar -tf "$work/content.tar" | wc -l) entries)"

@@ -71,7 +71,7 @@ func hostileImage(t *testing.T, prof Profile, spec treeSpec) (*Builder, string) 
 func mount(t *testing.T, img string) string {
 	t.Helper()
 	mnt := t.TempDir()
-	run(t, "mount", "-t", "erofs", "-o", "loop,ro", img, mnt)
+	run(t, "mount", "-t", "erofs", "-o", "loop,ro,nosuid,nodev", img, mnt)
 	t.Cleanup(func() {
 		// A reader may still hold a handle for a moment: retry, and as
 		// a last resort detach lazily (the loop device goes when freed)

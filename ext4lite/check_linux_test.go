@@ -185,7 +185,7 @@ func TestCheckKernelWritten(t *testing.T) {
 				img = ckMkfs(t, size, "")
 			}
 			mnt := t.TempDir()
-			if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+			if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop,nosuid,nodev", img, mnt).CombinedOutput(); err != nil {
 				t.Fatalf("mount: %v\n%s", err, out)
 			}
 			mounted := true

@@ -51,7 +51,7 @@ func needRoot(t testing.TB) {
 func mount(t testing.TB, img string, opts string) string {
 	t.Helper()
 	dir := t.TempDir()
-	args := []string{"-t", "ext4", "-o", "loop," + opts, img, dir}
+	args := []string{"-t", "ext4", "-o", "loop,nosuid,nodev," + opts, img, dir}
 	if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
 		t.Fatalf("mount %v: %v\n%s", args, err, out)
 	}

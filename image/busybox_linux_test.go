@@ -42,7 +42,7 @@ func TestBusyboxBoots(t *testing.T) {
 		t.Skip("needs root to loop-mount the image and chroot into it")
 	}
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro", res.EROFS, mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro,nosuid,nodev", res.EROFS, mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {

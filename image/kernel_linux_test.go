@@ -49,7 +49,7 @@ func TestKernelReadsFlattened(t *testing.T) {
 				t.Skip("needs root to loop-mount EROFS images")
 			}
 			mnt := t.TempDir()
-			if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro", res.EROFS, mnt).CombinedOutput(); err != nil {
+			if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro,nosuid,nodev", res.EROFS, mnt).CombinedOutput(); err != nil {
 				t.Fatalf("mount: %v\n%s", err, out)
 			}
 			d := hostdir.New(mnt)

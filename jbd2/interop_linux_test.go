@@ -277,7 +277,7 @@ func kernelReplays(t *testing.T, img, name string, want []byte) {
 	cp := filepath.Join(t.TempDir(), "kernel.img")
 	copyFile(t, img, cp)
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-o", "loop", cp, mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-o", "loop,nosuid,nodev", cp, mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount of our dirty journal: %v\n%s", err, out)
 	}
 	got, rerr := os.ReadFile(filepath.Join(mnt, name))

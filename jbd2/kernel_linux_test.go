@@ -28,7 +28,7 @@ func TestInteropRecoverKernelJournal(t *testing.T) {
 func kernelJournal(t *testing.T, bs int) {
 	img := mkfsImageBS(t, bs)
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-o", "loop,nosuid,nodev", img, mnt).CombinedOutput(); err != nil {
 		t.Skipf("loop mount unavailable: %v\n%s", err, out)
 	}
 	mounted := true

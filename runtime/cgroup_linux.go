@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,15 +35,51 @@ const cgroupsEnv = "GVX_CGROUPS"
 // episodeCgroup is the host cgroup directories of one episode (one per
 // v1 hierarchy, or one v2 directory).
 type episodeCgroup struct {
-	dirs []string
-	desc string // "cgroup v2 (memory, cpu)"
+	dirs    []string
+	desc    string   // "cgroup v2 (memory, cpu)"
+	version string   // "cgroup v2" or "cgroup v1"
+	ctrls   []string // the controllers it sets limits with
 }
 
-// newEpisodeCgroup makes the episode's cgroup with memBytes and cpus as
-// limits (0: none), or returns nil when this process may not (no error:
-// the Sentry's limits still apply).
-func newEpisodeCgroup(id string, memBytes int64, cpus float64) (*episodeCgroup, error) {
-	if memBytes <= 0 && cpus <= 0 {
+// cgroupLimit is one controller's settings, in v1 and v2 file names
+// (written in order).
+type cgroupLimit struct {
+	ctrl   string
+	v1, v2 [][2]string
+}
+
+// episodeLimits are the settings for memBytes, cpus and pids (0: none).
+func episodeLimits(memBytes int64, cpus float64, pids int) []cgroupLimit {
+	var ls []cgroupLimit
+	if memBytes > 0 {
+		n := strconv.FormatInt(memBytes, 10)
+		ls = append(ls, cgroupLimit{"memory", [][2]string{{"memory.limit_in_bytes", n}}, [][2]string{{"memory.max", n}}})
+	}
+	if cpus > 0 {
+		q := strconv.FormatInt(int64(cpus*100000), 10)
+		ls = append(ls, cgroupLimit{"cpu", [][2]string{{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", q}}, [][2]string{{"cpu.max", q + " 100000"}}})
+	}
+	if pids > 0 {
+		n := strconv.Itoa(pids)
+		ls = append(ls, cgroupLimit{"pids", [][2]string{{"pids.max", n}}, [][2]string{{"pids.max", n}}})
+	}
+	return ls
+}
+
+// newEpisodeCgroup makes the episode's cgroup with memBytes, cpus and
+// pids as limits (0: none), or returns nil when this process may not (no
+// error: the caller decides what that means for each limit). Where the
+// pids controller alone is missing, the cgroup is made without it.
+func newEpisodeCgroup(id string, memBytes int64, cpus float64, pids int) (*episodeCgroup, error) {
+	cg, err := makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, pids))
+	if cg == nil && err == nil && pids > 0 && (memBytes > 0 || cpus > 0) {
+		return makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, 0))
+	}
+	return cg, err
+}
+
+func makeEpisodeCgroup(id string, limits []cgroupLimit) (*episodeCgroup, error) {
+	if len(limits) == 0 {
 		return nil, nil
 	}
 	mounts, err := cgroupMounts()
@@ -65,62 +100,63 @@ func newEpisodeCgroup(id string, memBytes int64, cpus float64) (*episodeCgroup, 
 		return nil, err
 	}
 	name := "gvx-" + id
-	if v2, ok := mounts[""]; ok && v2HasControllers(filepath.Join(v2, own[""]), memBytes > 0, cpus > 0) {
+	var want []string
+	for _, l := range limits {
+		want = append(want, l.ctrl)
+	}
+	if v2, ok := mounts[""]; ok && v2HasControllers(filepath.Join(v2, own[""]), want) {
 		dir := filepath.Join(v2, own[""], name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fail(err)
 		}
 		cg.dirs = append(cg.dirs, dir)
-		if memBytes > 0 {
-			if err := writeCgroup(dir, "memory.max", strconv.FormatInt(memBytes, 10)); err != nil {
-				return fail(err)
+		for _, l := range limits {
+			for _, kv := range l.v2 {
+				if err := writeCgroup(dir, kv[0], kv[1]); err != nil {
+					return fail(err)
+				}
 			}
-			ctrls = append(ctrls, "memory")
-		}
-		if cpus > 0 {
-			if err := writeCgroup(dir, "cpu.max", fmt.Sprintf("%d 100000", int64(cpus*100000))); err != nil {
-				return fail(err)
-			}
-			ctrls = append(ctrls, "cpu")
+			ctrls = append(ctrls, l.ctrl)
 		}
 		cg.desc = "cgroup v2 (" + strings.Join(ctrls, ", ") + ")"
+		cg.version = "cgroup v2"
+		cg.ctrls = ctrls
 		return cg, nil
 	}
-	if memBytes > 0 {
-		mnt, ok := mounts["memory"]
+	for _, l := range limits {
+		mnt, ok := mounts[l.ctrl]
 		if !ok {
 			return fail(fs.ErrNotExist)
 		}
-		dir := filepath.Join(mnt, own["memory"], name)
+		dir := filepath.Join(mnt, own[l.ctrl], name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fail(err)
 		}
 		cg.dirs = append(cg.dirs, dir)
-		if err := writeCgroup(dir, "memory.limit_in_bytes", strconv.FormatInt(memBytes, 10)); err != nil {
-			return fail(err)
+		for _, kv := range l.v1 {
+			if err := writeCgroup(dir, kv[0], kv[1]); err != nil {
+				return fail(err)
+			}
 		}
-		ctrls = append(ctrls, "memory")
-	}
-	if cpus > 0 {
-		mnt, ok := mounts["cpu"]
-		if !ok {
-			return fail(fs.ErrNotExist)
-		}
-		dir := filepath.Join(mnt, own["cpu"], name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return fail(err)
-		}
-		cg.dirs = append(cg.dirs, dir)
-		if err := writeCgroup(dir, "cpu.cfs_period_us", "100000"); err != nil {
-			return fail(err)
-		}
-		if err := writeCgroup(dir, "cpu.cfs_quota_us", strconv.FormatInt(int64(cpus*100000), 10)); err != nil {
-			return fail(err)
-		}
-		ctrls = append(ctrls, "cpu")
+		ctrls = append(ctrls, l.ctrl)
 	}
 	cg.desc = "cgroup v1 (" + strings.Join(ctrls, ", ") + ")"
+	cg.version = "cgroup v1"
+	cg.ctrls = ctrls
 	return cg, nil
+}
+
+// has tells whether the cgroup enforces controller ctrl.
+func (c *episodeCgroup) has(ctrl string) bool {
+	if c == nil {
+		return false
+	}
+	for _, x := range c.ctrls {
+		if x == ctrl {
+			return true
+		}
+	}
+	return false
 }
 
 // add moves pid into every directory of the cgroup.
@@ -141,6 +177,9 @@ func (c *episodeCgroup) env() string {
 
 // remove removes the directories (already empty of processes).
 func (c *episodeCgroup) remove() {
+	if c == nil {
+		return
+	}
 	for _, d := range c.dirs {
 		_ = os.Remove(d)
 	}
@@ -197,7 +236,7 @@ func cgroupMounts() (map[string]string, error) {
 			}
 		case "cgroup":
 			for _, o := range strings.Split(qf[2], ",") {
-				if o == "memory" || o == "cpu" {
+				if o == "memory" || o == "cpu" || o == "pids" {
 					if _, seen := out[o]; !seen {
 						out[o] = pf[4]
 					}
@@ -232,9 +271,9 @@ func ownCgroups() (map[string]string, error) {
 	return out, nil
 }
 
-// v2HasControllers tells whether children of the v2 cgroup dir get the
-// memory and/or cpu controllers (its cgroup.subtree_control lists them).
-func v2HasControllers(dir string, memory, cpu bool) bool {
+// v2HasControllers tells whether children of the v2 cgroup dir get every
+// controller in want (its cgroup.subtree_control lists them).
+func v2HasControllers(dir string, want []string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if err != nil {
 		return false
@@ -243,5 +282,10 @@ func v2HasControllers(dir string, memory, cpu bool) bool {
 	for _, c := range strings.Fields(string(b)) {
 		have[c] = true
 	}
-	return (!memory || have["memory"]) && (!cpu || have["cpu"])
+	for _, c := range want {
+		if !have[c] {
+			return false
+		}
+	}
+	return true
 }

@@ -37,6 +37,13 @@ func inherit(cmd *exec.Cmd, env string, files []*os.File) {
 	cmd.Env = append(cmd.Env, env+"="+strings.Join(fds, ","))
 }
 
+// closeInheritedOnExec marks every descriptor from 3 up close-on-exec: a
+// process of the tree passes on only what it names in ExtraFiles, never
+// what it inherited (the state lock, the sync pipe, the NAT socket).
+func closeInheritedOnExec() {
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
 // inherited returns the files env names (and unsets it).
 func inherited(env string) ([]*os.File, error) {
 	v := os.Getenv(env)

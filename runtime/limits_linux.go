@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,4 +94,28 @@ func patchBootArgs(args []string) []string {
 		out = append(out, last)
 	}
 	return out
+}
+
+// pidsLimitEnv passes the episode's pids limit to the supervisor.
+const pidsLimitEnv = "GVX_PIDS_LIMIT"
+
+// limitPids is the supervisor's first act: RLIMIT_NPROC (soft and hard)
+// from pidsLimitEnv. The supervisor runs in the episode's new user
+// namespace, and the kernel counts RLIMIT_NPROC per user namespace (since
+// Linux 5.14, ucounts): every task it and its descendants make — init,
+// runsc, the sandbox and gofer in their nested namespaces, the systrap
+// stubs of every guest process — counts against this one limit, whatever
+// the caller's uid. Nothing in the episode can raise it again (that needs
+// CAP_SYS_RESOURCE in the initial user namespace).
+func limitPids() error {
+	v := os.Getenv(pidsLimitEnv)
+	os.Unsetenv(pidsLimitEnv)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return fmt.Errorf("bad %s=%q", pidsLimitEnv, v)
+	}
+	return unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n})
 }

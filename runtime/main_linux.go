@@ -23,6 +23,9 @@ func Main(ours func()) {
 		fmt.Fprintln(os.Stderr, "rungv: this binary was built with cgo; gVisor's sandbox cannot start from it. Rebuild with CGO_ENABLED=0.")
 		os.Exit(125)
 	}
+	if len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) {
+		closeInheritedOnExec()
+	}
 	if len(os.Args) > 2 && os.Args[1] == superviseCmd {
 		os.Exit(supervise(os.Args[2], os.Args[3:]))
 	}

@@ -130,7 +130,34 @@ type StartInfo struct {
 	// Limits says who enforces MemoryBytes and CPUs: "sentry", or
 	// "sentry + cgroup v1 (memory, cpu)" and the like; "" without limits.
 	Limits string
+	// Enforcement says, for each limit in force ("memory", "cpus",
+	// "pids"), what enforces it on the host: "cgroup v2", "cgroup v1",
+	// "rlimit (user namespace)", or "sentry only (best effort)".
+	Enforcement map[string]string
 }
+
+// LimitsPolicy says what Run does when a limit cannot be enforced on the
+// host.
+type LimitsPolicy string
+
+// Limits policies.
+const (
+	// LimitsStrict (the default) refuses to start an episode whose
+	// memory or CPU limit nothing on the host would enforce (no cgroup
+	// may be made: not root, no delegated cgroup v2 subtree).
+	LimitsStrict LimitsPolicy = "strict"
+	// LimitsBestEffort starts it anyway, with the Sentry's own shaping
+	// (what the guest sees) as the only bound, and says so.
+	LimitsBestEffort LimitsPolicy = "best-effort"
+)
+
+// DefaultPidsLimit bounds the host tasks (processes and threads: the
+// Sentry's, its stubs', the gofer's) one episode may have, when
+// Options.PidsLimit is 0.
+const DefaultPidsLimit = 4096
+
+// ErrLimits reports a limit that nothing on this host would enforce.
+var ErrLimits = errors.New("rungv: limit not enforceable here")
 
 // Options describe one episode, with docker run's meaning.
 type Options struct {
@@ -180,6 +207,15 @@ type Options struct {
 	// the episode ends.
 	MemoryBytes int64
 	CPUs        float64
+	// PidsLimit bounds the episode's host tasks (0: DefaultPidsLimit;
+	// negative: no limit): RLIMIT_NPROC in the episode's own user
+	// namespace, which the kernel counts for that namespace alone, so it
+	// holds as root and as any user. A guest fork bomb then gets EAGAIN
+	// inside the sandbox instead of filling the host's PID space.
+	PidsLimit int
+	// Limits is what to do when MemoryBytes or CPUs cannot be enforced on
+	// the host ("": LimitsStrict).
+	Limits LimitsPolicy
 	// OnStart, when set, is called once the episode is about to start.
 	OnStart func(StartInfo)
 

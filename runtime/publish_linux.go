@@ -192,15 +192,20 @@ func (p *publisher) closeGuestFiles() {
 	}
 }
 
-// socketsEnv is publishedSocketsEnv's value.
-func (p *publisher) socketsEnv() string {
-	var list []publishedSocket
+// sockets are the unix socket files this publisher created.
+func (p *publisher) sockets() []publishedSocket {
+	list := []publishedSocket{}
 	for _, pp := range p.ports {
 		if pp.ino != 0 {
 			list = append(list, publishedSocket{pp.dev, pp.ino, pp.port.HostSocket})
 		}
 	}
-	b, _ := json.Marshal(list)
+	return list
+}
+
+// socketsEnv is publishedSocketsEnv's value.
+func (p *publisher) socketsEnv() string {
+	b, _ := json.Marshal(p.sockets())
 	return string(b)
 }
 

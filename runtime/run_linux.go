@@ -48,11 +48,16 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := o.checkNAT(); err != nil {
 		return 0, err
 	}
-	state, err := os.MkdirTemp("", "rungv-")
+	sweepStale()
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	id := hex.EncodeToString(rnd[:])
+	state, lock, err := newStateDir(id)
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(state)
+	defer lock.Close()
 	vols, err := openVolumes(o.Mounts)
 	if err != nil {
 		return 0, err
@@ -67,10 +72,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	defer pub.Close()
-	ep, err := prepare(ctx, &o, state)
+	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
+		return 0, err
+	}
+	ep, err := prepare(ctx, &o, state, id)
 	if err != nil {
 		return 0, err
 	}
+	ep.lock = lock
 	return ep.run(ctx, &o, pub, vols)
 }
 
@@ -154,11 +163,12 @@ func openVolume(m Mount) (*os.File, error) {
 type episode struct {
 	id        string
 	state     string
+	lock      *os.File // the state directory's, for the supervisor
 	runscArgs []string
 }
 
 // prepare resolves the image and writes the bundle into state.
-func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
+func prepare(ctx context.Context, o *Options, state, id string) (*episode, error) {
 	img, err := resolveImage(ctx, o.Image, o.CacheDir, state)
 	if err != nil {
 		return nil, err
@@ -176,9 +186,6 @@ func prepare(ctx context.Context, o *Options, state string) (*episode, error) {
 	if im, err := erofs.Open(f, st.Size()); err == nil {
 		src = im
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	id := hex.EncodeToString(rnd[:])
 	bundle := filepath.Join(state, "bundle")
 	rootDir := filepath.Join(bundle, "rootfs")
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
@@ -388,22 +395,66 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		js, _ := json.Marshal(paths)
 		cmd.Env = append(cmd.Env, volumePathsEnv+"="+string(js))
 	}
-	cg, err := newEpisodeCgroup(ep.id, o.MemoryBytes, o.CPUs)
+	pids := o.PidsLimit
+	if pids == 0 {
+		pids = DefaultPidsLimit
+	}
+	cg, err := newEpisodeCgroup(ep.id, o.MemoryBytes, o.CPUs, max(pids, 0))
 	if err != nil {
 		syncR.Close()
-		return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+		return 0, fmt.Errorf("limits: host cgroup: %w", err)
 	}
 	if cg != nil {
 		cmd.Env = append(cmd.Env, cg.env())
+		if err := writeStateJSON(ep.state, stateCgroups, cg.dirs); err != nil {
+			cg.remove()
+			syncR.Close()
+			return 0, err
+		}
 	}
-	if o.OnStart != nil {
-		info := StartInfo{}
-		if o.MemoryBytes > 0 || o.CPUs > 0 {
-			info.Limits = "sentry"
-			if cg != nil {
-				info.Limits += " + " + cg.desc
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
+	info := StartInfo{Enforcement: map[string]string{}}
+	if pids > 0 {
+		// RLIMIT_NPROC always (the kernel exempts only real root's
+		// tasks from it, and a cgroup holds those).
+		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(pids))
+		switch {
+		case cg.has("pids"):
+			info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
+		case os.Getuid() == 0:
+			cg.remove()
+			syncR.Close()
+			return 0, fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here, and the kernel exempts root from RLIMIT_NPROC: give --pids-limit -1 to run unlimited", ErrLimits)
+		default:
+			info.Enforcement["pids"] = "rlimit (user namespace)"
+		}
+	}
+	if o.MemoryBytes > 0 || o.CPUs > 0 {
+		info.Limits = "sentry"
+		if cg != nil {
+			info.Limits += " + " + cg.desc
+		}
+		unenforced := false
+		for _, l := range []struct {
+			name, ctrl string
+			set        bool
+		}{{"memory", "memory", o.MemoryBytes > 0}, {"cpus", "cpu", o.CPUs > 0}} {
+			switch {
+			case !l.set:
+			case cg.has(l.ctrl):
+				info.Enforcement[l.name] = cg.version
+			default:
+				info.Enforcement[l.name] = "sentry only (best effort)"
+				unenforced = true
 			}
 		}
+		if unenforced && o.Limits != LimitsBestEffort {
+			cg.remove()
+			syncR.Close()
+			return 0, fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits)
+		}
+	}
+	if o.OnStart != nil {
 		o.OnStart(info)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{

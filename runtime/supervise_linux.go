@@ -25,6 +25,10 @@ const superviseCmd = "_gvx-supervise"
 func supervise(state string, args []string) int {
 	defer os.RemoveAll(state)
 	defer leaveCgroups() // the episode's host cgroup, if it has one
+	if err := limitPids(); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
+		return 125
+	}
 	defer removePublishedSockets(os.Getenv(publishedSocketsEnv))
 	os.Unsetenv(publishedSocketsEnv)
 	pass, err := inherited(passFDsEnv)

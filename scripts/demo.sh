@@ -67,7 +67,7 @@ if $root; then
 	truncate -s 16G "$work/xfs.img"
 	mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 	mkdir -p "$mnt"
-	mount -o loop "$work/xfs.img" "$mnt"
+	mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
 	dest=$mnt/episodes
 	mode=always
 	golden=$mnt/golden.ext4

@@ -85,10 +85,17 @@ type Port struct {
 	GuestPort  int
 }
 
-// Resources shape what the guest sees. Zero means the host's.
+// Resources bound what the episode costs the host (and shape what the
+// guest sees). Zero means the host's, except PidsLimit (0: rungv's default,
+// 4096 host tasks; negative: none).
 type Resources struct {
 	MemoryBytes int64
 	CPUMillis   int64 // 1000 = one CPU
+	PidsLimit   int
+	// BestEffort starts an episode whose memory or CPU limit no host
+	// cgroup would enforce (rungv --limits best-effort); without it such
+	// an episode is refused.
+	BestEffort bool
 }
 
 // Config describes one episode. Its fields mean what the matching
@@ -327,6 +334,15 @@ func (c *Config) args() ([]string, error) {
 	}
 	if c.Resources.CPUMillis > 0 {
 		a = append(a, "--cpus="+strconv.FormatFloat(float64(c.Resources.CPUMillis)/1000, 'f', -1, 64))
+	}
+	if n := c.Resources.PidsLimit; n != 0 {
+		if n < 0 {
+			n = -1
+		}
+		a = append(a, "--pids-limit="+strconv.Itoa(n))
+	}
+	if c.Resources.BestEffort {
+		a = append(a, "--limits=best-effort")
 	}
 	for i, m := range c.Mounts {
 		s, err := m.flag()

@@ -63,7 +63,7 @@ func Mount(t testing.TB, kind string) string {
 		if out, err := exec.Command(mkfs[0], append(mkfs[1:], img)...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(mkfs, " "), err, out)
 		}
-		args = []string{"-o", "loop", img, mnt}
+		args = []string{"-o", "loop,nosuid,nodev", img, mnt}
 		t.Cleanup(func() {
 			// mount -o loop sets autoclear; detach anything left anyway.
 			out, _ := exec.Command("losetup", "-j", img).Output()

@@ -254,11 +254,10 @@ func (o *options) runDaemon(ctx context.Context, vol string, loads []string) (*r
 		Mounts:        []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/var/lib/docker"}},
 		Resources:     gvx.Resources{MemoryBytes: o.memory},
 	}
-	// Each tar's directory is bind-mounted read-only; the guest loads
-	// /gvx-golden/load/N/NAME.
+	// Each tar itself (never its directory) is bind-mounted read-only;
+	// the guest loads /gvx-golden/load/N/NAME.
 	var guestLoads []string
-	dirs := map[string]string{}
-	for _, l := range loads {
+	for i, l := range loads {
 		abs, err := filepath.Abs(l)
 		if err != nil {
 			return nil, err
@@ -268,14 +267,9 @@ func (o *options) runDaemon(ctx context.Context, vol string, loads []string) (*r
 		} else if !st.Mode().IsRegular() {
 			return nil, fmt.Errorf("--load %s: not a regular file", l)
 		}
-		d := filepath.Dir(abs)
-		g, ok := dirs[d]
-		if !ok {
-			g = fmt.Sprintf("/gvx-golden/load/%d", len(dirs))
-			dirs[d] = g
-			cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountBind, ImagePath: d, GuestPath: g, ReadOnly: true})
-		}
-		guestLoads = append(guestLoads, g+"/"+filepath.Base(abs))
+		g := fmt.Sprintf("/gvx-golden/load/%d/%s", i, filepath.Base(abs))
+		cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountBind, ImagePath: abs, GuestPath: g, ReadOnly: true})
+		guestLoads = append(guestLoads, g)
 	}
 	readySecs := o.readySecs
 	if readySecs <= 0 {

@@ -224,7 +224,7 @@ func hostDockerd(t *testing.T, work, golden string, images []string, run, want m
 			t.Errorf("losetup -d %s: %v %s", loop, err, out)
 		}
 	})
-	if out, err := exec.Command("mount", "-t", "ext4", loop, dataRoot).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "ext4", "-o", "nosuid,nodev", loop, dataRoot).CombinedOutput(); err != nil {
 		t.Fatalf("mount %s: %v %s", loop, err, out)
 	}
 	t.Cleanup(func() { unmountAll(t, dataRoot) })

@@ -22,7 +22,7 @@ func createCommand() *cli.Command {
 (64bit, extents, flex_bg, metadata_csum, dir_index, huge_file, dir_nlink,
 extra_isize, has_journal), 4 KiB blocks and a journal. The file is sparse:
 it takes only the space its metadata and data use. Linux mounts it
-(mount -o loop FILE DIR) and e2fsck -fn passes.
+(mount -o loop,nosuid,nodev FILE DIR) and e2fsck -fn passes.
 
 --from fills the volume from a host directory (owners, modes, xattrs incl.
 trusted.*, devices, hard links, nanosecond times kept — run as root to keep

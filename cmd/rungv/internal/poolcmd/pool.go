@@ -62,6 +62,8 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 125 for bad options.`,
 		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let NAT guests reach the host's 127.0.0.1:`PORT` as 10.0.2.2:PORT (repeatable)"},
 		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows each NAT guest holds at once"},
 		&cli.Int64Flag{Name: "memory-bytes", Usage: "memory each guest sees, in bytes"},
+		&cli.IntFlag{Name: "pids-limit", Usage: "host tasks each episode may have (0: rungv run's default, 4096; -1: none)"},
+		&cli.StringFlag{Name: "limits", Value: "strict", Usage: "strict: refuse memory/CPU limits no host cgroup would enforce; best-effort: run them anyway"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs each guest sees"},
 		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
 	},
@@ -117,6 +119,9 @@ func run(c *cli.Context) error {
 	if c.NArg() < 1 {
 		return bad("IMAGE is required (try: rungv pool --golden G.ext4 --scratch DIR -n 4 -j 4 oci:DIR sh -c 'ls /var/lib/docker')")
 	}
+	if l := c.String("limits"); l != "strict" && l != "best-effort" {
+		return bad("--limits must be strict or best-effort")
+	}
 	n, j := c.Int("episodes"), c.Int("parallel")
 	if n < 1 || j < 1 {
 		return bad("-n and -j must be at least 1")
@@ -130,12 +135,13 @@ func run(c *cli.Context) error {
 		return bad("cannot find this rungv binary: %v", err)
 	}
 	base := gvx.Config{
-		Rungv:     self,
-		OCIImage:  c.Args().First(),
-		Cmd:       c.Args().Tail(),
-		Envv:      c.StringSlice("env"),
-		Platform:  gvx.Platform(c.String("platform")),
-		Resources: gvx.Resources{MemoryBytes: c.Int64("memory-bytes"), CPUMillis: int64(c.Float64("cpus") * 1000)},
+		Rungv:    self,
+		OCIImage: c.Args().First(),
+		Cmd:      c.Args().Tail(),
+		Envv:     c.StringSlice("env"),
+		Platform: gvx.Platform(c.String("platform")),
+		Resources: gvx.Resources{MemoryBytes: c.Int64("memory-bytes"), CPUMillis: int64(c.Float64("cpus") * 1000),
+			PidsLimit: c.Int("pids-limit"), BestEffort: c.String("limits") == "best-effort"},
 	}
 	switch c.String("network") {
 	case "none":

@@ -91,6 +91,8 @@ Examples:
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host: `unix:HOSTSOCK:GUESTPORT` or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
+		&cli.IntFlag{Name: "pids-limit", Usage: "host tasks (processes and threads) the whole episode may have; -1: no limit", Value: runtime.DefaultPidsLimit},
+		&cli.StringFlag{Name: "limits", Value: string(runtime.LimitsStrict), Usage: "strict: refuse -m/--cpus that no host cgroup would enforce (not root, no delegated cgroup v2); best-effort: start anyway, bounded by the Sentry only"},
 		&cli.BoolFlag{Name: "privileged", Value: true, Usage: "give the guest every capability and /sys/fs/cgroup, for docker:dind (capabilities of gVisor's Sentry, not the host's); --privileged=false gives docker's default set"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "keep stdin attached (always done; accepted for docker compatibility)"},
 		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
@@ -120,17 +122,19 @@ func run(c *cli.Context) error {
 
 // event is one --json line.
 type event struct {
-	Event    string   `json:"event"` // start, volume-created, exit, error
-	Time     string   `json:"time"`
-	Image    string   `json:"image,omitempty"`
-	Network  string   `json:"network,omitempty"`
-	Volumes  []string `json:"volumes,omitempty"`
-	Limits   string   `json:"limits,omitempty"` // who enforces -m/--cpus
-	Path     string   `json:"path,omitempty"`
-	Bytes    int64    `json:"bytes,omitempty"`
-	ExitCode *int     `json:"exit_code,omitempty"`
-	Seconds  float64  `json:"seconds,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	Event   string   `json:"event"` // start, volume-created, exit, error
+	Time    string   `json:"time"`
+	Image   string   `json:"image,omitempty"`
+	Network string   `json:"network,omitempty"`
+	Volumes []string `json:"volumes,omitempty"`
+	Limits  string   `json:"limits,omitempty"` // who enforces -m/--cpus
+	// Enforcement names what enforces each limit on the host.
+	Enforcement map[string]string `json:"enforcement,omitempty"`
+	Path        string            `json:"path,omitempty"`
+	Bytes       int64             `json:"bytes,omitempty"`
+	ExitCode    *int              `json:"exit_code,omitempty"`
+	Seconds     float64           `json:"seconds,omitempty"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // reporter writes rungv's own messages: JSON events with --json, text
@@ -276,6 +280,16 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		}
 		o.MemoryBytes = n
 	}
+	o.PidsLimit = c.Int("pids-limit")
+	if o.PidsLimit == 0 {
+		return cli.Exit("rungv run: --pids-limit 0: give a positive limit, or -1 for none", 125)
+	}
+	switch l := runtime.LimitsPolicy(c.String("limits")); l {
+	case runtime.LimitsStrict, runtime.LimitsBestEffort:
+		o.Limits = l
+	default:
+		return cli.Exit(fmt.Sprintf("rungv run: --limits %q: want strict or best-effort", l), 125)
+	}
 	o.CacheDir = c.String("cache-dir")
 	if rep.level >= 2 && o.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")
@@ -292,7 +306,7 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		}
 	}
 	o.OnStart = func(info runtime.StartInfo) {
-		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols, Limits: info.Limits}, "")
+		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols, Limits: info.Limits, Enforcement: info.Enforcement}, "")
 		if info.Limits != "" && rep.level >= 2 {
 			fmt.Fprintf(c.App.ErrWriter, "rungv: -m/--cpus enforced by: %s\n", info.Limits)
 		}
