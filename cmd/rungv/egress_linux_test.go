@@ -71,6 +71,16 @@ func addNetns(t *testing.T) string {
 	return name
 }
 
+// inNetns is root running rungv in network namespace ns. nsenter, not ip
+// netns exec: that also remounts /sys, and rungv then finds no cgroupfs
+// for its limits.
+func inNetns(t *testing.T, ns string) user {
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("nsenter (util-linux) is missing")
+	}
+	return user{name: "root", wrap: []string{"nsenter", "--net=/run/netns/" + ns}}
+}
+
 // netnsHTTPD serves body as / with busybox httpd on port 80 of every
 // address of namespace ns, until t ends.
 func netnsHTTPD(t *testing.T, ns, body string) {
@@ -100,12 +110,12 @@ func netnsHTTPD(t *testing.T, ns, body string) {
 // holds 169.254.169.254 (a stand-in cloud metadata service), 10.99.0.1
 // (a private network), 198.51.100.1 (a host address in public space: only
 // the own-address rule refuses it) and lo, with one busybox httpd on port
-// 80 of all of them. rungv runs in that namespace (ip netns exec). By
+// 80 of all of them. rungv runs in that namespace (nsenter --net). By
 // default the guest reaches none of them, 10.0.2.2:80 (the namespace's
 // loopback) included; each allow opens only what it names.
 func TestNATEgressNetns(t *testing.T) {
 	ns := testNetns(t, "169.254.169.254/32", "10.99.0.1/32", "198.51.100.1/32")
-	in := user{name: "root", wrap: []string{"ip", "netns", "exec", ns}}
+	in := inNetns(t, ns)
 	netnsHTTPD(t, ns, "netns-secret")
 
 	targets := []string{"169.254.169.254", "10.0.2.2", "10.99.0.1", "198.51.100.1"}
@@ -170,7 +180,7 @@ func TestNATEgressOutsideWorld(t *testing.T) {
 		}
 	}
 	netnsHTTPD(t, b, "outside-world")
-	in := user{name: "root", wrap: []string{"ip", "netns", "exec", a}}
+	in := inNetns(t, a)
 	for _, c := range []struct {
 		flags []string
 		want  string
