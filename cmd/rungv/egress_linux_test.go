@@ -238,11 +238,13 @@ func main() {
 func TestNATFloodCapped(t *testing.T) {
 	need(t, asRoot)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(floodGuest), 0o644); err != nil {
-		t.Fatal(err)
+	for name, body := range map[string]string{"main.go": floodGuest, "go.mod": "module flood\n\ngo 1.21\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "flood"), "main.go")
-	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "flood"), ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the guest program: %v %s", err, out)
 	}
