@@ -71,7 +71,7 @@ Examples:
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory in the guest"},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
 		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
+		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G][,max-open=N][,allow-foreign]` (a missing volume file is created)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host: `unix:HOSTSOCK:GUESTPORT` or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
