@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"z.gfire.dev/gvx/runtime/egress"
@@ -66,6 +67,11 @@ type Mount struct {
 	// AllowForeignOwner lets a volume file owned by another uid than the
 	// caller's be mounted (--mount …,allow-foreign). Volumes only.
 	AllowForeignOwner bool
+	// MaxOpen bounds the files (and directories) the guest may hold open
+	// on the volume at once, what its server's memory grows with (0:
+	// volume.DefaultMaxOpen, 65536; --mount …,max-open=N). Past it, opens
+	// fail with ENFILE. Volumes only.
+	MaxOpen int64
 }
 
 // ParseMount parses docker's --mount syntax:
@@ -83,6 +89,12 @@ func ParseMount(s string) (Mount, error) {
 			m.Target = v
 		case "readonly", "ro":
 			m.ReadOnly = !hasV || v == "true" || v == "1"
+		case "max-open":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return m, fmt.Errorf("%w: --mount %q: max-open= wants a positive number", ErrBadOption, s)
+			}
+			m.MaxOpen = n
 		case "allow-foreign":
 			m.AllowForeignOwner = !hasV || v == "true" || v == "1"
 		case "size":
@@ -111,8 +123,8 @@ func ParseMount(s string) (Mount, error) {
 	if m.Size != 0 && m.Type != MountVolume {
 		return m, fmt.Errorf("%w: --mount %q: size= is for volumes", ErrBadOption, s)
 	}
-	if m.AllowForeignOwner && m.Type != MountVolume {
-		return m, fmt.Errorf("%w: --mount %q: allow-foreign is for volumes", ErrBadOption, s)
+	if (m.AllowForeignOwner || m.MaxOpen != 0) && m.Type != MountVolume {
+		return m, fmt.Errorf("%w: --mount %q: allow-foreign and max-open= are for volumes", ErrBadOption, s)
 	}
 	switch m.Type {
 	case MountVolume, MountBind, MountTmpfs:

@@ -221,7 +221,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 				return nil, err
 			}
 			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
-			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}) {
+			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, MaxOpen: m.MaxOpen}) {
 				spec.Annotations[k] = v
 			}
 		}

@@ -73,6 +73,20 @@ func TestKillAllLeavesNothingAfterNextStart(t *testing.T) {
 
 // childMentioning is a child of pid whose command line contains s, or 0.
 func childMentioning(pid int, s string) int {
+	for p, pp := range parents() {
+		if pp != pid {
+			continue
+		}
+		if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(cl, []byte(s)) {
+			return p
+		}
+	}
+	return 0
+}
+
+// parents maps every process to its parent, from /proc/PID/stat.
+func parents() map[int]int {
+	out := map[int]int{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
@@ -84,12 +98,12 @@ func childMentioning(pid int, s string) int {
 			continue
 		}
 		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+		if len(f) < 2 {
 			continue
 		}
-		if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(cl, []byte(s)) {
-			return p
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			out[p] = pp
 		}
 	}
-	return 0
+	return out
 }

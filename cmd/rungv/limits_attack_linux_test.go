@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -18,23 +17,8 @@ import (
 // systrap stubs (which have no command line) and the gofer.
 func treeTasks(pid int) int {
 	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil {
-			kids[pp] = append(kids[pp], p)
-		}
+	for p, pp := range parents() {
+		kids[pp] = append(kids[pp], p)
 	}
 	n := 0
 	for todo := []int{pid}; len(todo) > 0; {

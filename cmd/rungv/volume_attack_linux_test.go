@@ -94,3 +94,31 @@ func fileMD5(t *testing.T, p string) string {
 	defer f.Close()
 	return md5Of(t, f)
 }
+
+// TestVolumeOpenFilesBounded: a guest that holds files open on a volume by
+// the thousand is refused past the mount's max-open (ENFILE) instead of
+// growing the volume server without bound, and works again once it lets
+// go. The default is 65536 (runtime/volume.DefaultMaxOpen). The Sentry
+// keeps up to 1000 unused dentries cached, two FDs each, which count too.
+func TestVolumeOpenFilesBounded(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		vol := newVolume(t, u, 64<<20)
+		script := `ulimit -n 8192
+mkdir /d/many && cd /d/many
+i=0; while [ $i -lt 1500 ]; do : > f$i; i=$((i+1)); done
+tail -f f* >/dev/null 2>/tmp/err &
+sleep 2
+grep -c 'Too many open files in system' /tmp/err
+kill $!; wait
+cat f1499 f0 && echo reopened`
+		r := runRungv(t, u, tmp, "", "run", "--network", "none", "--mount", "type=volume,src="+vol+",dst=/d,max-open=2500", imageRef, "sh", "-c", script)
+		lines := strings.Fields(r.stdout)
+		if r.code != 0 || len(lines) != 2 || lines[0] == "0" || lines[1] != "reopened" {
+			t.Fatalf("exit %d, stdout %q, stderr %q: want ENFILE past max-open, then files open again", r.code, r.stdout, r.stderr)
+		}
+		t.Logf("opens refused past max-open=2500: %s of 1500", lines[0])
+		e2fsck(t, vol)
+		checkClean(t, tmp)
+	})
+}

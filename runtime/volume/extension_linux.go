@@ -31,6 +31,9 @@ type Spec struct {
 	Name     string `json:"name,omitempty"` // the caller's path of the file, for messages
 	Target   string `json:"dst"`            // guest path (the spec mount's Destination)
 	ReadOnly bool   `json:"ro,omitempty"`
+	// MaxOpen bounds the FDs the Sentry may hold on the mount (0:
+	// DefaultMaxOpen; see Conn.MaxOpen).
+	MaxOpen int64 `json:"max_open,omitempty"`
 }
 
 // Annotations returns the spec annotation that marks volume i for the
@@ -185,6 +188,7 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 			_ = vol.Close()
 			_ = f.Close()
 		})
+		conn.MaxOpen = v.MaxOpen
 		return conn, ConnectionOpts(ro), nil
 	}
 	return nil, lisafs.ConnectionOpts{}, nil

@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,6 +94,13 @@ func (v *Volume) Sync() error {
 // Conn implements lisafs.ConnectionImpl for one mount of a Volume.
 type Conn struct {
 	vol *Volume
+	// MaxOpen bounds the control and open FDs the Sentry may hold on this
+	// mount at once (0: DefaultMaxOpen): each costs the gofer memory, and
+	// a guest that opens files by the hundred thousand would otherwise
+	// grow it without bound. Past it, walks, creates and opens fail with
+	// ENFILE.
+	MaxOpen int64
+	open    atomic.Int64
 	// onUnmount runs when the mount's root FD is released (the sandbox
 	// is gone): it closes the volume.
 	onUnmount func()
@@ -100,6 +108,18 @@ type Conn struct {
 }
 
 var _ lisafs.ConnectionImpl = (*Conn)(nil)
+
+// DefaultMaxOpen is Conn.MaxOpen's default.
+const DefaultMaxOpen = 1 << 16
+
+// full tells whether another FD would pass MaxOpen.
+func (c *Conn) full() bool {
+	max := c.MaxOpen
+	if max <= 0 {
+		max = DefaultMaxOpen
+	}
+	return c.open.Load() >= max
+}
 
 // NewConn returns a connection implementation for vol; onUnmount (may be
 // nil) runs once the Sentry has released the mount.
@@ -245,6 +265,7 @@ func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *contr
 		}
 	})
 	fd.c.vol.fs.Ref(ino)
+	fd.c.open.Add(1)
 	cfd := &controlFD{c: fd.c, ino: ino}
 	cfd.ControlFD.Init(fd.Conn(), child, linux.FileMode(mode), cfd)
 	return cfd
@@ -253,6 +274,9 @@ func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *contr
 func (fd *controlFD) FD() *lisafs.ControlFD { return &fd.ControlFD }
 
 func (fd *controlFD) Close() {
+	if !fd.root {
+		fd.c.open.Add(-1)
+	}
 	fd.c.vol.mu.Lock()
 	if !fd.c.vol.closed {
 		_ = fd.c.vol.fs.Unref(fd.ino)
@@ -322,6 +346,9 @@ func pickTime(t linux.Timespec, now time.Time) time.Time {
 
 func (fd *controlFD) Walk(name string) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
+	if fd.c.full() {
+		return nil, lisafs.Statx{}, unix.ENFILE
+	}
 	ino, err := fd.c.vol.fs.Lookup(fd.ino, name)
 	if err != nil {
 		return nil, lisafs.Statx{}, errno(err)
@@ -383,6 +410,10 @@ func (fd *controlFD) Open(flags uint32) (*lisafs.OpenFD, int, error) {
 	default:
 		return nil, -1, unix.EPERM // devices, fifos and sockets are not opened through a volume
 	}
+	if fd.c.full() {
+		return nil, -1, unix.ENFILE
+	}
+	fd.c.open.Add(1)
 	ofd := &openFD{cfd: fd}
 	ofd.OpenFD.Init(fd.FD(), flags, ofd)
 	return ofd.FD(), -1, nil
@@ -390,6 +421,9 @@ func (fd *controlFD) Open(flags uint32) (*lisafs.OpenFD, int, error) {
 
 // create makes name in fd's directory from h, with the current time.
 func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Statx, error) {
+	if fd.c.full() {
+		return nil, lisafs.Statx{}, unix.ENFILE
+	}
 	now := time.Now()
 	h.Atime, h.Mtime, h.Ctime = now, now, now
 	fd.wrote()
@@ -418,6 +452,7 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
 	}
+	cfd.c.open.Add(1)
 	ofd := &openFD{cfd: cfd}
 	ofd.OpenFD.Init(cfd.FD(), flags, ofd)
 	return cfd.FD(), st, ofd.FD(), -1, nil
@@ -451,6 +486,9 @@ func (fd *controlFD) Link(dir lisafs.ControlFDImpl, name string) (*lisafs.Contro
 	d, ok := dir.(*controlFD)
 	if !ok || d.c.vol != fd.c.vol {
 		return nil, lisafs.Statx{}, unix.EXDEV
+	}
+	if fd.c.full() {
+		return nil, lisafs.Statx{}, unix.ENFILE
 	}
 	fd.wrote()
 	if err := fd.c.vol.fs.LinkAt(fd.ino, d.ino, name); err != nil {
@@ -593,7 +631,7 @@ var _ lisafs.OpenFDImpl = (*openFD)(nil)
 
 func (fd *openFD) FD() *lisafs.OpenFD { return &fd.OpenFD }
 
-func (fd *openFD) Close() {}
+func (fd *openFD) Close() { fd.cfd.c.open.Add(-1) }
 
 func (fd *openFD) Stat() (lisafs.Statx, error) { return fd.cfd.Stat() }
 

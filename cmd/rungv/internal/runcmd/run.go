@@ -87,7 +87,7 @@ Examples:
 		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress `RULE`: allow=CIDR[:PORTS] or deny=CIDR[:PORTS] (repeatable; deny rules win; see above)"},
 		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let the guest reach the host's 127.0.0.1:`PORT` (TCP and UDP) as 10.0.2.2:PORT (repeatable)"},
 		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows the guest holds at once through the NAT"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G]` (a missing volume file is created)"},
+		&cli.StringSliceFlag{Name: "mount", Usage: "`type=bind|tmpfs|volume,src=…,dst=…[,readonly][,size=32G][,max-open=N][,allow-foreign]` (a missing volume file is created)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host: `unix:HOSTSOCK:GUESTPORT` or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
