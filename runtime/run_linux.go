@@ -421,10 +421,12 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		switch {
 		case cg.has("pids"):
 			info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
+		case os.Getuid() == 0 && o.Limits == LimitsBestEffort:
+			info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
 		case os.Getuid() == 0:
 			cg.remove()
 			syncR.Close()
-			return 0, fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here, and the kernel exempts root from RLIMIT_NPROC: give --pids-limit -1 to run unlimited", ErrLimits)
+			return 0, fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits)
 		default:
 			info.Enforcement["pids"] = "rlimit (user namespace)"
 		}
