@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"gvisor.dev/gvisor/runsc/cli/maincli"
 
@@ -19,8 +21,8 @@ func Main(ours func()) {
 	if len(os.Args) > 1 && os.Args[1] == relayCmd { // inside the guest
 		os.Exit(relayInit(os.Args[2:]))
 	}
-	if builtWithCgo {
-		fmt.Fprintln(os.Stderr, "rungv: this binary was built with cgo; gVisor's sandbox cannot start from it. Rebuild with CGO_ENABLED=0.")
+	if builtWithCgo && (len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) || isRunsc(os.Args[1:])) {
+		fmt.Fprintln(os.Stderr, errCgo)
 		os.Exit(125)
 	}
 	if len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) {
@@ -44,14 +46,36 @@ func Main(ours func()) {
 	ours()
 }
 
-// isRunsc tells runsc invocations from CLI ones.
+// errCgo is why a cgo build cannot run episodes (--help and --version
+// still work).
+var errCgo = errors.New("rungv: this binary was built with cgo; gVisor's sandbox cannot start from it. Rebuild with CGO_ENABLED=0")
+
+// isRunsc tells runsc invocations from CLI ones. runsc's are a runsc
+// subcommand, or global flags (always --name=value) followed by one (how
+// rungv's init and runsc itself re-execute the binary: "--root=… run …").
+// Everything else is rungv's CLI, so that a mistyped verb gets rungv's
+// usage error, not runsc's.
 func isRunsc(args []string) bool {
-	if len(args) == 0 {
-		return false
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
 	}
-	switch args[0] {
-	case "run", "pool", "help", "h", "version", "-h", "--help", "-v", "--version":
-		return false
+	if i == len(args) {
+		return false // flags only: rungv --help, --version, a usage error
 	}
-	return true
+	return runscVerbs[args[i]] || i > 0 && args[i] == "run"
+}
+
+// runscVerbs are runsc's subcommands (`rungv --root=/x help` lists them),
+// except run, which is rungv's own unless global flags come first.
+var runscVerbs = map[string]bool{}
+
+func init() {
+	for _, v := range strings.Fields(`boot gofer umount bwrap checkpoint create delete do events exec
+		flags fscheckpoint kill list pause port-forward ps read restore resume sandboxexec spec
+		start state tar update wait debug profile read-control statefile symbolize usage
+		write-control cpu-features features install mitigate nvproxy trace uninstall
+		export-metrics metric-metadata metric-server`) {
+		runscVerbs[v] = true
+	}
 }

@@ -39,6 +39,9 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // this process: if this process dies, even by SIGKILL, the supervisor kills
 // the sandbox and removes the episode's state directory.
 func Run(ctx context.Context, o Options) (int, error) {
+	if builtWithCgo {
+		return 0, errCgo
+	}
 	if o.Network == "" {
 		o.Network = NetworkNone
 	}

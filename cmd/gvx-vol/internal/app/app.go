@@ -5,11 +5,13 @@ package app
 
 import (
 	"github.com/urfave/cli/v2"
+
+	"z.gfire.dev/gvx/internal/cliconv"
 )
 
 // New returns the gvx-vol application.
 func New() *cli.App {
-	return &cli.App{
+	a := &cli.App{
 		Name:                 "gvx-vol",
 		Usage:                "ext4lite volumes, reflink clones and EROFS image caches for gvx episodes",
 		EnableBashCompletion: true,
@@ -24,8 +26,12 @@ Examples:
    gvx-vol create --size 8G vol.ext4
    gvx-vol import vol.ext4 rootfs.tar
    gvx-vol ls -l vol.ext4 /
-   gvx-vol fsck vol.ext4`,
+   gvx-vol fsck vol.ext4
+
+Exit status: 0 success; 2 a usage error; fsck: 4 findings, 8 could not check.`,
 	}
+	cliconv.Apply(a)
+	return a
 }
 
 // registry is filled by register calls in this package's other files, one
