@@ -497,9 +497,16 @@ func TestFuzzSeedRegen(t *testing.T) {
 		t.Skip("set GVX_REGEN_SEEDS=1 to regenerate testdata/seed-*.img.gz")
 	}
 	for _, n := range fuzzSeedNames {
+		if only := os.Getenv("GVX_REGEN_SEEDS"); only != "1" && only != n {
+			continue
+		}
 		bs := 1024
-		if strings.HasSuffix(n, "4k") {
+		if strings.Contains(n, "4k") {
 			bs = 4096
+		}
+		var extra []string
+		if strings.HasSuffix(n, "-desc128") {
+			extra = []string{"-O", "64bit", "-E", "desc_size=128"}
 		}
 		var img []byte
 		if strings.HasPrefix(n, "mkfs") {
@@ -511,9 +518,9 @@ func TestFuzzSeedRegen(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := filepath.Join(t.TempDir(), "img")
-			out, err := exec.Command("mkfs.ext4", "-F", "-q", "-b", strconv.Itoa(bs), "-N", "256", "-O", "^has_journal",
-				"-U", "6776782d-7365-6564-0000-000000000001", "-E", "hash_seed=6776782d-7365-6564-0000-000000000002",
-				"-d", dir, p, "2M").CombinedOutput()
+			args := append([]string{"-F", "-q", "-b", strconv.Itoa(bs), "-N", "256", "-O", "^has_journal",
+				"-U", "6776782d-7365-6564-0000-000000000001", "-E", "hash_seed=6776782d-7365-6564-0000-000000000002"}, extra...)
+			out, err := exec.Command("mkfs.ext4", append(args, "-d", dir, p, "2M")...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 			}
