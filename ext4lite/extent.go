@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -27,7 +28,9 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 		}
 		return nil, fmt.Errorf("inode %d: %w: indirect block maps (ext2/ext3 files)", in.ino, ErrUnsupported)
 	}
-	if err := v.walkExtentNode(in, in.d.Block[:], -1, m, 0, 0, ^uint32(0)); err != nil {
+	w := &extentWalker{v: v, in: in, m: m, seen: map[uint64]bool{},
+		maxNodes: v.opts.maxExtentNodes(), maxExtents: v.opts.maxExtents()}
+	if err := w.node(in.d.Block[:], -1, -1, 0, 1<<32); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(m.ext); i++ {
@@ -40,53 +43,110 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 	return m, nil
 }
 
-// walkExtentNode collects the leaves below node (i_block when blk < 0).
-// lo/hi bound the logical blocks this node may cover.
-func (v *FS) walkExtentNode(in *inode, node []byte, blk int64, m *extentMap, depthWant int, level int, hi uint32) error {
-	if level > disk.ExtentMaxDepth {
-		return corruptf(-1, in.ino, "extent tree deeper than %d", disk.ExtentMaxDepth)
+// extentWalker walks one inode's extent tree with bounds and a budget:
+// every entry's logical range lies inside its parent's [lo, hi) and after
+// its left sibling, depth decreases by one per level, each tree block is
+// read once (a tree whose index entries point back into the tree is
+// refused, not expanded), and at most maxNodes tree blocks and maxExtents
+// leaf entries are taken. These are Check's rules (check.go extentNode),
+// so a tree Check calls clean always loads.
+type extentWalker struct {
+	v                    *FS
+	in                   *inode
+	m                    *extentMap
+	seen                 map[uint64]bool
+	nodes                int
+	maxNodes, maxExtents int
+}
+
+// node collects the leaves below node (i_block when blk < 0); depth is
+// the depth its parent expects (-1 for the root) and [lo, hi) the logical
+// blocks it may cover.
+func (w *extentWalker) node(node []byte, blk int64, depth int, lo, hi uint64) error {
+	v, in := w.v, w.in
+	off := blk * int64(v.bs)
+	if blk < 0 {
+		off = -1
+	}
+	bad := func(format string, args ...any) error {
+		where := "extent tree root"
+		if blk >= 0 {
+			where = fmt.Sprintf("extent tree block %d", blk)
+		}
+		return corruptf(off, in.ino, where+": "+format, args...)
 	}
 	h := disk.DecodeExtentHeader(node)
-	maxEntries := (len(node) - disk.ExtentHeaderSize) / disk.ExtentEntrySize
-	if h.Magic != disk.ExtentMagic || int(h.Entries) > int(h.Max) || int(h.Max) > maxEntries {
-		return corruptf(blk*int64(v.bs), in.ino, "bad extent header (magic %#x, %d/%d entries)", h.Magic, h.Entries, h.Max)
+	capacity := (len(node) - disk.ExtentHeaderSize) / disk.ExtentEntrySize
+	if h.Magic != disk.ExtentMagic || h.Max == 0 || int(h.Entries) > int(h.Max) || int(h.Max) > capacity {
+		return bad("bad extent header (magic %#x, %d/%d entries, room for %d)", h.Magic, h.Entries, h.Max, capacity)
 	}
-	if level > 0 && int(h.Depth) != depthWant {
-		return corruptf(blk*int64(v.bs), in.ino, "extent node depth %d, parent expects %d", h.Depth, depthWant)
+	switch {
+	case depth < 0 && h.Depth > disk.ExtentMaxDepth:
+		return bad("depth %d (at most %d)", h.Depth, disk.ExtentMaxDepth)
+	case depth >= 0 && int(h.Depth) != depth:
+		return bad("depth %d, parent expects %d", h.Depth, depth)
 	}
 	if blk >= 0 && v.csum {
 		want := disk.ExtentBlockChecksum(v.seedOf(in), node, int(h.Max))
-		off := disk.ExtentTailOffset(int(h.Max))
-		if off+4 <= len(node) {
-			got := uint32(node[off]) | uint32(node[off+1])<<8 | uint32(node[off+2])<<16 | uint32(node[off+3])<<24
-			if got != want {
-				return corruptf(blk*int64(v.bs), in.ino, "extent block checksum mismatch")
+		o := disk.ExtentTailOffset(int(h.Max))
+		if o+disk.ExtentTailSize <= len(node) {
+			if got := binary.LittleEndian.Uint32(node[o:]); got != want {
+				return bad("checksum %#x, computed %#x", got, want)
 			}
 		}
 	}
+	entry := func(i int) []byte { return node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:] }
+	prevEnd := lo
 	if h.Depth == 0 {
+		if len(w.m.ext)+int(h.Entries) > w.maxExtents {
+			return bad("more than %d extents (Options.MaxExtents)", w.maxExtents)
+		}
 		for i := 0; i < int(h.Entries); i++ {
-			e := disk.DecodeExtent(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-			if e.Len == 0 || e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount {
-				return corruptf(blk*int64(v.bs), in.ino, "extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
+			e := disk.DecodeExtent(entry(i))
+			end := uint64(e.Block) + uint64(e.Len)
+			switch {
+			case e.Len == 0 || e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount:
+				return bad("extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
+			case uint64(e.Block) < prevEnd || end > hi:
+				return bad("extent %d (logical %d+%d) outside [%d, %d)", i, e.Block, e.Len, prevEnd, hi)
 			}
-			m.ext = append(m.ext, e)
+			prevEnd = end
+			w.m.ext = append(w.m.ext, e)
 		}
 		return nil
 	}
 	child := make([]byte, v.bs)
 	for i := 0; i < int(h.Entries); i++ {
-		x := disk.DecodeExtentIdx(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-		if x.Leaf < v.firstDataBlock || x.Leaf >= v.blocksCount {
-			return corruptf(blk*int64(v.bs), in.ino, "extent index points at block %d outside the filesystem", x.Leaf)
+		x := disk.DecodeExtentIdx(entry(i))
+		if uint64(x.Block) < prevEnd || uint64(x.Block) >= hi {
+			return bad("index %d (logical %d) outside [%d, %d)", i, x.Block, prevEnd, hi)
 		}
+		next := hi
+		if i+1 < int(h.Entries) {
+			nx := uint64(disk.DecodeExtentIdx(entry(i + 1)).Block)
+			if nx <= uint64(x.Block) {
+				return bad("index %d (logical %d) not after index %d (logical %d)", i+1, nx, i, x.Block)
+			}
+			next = min(hi, nx)
+		}
+		if x.Leaf < v.firstDataBlock || x.Leaf >= v.blocksCount {
+			return bad("index %d points at block %d outside the filesystem", i, x.Leaf)
+		}
+		if w.seen[x.Leaf] {
+			return bad("index %d points at block %d, already in the tree", i, x.Leaf)
+		}
+		if w.nodes++; w.nodes > w.maxNodes {
+			return bad("more than %d tree blocks (Options.MaxExtentNodes)", w.maxNodes)
+		}
+		w.seen[x.Leaf] = true
 		if err := v.readBlock(x.Leaf, child); err != nil {
 			return err
 		}
-		m.tree = append(m.tree, x.Leaf)
-		if err := v.walkExtentNode(in, child, int64(x.Leaf), m, int(h.Depth)-1, level+1, hi); err != nil {
+		w.m.tree = append(w.m.tree, x.Leaf)
+		if err := w.node(child, int64(x.Leaf), int(h.Depth)-1, uint64(x.Block), next); err != nil {
 			return err
 		}
+		prevEnd = uint64(x.Block) + 1
 	}
 	return nil
 }
