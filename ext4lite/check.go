@@ -687,6 +687,10 @@ func (c *checker) inode(ino uint32, slot []byte) {
 	case reserved && c.resizeInode && ino == 7:
 		c.resize(ino, in)
 		return
+	case ino == disk.BadBlocksIno:
+		c.inodes[ino] = &cInode{mode: in.Mode, links: in.LinksCount}
+		c.badBlocks(ino, in)
+		return
 	case reserved:
 		c.inodes[ino] = &cInode{mode: in.Mode, links: in.LinksCount}
 		return
@@ -860,7 +864,15 @@ func (c *checker) fileBlocks(ino uint32, in *disk.Inode, ci *cInode) uint64 {
 	}
 	if typ == disk.ModeDir {
 		ci.ext, ci.extOK = w.ext, w.ok
+		if in.SizeHigh != 0 && !c.largeDir {
+			// e2fsck pass 2: "i_size_high for inode N is M, should be zero".
+			c.add(ino, 0, "directory i_size_high is %#x, should be zero without large_dir", in.SizeHigh)
+		}
 		c.dirSize(ino, in, w)
+		return w.data + w.tree
+	}
+	if max := disk.MaxExtentISize(c.bs); in.Size() > max {
+		c.add(ino, 0, "i_size %d is past the largest an extent-mapped file can have (%d)", in.Size(), max)
 	} else if w.lastInit > 0 {
 		if sizeBlocks := (in.Size() + uint64(c.bs) - 1) / uint64(c.bs); w.lastInit > sizeBlocks {
 			c.add(ino, 0, "i_size is %d but block %d is mapped", in.Size(), w.lastInit-1)
@@ -1088,6 +1100,10 @@ func (c *checker) special(ino uint32, in *disk.Inode, typ uint32) {
 	if in.Flags&(disk.FlagExtents|disk.FlagIndex) != 0 {
 		c.add(ino, 0, "%s with extent or index flags (%#x)", typeWord(typ), in.Flags)
 	}
+	if in.Size() != 0 {
+		// e2fsck pass 1: "Special (device/socket/fifo) inode N has non-zero size".
+		c.add(ino, 0, "%s has i_size %d, should be zero", typeWord(typ), in.Size())
+	}
 	w := func(i int) uint32 { return binary.LittleEndian.Uint32(in.Block[4*i:]) }
 	switch typ {
 	case disk.ModeChar, disk.ModeBlock:
@@ -1099,6 +1115,46 @@ func (c *checker) special(ino uint32, in *disk.Inode, typ uint32) {
 				c.add(ino, 0, "%s has i_block[%d] = %#x past its device number", typeWord(typ), i, w(i))
 				break
 			}
+		}
+	}
+}
+
+// badBlocks claims the blocks the bad-blocks inode lists, and the
+// indirect blocks that list them (it has a block map, never an extent
+// tree): e2fsck counts them in use, so a block both listed bad and owned
+// by a file is claimed twice. Each indirect block is claimed before it is
+// read, which bounds the walk.
+func (c *checker) badBlocks(ino uint32, in *disk.Inode) {
+	if in.Flags&disk.FlagExtents != 0 {
+		c.add(ino, 0, "the bad blocks inode has the extents flag")
+		return
+	}
+	w := func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(in.Block[4*i:])) }
+	for i := 0; i < 12; i++ {
+		if b := w(i); b != 0 {
+			c.claim(b, 1, ino, "bad blocks list entry")
+		}
+	}
+	for level, i := range []int{12, 13, 14} {
+		c.badBlocksIndirect(ino, w(i), level)
+	}
+}
+
+func (c *checker) badBlocksIndirect(ino uint32, blk uint64, level int) {
+	if blk == 0 || c.stop || !c.claim(blk, 1, ino, "bad blocks indirect block") {
+		return
+	}
+	b := make([]byte, c.bs)
+	if !c.readBlock(blk, b, ino, "bad blocks indirect block") {
+		return
+	}
+	for i := 0; i+4 <= len(b) && !c.stop; i += 4 {
+		switch p := uint64(binary.LittleEndian.Uint32(b[i:])); {
+		case p == 0:
+		case level == 0:
+			c.claim(p, 1, ino, "bad blocks list entry")
+		default:
+			c.badBlocksIndirect(ino, p, level-1)
 		}
 	}
 }
