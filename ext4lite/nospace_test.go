@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"testing"
 
 	"z.gfire.dev/gvx/sink"
@@ -63,13 +64,20 @@ func TestNoSpace(t *testing.T) {
 }
 
 // TestXattrTooLarge: attributes that cannot fit the inode plus one block
-// are refused by the call that sets them, and nothing is created.
+// are refused by the call that sets them, and nothing is created: one
+// value no attribute can hold is E2BIG (TestXattrLimits), values that fit
+// alone but not together are ErrNoSpace.
 func TestXattrTooLarge(t *testing.T) {
 	v, _ := newVolume(t, 64<<20)
 	big := map[string][]byte{"user.big": bytes.Repeat([]byte("x"), 5000)}
 	err := v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Xattrs: big}, bytes.NewReader(nil))
+	if !errors.Is(err, syscall.E2BIG) {
+		t.Fatalf("WriteFile with a 5000-byte xattr: %v, want E2BIG", err)
+	}
+	two := map[string][]byte{"user.a": bytes.Repeat([]byte("x"), 3000), "user.b": bytes.Repeat([]byte("x"), 3000)}
+	err = v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Xattrs: two}, bytes.NewReader(nil))
 	if !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("WriteFile with a 5000-byte xattr: %v, want ErrNoSpace", err)
+		t.Fatalf("WriteFile with two 3000-byte xattrs: %v, want ErrNoSpace", err)
 	}
 	if _, err := v.Lstat("f"); err == nil {
 		t.Fatal("the file was created anyway")
@@ -77,11 +85,14 @@ func TestXattrTooLarge(t *testing.T) {
 	if err := v.Mkdir(&sink.Header{Path: "d", Mode: sink.TypeDir | 0o755}); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Setxattr("d", "user.big", big["user.big"]); !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("Setxattr of 5000 bytes: %v, want ErrNoSpace", err)
+	if err := v.Setxattr("d", "user.big", big["user.big"]); !errors.Is(err, syscall.E2BIG) {
+		t.Fatalf("Setxattr of 5000 bytes: %v, want E2BIG", err)
 	}
 	if err := v.Setxattr("d", "user.ok", bytes.Repeat([]byte("y"), 3000)); err != nil {
 		t.Fatal(err)
+	}
+	if err := v.Setxattr("d", "user.ok2", bytes.Repeat([]byte("y"), 3000)); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a second 3000-byte value: %v, want ErrNoSpace", err)
 	}
 	if err := v.Sync(); err != nil {
 		t.Fatal(err)

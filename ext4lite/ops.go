@@ -207,8 +207,8 @@ func (v *FS) setAllXattrs(in *inode, m map[string][]byte) error {
 	}
 	xs := make([]xattr, 0, len(m))
 	for k, val := range m {
-		if _, _, ok := disk.XattrSplitName(k); !ok {
-			return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", k, sink.ErrUnsupported)
+		if err := v.checkXattr(k, val); err != nil {
+			return err
 		}
 		xs = append(xs, xattr{name: k, value: bytes.Clone(val)})
 	}
@@ -278,6 +278,9 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	}
 	if h.Size < 0 {
 		return pathErr("write", h.Path, errInvalid)
+	}
+	if err := v.checkFileSize("write", uint64(h.Size)); err != nil {
+		return pathErr("write", h.Path, err)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeReg)
 	if err != nil {
