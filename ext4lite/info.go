@@ -8,20 +8,23 @@ import (
 
 // Info describes a volume, as `gvx-vol info` prints it.
 type Info struct {
-	UUID        string   `json:"uuid"`
-	Label       string   `json:"label,omitempty"`
-	BlockSize   int      `json:"block_size"`
-	Blocks      uint64   `json:"blocks"`
-	FreeBlocks  uint64   `json:"free_blocks"`
-	Inodes      uint32   `json:"inodes"`
-	FreeInodes  uint32   `json:"free_inodes"`
-	Groups      uint32   `json:"groups"`
-	InodeSize   int      `json:"inode_size"`
-	Features    []string `json:"features"`
-	Clean       bool     `json:"clean"` // cleanly closed before this open
-	Journal     bool     `json:"journal"`
-	JournalSize uint64   `json:"journal_bytes,omitempty"`
-	HashVersion uint8    `json:"htree_hash_version"`
+	UUID       string   `json:"uuid"`
+	Label      string   `json:"label,omitempty"`
+	BlockSize  int      `json:"block_size"`
+	Blocks     uint64   `json:"blocks"`
+	FreeBlocks uint64   `json:"free_blocks"`
+	Inodes     uint32   `json:"inodes"`
+	FreeInodes uint32   `json:"free_inodes"`
+	Groups     uint32   `json:"groups"`
+	InodeSize  int      `json:"inode_size"`
+	Features   []string `json:"features"`
+	Clean      bool     `json:"clean"` // cleanly closed before this open, and not truncated
+	// Truncated: the file ends before the filesystem's last block (a
+	// truncated or short copy); such a volume only opens read-only.
+	Truncated   bool   `json:"truncated,omitempty"`
+	Journal     bool   `json:"journal"`
+	JournalSize uint64 `json:"journal_bytes,omitempty"`
+	HashVersion uint8  `json:"htree_hash_version"`
 }
 
 // Info returns the volume's geometry, counts and features. Counts reflect
@@ -43,7 +46,8 @@ func (v *FS) Info() (*Info, error) {
 		Groups:      v.groupCount,
 		InodeSize:   v.inodeSize,
 		Features:    sb.FeatureNames(),
-		Clean:       v.cleanAtOpen,
+		Clean:       v.cleanAtOpen && !v.short,
+		Truncated:   v.short,
 		Journal:     sb.FeatureCompat&disk.CompatHasJournal != 0,
 		HashVersion: sb.DefHashVersion,
 	}
