@@ -39,12 +39,13 @@ func run(t testing.TB, name string, args ...string) string {
 func mkfsImage(t testing.TB) string { return mkfsImageBS(t, 4096) }
 
 // mkfsImageBS makes a 64 MiB image with the given block size (Debian's
-// mkfs.ext4 picks 1 KiB for volumes below 512 MiB).
-func mkfsImageBS(t testing.TB, bs int) string {
+// mkfs.ext4 picks 1 KiB for volumes below 512 MiB) and mkfs options.
+func mkfsImageBS(t testing.TB, bs int, opts ...string) string {
 	t.Helper()
 	needTools(t, "mkfs.ext4", "debugfs", "e2fsck", "dumpe2fs")
 	img := filepath.Join(t.TempDir(), "fs.img")
-	run(t, "mkfs.ext4", "-F", "-q", "-b", strconv.Itoa(bs), "-E", "lazy_itable_init=0", img, "64M")
+	args := append([]string{"-F", "-q", "-b", strconv.Itoa(bs), "-E", "lazy_itable_init=0"}, opts...)
+	run(t, "mkfs.ext4", append(args, img, "64M")...)
 	return img
 }
 
