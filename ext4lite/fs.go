@@ -65,7 +65,10 @@ type FS struct {
 	inodeCursor uint32 // group to try first for new inodes
 	cleanAtOpen bool   // s_state had EXT4_VALID_FS when opened
 	short       bool   // the device ends before the last block (read-only opens only)
-	opts        Options
+	// journalAborted says why the replay at open cut the log short (a
+	// committed transaction failed a checksum); empty otherwise.
+	journalAborted string
+	opts           Options
 }
 
 // Open opens the volume in the file at path. With ReadOnly unset the file

@@ -25,6 +25,11 @@ type Info struct {
 	Journal     bool   `json:"journal"`
 	JournalSize uint64 `json:"journal_bytes,omitempty"`
 	HashVersion uint8  `json:"htree_hash_version"`
+	// JournalAborted, when not empty, says why the journal replay at this
+	// open stopped before the log's last commit: the transaction named
+	// failed a checksum and was discarded with the ones after it; the
+	// volume is flagged with errors (s_state), as e2fsck flags it.
+	JournalAborted string `json:"journal_aborted,omitempty"`
 }
 
 // Info returns the volume's geometry, counts and features. Counts reflect
@@ -50,6 +55,8 @@ func (v *FS) Info() (*Info, error) {
 		Truncated:   v.short,
 		Journal:     sb.FeatureCompat&disk.CompatHasJournal != 0,
 		HashVersion: sb.DefHashVersion,
+
+		JournalAborted: v.journalAborted,
 	}
 	for _, g := range v.groups {
 		in.FreeBlocks += uint64(g.desc.FreeBlocks())

@@ -158,7 +158,8 @@ func (v *FS) recover() error {
 	if v.readOnly {
 		hw = memHome{v}
 	}
-	if _, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount); err != nil {
+	st, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount)
+	if err != nil {
 		return journalErr("replaying the journal", err)
 	}
 	// The replay may have rewritten the superblock and descriptors.
@@ -182,6 +183,13 @@ func (v *FS) recover() error {
 		return err
 	}
 	v.sb.FeatureIncompat &^= disk.IncompatRecover
+	if st.Aborted != "" {
+		// A committed transaction failed a checksum: the log was cut
+		// there. Flag the volume as e2fsck does (s_state |= ERROR_FS),
+		// so the next full check runs, and say so in Info.
+		v.journalAborted = st.Aborted
+		v.sb.State |= disk.StateErrors
+	}
 	if !v.readOnly {
 		if err := v.writeAt(v.sb.Encode(), disk.SuperblockOffset); err != nil {
 			return err

@@ -417,3 +417,84 @@ func TestInteropCsumV3Tags32(t *testing.T) {
 	}
 	e2fsckClean(t, ours)
 }
+
+// TestInteropCorruptTransaction: a committed transaction of three with a
+// bad checksum. A bad commit checksum: our replay and e2fsck's give the
+// same image (transaction 1 replayed; e2fsck says "Journal transaction N
+// was corrupt, replay was aborted"). A bad descriptor, revoke or logged
+// block checksum: we replay transaction 1 and report; e2fsprogs 1.47
+// recovers too (it replays nothing, or all but the bad block) and neither
+// refuses the volume. Every result is clean under e2fsck -fn.
+func TestInteropCorruptTransaction(t *testing.T) {
+	for _, kind := range []string{"commit", "descriptor", "revoke", "logged block"} {
+		t.Run(strings.ReplaceAll(kind, " ", "-"), func(t *testing.T) {
+			img := mkfsImage(t)
+			fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
+			dev := openImageDevice(t, img)
+			j, err := Open(dev, dev.bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.SetFeatures(KernelFeatures); err != nil {
+				t.Fatal(err)
+			}
+			want := pattern(1, 4*4096)
+			for i := range 3 {
+				tx, _ := j.Begin()
+				p := pattern(byte(10+i), 4096)
+				tx.Log(fileBlocks[i], p)
+				tx.Revoke(fileBlocks[3])
+				if i == 0 {
+					copy(want[i*4096:], p)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ct := j.pending[1]
+			at := map[string]uint32{"commit": ct.blocks[0].jblock + 1, "descriptor": ct.blocks[0].jblock - 1,
+				"revoke": ct.blocks[0].jblock - 2, "logged block": ct.blocks[0].jblock}[kind]
+			buf := make([]byte, dev.bs)
+			if err := dev.ReadBlock(at, buf); err != nil {
+				t.Fatal(err)
+			}
+			if h := disk.ReadHeader(buf); kind == "revoke" && h.BlockType != disk.BlockRevoke || kind == "commit" && h.BlockType != disk.BlockCommit {
+				t.Fatalf("journal block %d is a %d block, not a %s block", at, h.BlockType, kind)
+			}
+			buf[200] ^= 1
+			if err := dev.WriteBlock(at, buf); err != nil {
+				t.Fatal(err)
+			}
+			setNeedsRecovery(t, img, true)
+
+			var ours string
+			var st Stats
+			if kind == "commit" {
+				ours, st = replayBoth(t, img)
+			} else {
+				ours = filepath.Join(t.TempDir(), "ours.img")
+				copyFile(t, img, ours)
+				d := openImageDevice(t, ours)
+				if st, err = Recover(d, d.bs, d, fsBlocksCount(t, ours)); err != nil {
+					t.Fatalf("our recovery: %v", err)
+				}
+				setNeedsRecovery(t, ours, false)
+				theirs := filepath.Join(t.TempDir(), "e2fsck.img")
+				copyFile(t, img, theirs)
+				out, err := exec.Command("e2fsck", "-y", "-E", "journal_only", theirs).CombinedOutput()
+				if err != nil {
+					t.Errorf("e2fsck -E journal_only refused the journal: %v\n%s", err, out)
+				}
+				t.Logf("e2fsck: %s", bytes.TrimSpace(out))
+				e2fsckClean(t, theirs)
+			}
+			if st.Transactions != 1 || !strings.Contains(st.Aborted, fmt.Sprintf("transaction %d: ", ct.seq)) {
+				t.Errorf("stats %+v: want transaction 1 replayed and %d reported", st, ct.seq)
+			}
+			if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
+				t.Error("replayed content is not transaction 1's")
+			}
+			e2fsckClean(t, ours)
+		})
+	}
+}

@@ -74,6 +74,8 @@ Examples:
 			case info.Truncated:
 				state = fmt.Sprintf("truncated: the file holds %s of the filesystem's %s (run gvx-vol fsck)",
 					cliutil.FormatSize(out.SizeBytes), cliutil.FormatSize(int64(info.Blocks)*int64(info.BlockSize)))
+			case info.JournalAborted != "":
+				state = "journal replay stopped at a corrupt transaction, discarded with the ones after it: " + info.JournalAborted + " (run gvx-vol fsck)"
 			case !info.Clean:
 				state = "not cleanly closed (run gvx-vol fsck)"
 			}
