@@ -3,6 +3,7 @@ package ext4lite
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -98,6 +99,80 @@ func TestDescSize128Writes(t *testing.T) {
 			backup := (int(im.sb.FirstDataBlock)+int(im.sb.BlocksPerGroup))*bs + bs
 			if got := im.b[backup+disk.GroupDescSize64 : backup+128]; !bytes.Equal(got, want[0]) {
 				t.Errorf("group 1's copy of descriptor 0: bytes 64..127 % x, want % x", got, want[0])
+			}
+		})
+	}
+}
+
+// TestWriteMkfsVariants: volumes mkfs.ext4 makes with the feature variants
+// other tools and older defaults use take ext4lite's writes (files over
+// several groups, xattrs, deletes, a compaction) and stay clean under
+// e2fsck -fn and Check; variants ext4lite does not write are refused at
+// open with ErrUnsupported, never half-written.
+func TestWriteMkfsVariants(t *testing.T) {
+	for _, tc := range []struct {
+		name, size string
+		opts       []string
+		refused    bool
+	}{
+		{"default-1k", "32M", nil, false},
+		{"4k", "64M", []string{"-b", "4096"}, false},
+		{"32bit", "32M", []string{"-O", "^64bit"}, false},
+		{"32bit-4k", "64M", []string{"-b", "4096", "-O", "^64bit"}, false},
+		{"no-metadata_csum", "32M", []string{"-O", "^metadata_csum"}, false},
+		{"uninit_bg", "32M", []string{"-O", "^metadata_csum,uninit_bg"}, false},
+		{"small-journal", "32M", []string{"-J", "size=1"}, false},
+		{"no-journal", "32M", []string{"-O", "^has_journal"}, false},
+		{"inode128", "32M", []string{"-I", "128"}, false},
+		{"no-flex_bg", "32M", []string{"-O", "^flex_bg"}, false},
+		{"no-resize_inode", "32M", []string{"-O", "^resize_inode"}, false},
+		{"no-huge_file", "32M", []string{"-O", "^huge_file"}, false},
+		{"sparse_super2", "32M", []string{"-O", "sparse_super2"}, false},
+		{"desc_size-128", "32M", []string{"-O", "64bit", "-E", "desc_size=128"}, false},
+		{"bigalloc", "64M", []string{"-b", "4096", "-O", "bigalloc"}, true},
+		{"meta_bg", "32M", []string{"-O", "^resize_inode,meta_bg"}, true},
+		{"inline_data", "32M", []string{"-O", "inline_data"}, true},
+		{"no-extent", "32M", []string{"-O", "^extent,^64bit"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img := ckMkfs(t, tc.size, "", tc.opts...)
+			if code, out := ckE2fsck(t, img); code != 0 {
+				t.Fatalf("e2fsck -fn exit %d on mkfs's image:\n%s", code, out)
+			}
+			v, err := Open(img, nil)
+			if tc.refused {
+				if !errors.Is(err, ErrUnsupported) {
+					t.Fatalf("Open: %v, want ErrUnsupported", err)
+				}
+				if code, out := ckE2fsck(t, img); code != 0 {
+					t.Errorf("the refused open changed the image: e2fsck -fn exit %d\n%s", code, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ckManyFiles(30, 200<<10)(v); err != nil {
+				t.Fatal(err)
+			}
+			x := map[string][]byte{"user.a": []byte("x"), "user.b": bytes.Repeat([]byte("y"), 600)}
+			if err := v.WriteFile(&sink.Header{Path: "x", Mode: sink.TypeReg | 0o600, Xattrs: x}, strings.NewReader("")); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.RemoveAll("d2"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Compact(); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := ckE2fsck(t, img); code != 0 {
+				t.Errorf("e2fsck -fn exit %d after ext4lite wrote:\n%s", code, out)
+			}
+			if err := ckFile(t, img).Err(); err != nil {
+				t.Error(err)
 			}
 		})
 	}
