@@ -128,11 +128,18 @@ func (v *FS) syncDevice() error {
 }
 
 func (v *FS) journalDevice() (*journalDev, error) {
-	if v.sb.FeatureCompat&disk.CompatHasJournal == 0 || v.sb.JournalInum == 0 {
+	if v.sb.FeatureCompat&disk.CompatHasJournal == 0 {
 		return nil, nil
 	}
-	if v.sb.FeatureIncompat&disk.IncompatJournalDev != 0 || v.sb.JournalDev != 0 {
-		return nil, fmt.Errorf("%w: external journal devices", ErrUnsupported)
+	// An external journal (mkfs.ext4 -J device=): s_journal_inum 0, the
+	// journal named by s_journal_uuid / s_journal_dev. Writing without it
+	// would leave the volume's journal out of step with it.
+	if v.sb.FeatureIncompat&disk.IncompatJournalDev != 0 || v.sb.JournalDev != 0 || v.sb.JournalInum == 0 && v.sb.JournalUUID != [16]byte{} {
+		return nil, fmt.Errorf("%w: external journal (s_journal_uuid %x, s_journal_dev %#x); only a journal inode is supported (open it read-only to read a cleanly closed volume)",
+			ErrUnsupported, v.sb.JournalUUID, v.sb.JournalDev)
+	}
+	if v.sb.JournalInum == 0 {
+		return nil, corruptf(disk.SuperblockOffset, 0, "has_journal is set but s_journal_inum is 0 and no external journal is named")
 	}
 	in, err := v.getInode(v.sb.JournalInum)
 	if err != nil {

@@ -93,3 +93,38 @@ func TestOpenJournalAborted(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenExternalJournal: a volume whose journal is external (mkfs.ext4
+// -J device=: s_journal_inum 0, s_journal_uuid and s_journal_dev set) is
+// refused for writing with ErrUnsupported naming it, and opens read-only.
+// Before, it opened read-write as if it had no journal, and writes went
+// unjournaled past the journal the kernel would replay.
+func TestOpenExternalJournal(t *testing.T) {
+	v, p := newVolume(t, 32<<20)
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	im := ckLoad(t, p)
+	sb := im.b[1024 : 1024+1024]
+	copy(sb[0xD0:0xE0], "external-journal")          // s_journal_uuid
+	binary.LittleEndian.PutUint32(sb[0xE0:], 0)      // s_journal_inum
+	binary.LittleEndian.PutUint32(sb[0xE4:], 0x0701) // s_journal_dev
+	im.fixSuper()
+	if err := os.WriteFile(p, im.b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Open(p, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "external journal") {
+		if err == nil {
+			v.Close()
+		}
+		t.Fatalf("read-write open: %v, want ErrUnsupported naming the external journal", err)
+	}
+	r, err := Open(p, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	defer r.Close()
+	if _, err := r.ReadDir("."); err != nil {
+		t.Fatal(err)
+	}
+}
