@@ -48,10 +48,11 @@ func pathErr(op, path string, err error) error {
 	return &fs.PathError{Op: op, Path: path, Err: err}
 }
 
-// LimitError reports a request past a limit of the on-disk format: a file
-// size past the largest an extent-mapped file can have (EFBIG), an xattr
-// value larger than one attribute can hold (E2BIG), an xattr name longer
-// than 255 bytes (ERANGE). It unwraps to that errno, so callers test it
+// LimitError reports a request past a limit of the on-disk format or of
+// the options: a file size past the largest an extent-mapped file can have,
+// or a file fragmented past Options.MaxExtents (EFBIG), an xattr value
+// larger than one attribute can hold (E2BIG), an xattr name longer than
+// 255 bytes (ERANGE). It unwraps to that errno, so callers test it
 // with errors.Is(err, syscall.EFBIG) and the volume server hands the guest
 // the errno Linux's ext4 would.
 type LimitError struct {
@@ -63,7 +64,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("ext4lite: %s: %s %d is past the format's maximum of %d (%s)", e.Op, e.What, e.Size, e.Max, errnoName(e.Errno))
+	return fmt.Sprintf("ext4lite: %s: %s %d is past the maximum of %d (%s)", e.Op, e.What, e.Size, e.Max, errnoName(e.Errno))
 }
 
 func (e *LimitError) Unwrap() error { return e.Errno }

@@ -197,6 +197,27 @@ func (m *extentMap) insert(lblk uint32, phys uint64, n uint32) {
 	m.mergeNext(i - 1)
 }
 
+// merges reports whether insert(lblk, phys, n) would extend an existing
+// extent rather than add one (n ≤ EXT_INIT_MAX_LEN).
+func (m *extentMap) merges(lblk uint32, phys uint64, n uint32) bool {
+	i := sort.Search(len(m.ext), func(i int) bool { return m.ext[i].Block > lblk })
+	if i > 0 {
+		p := m.ext[i-1]
+		if !p.Uninit && uint64(p.Block)+uint64(p.Len) == uint64(lblk) && p.Start+uint64(p.Len) == phys &&
+			uint32(p.Len)+n <= disk.ExtentInitMaxLen {
+			return true
+		}
+	}
+	if i < len(m.ext) {
+		x := m.ext[i]
+		if !x.Uninit && uint64(lblk)+uint64(n) == uint64(x.Block) && phys+uint64(n) == x.Start &&
+			uint32(x.Len)+n <= disk.ExtentInitMaxLen {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *extentMap) mergeNext(i int) {
 	if i+1 >= len(m.ext) {
 		return

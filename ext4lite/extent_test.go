@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -401,4 +402,53 @@ func FuzzExtentTree(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestExtentLimitOnWrite: a write that would take a file past
+// Options.MaxExtents (so that the reader, with the same options, would
+// refuse it) fails with EFBIG and allocates nothing; a write that extends
+// an existing extent still succeeds, and the file reads back after a
+// reopen with the same options. Before, the write succeeded and the file
+// could not be read again.
+func TestExtentLimitOnWrite(t *testing.T) {
+	p := ckVolume(t, 8<<20, 1024, nil)
+	opts := &Options{MaxExtents: 10}
+	v, err := Open(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, err := v.CreateAt(RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := []byte(strings.Repeat("b", 1024))
+	for i := 0; i < 10; i++ {
+		if _, err := v.WriteAtIno(ino, blk, int64(2*i)*1024); err != nil {
+			t.Fatalf("extent %d: %v", i+1, err)
+		}
+	}
+	if _, err := v.WriteAtIno(ino, blk, 19*1024); err != nil {
+		t.Errorf("a write extending the last extent: %v", err)
+	}
+	free := v.StatFS().FreeBlocks
+	_, err = v.WriteAtIno(ino, blk, 40*1024)
+	limitErr(t, "the 11th extent", err, syscall.EFBIG)
+	if got := v.StatFS().FreeBlocks; got != free {
+		t.Errorf("the refused write took %d blocks", free-got)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(p, &Options{ReadOnly: true, MaxExtents: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]byte, 1024)
+	if _, err := r.ReadAtIno(ino, buf, 19*1024); err != nil || string(buf) != string(blk) {
+		t.Errorf("read back after reopen: %v", err)
+	}
+	if err := ckFile(t, p).Err(); err != nil {
+		t.Error(err)
+	}
 }

@@ -130,6 +130,14 @@ func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
 		if err != nil {
 			return err
 		}
+		if max := v.opts.maxExtents(); len(m.ext) >= max && !m.merges(lblk, start, uint32(got)) {
+			// Past the limit the reader enforces (extent.go): a file
+			// this volume could not read back with the same options.
+			if err := v.freeBlocks(start, uint64(got)); err != nil {
+				return err
+			}
+			return &LimitError{Op: "write", What: "extent count (Options.MaxExtents) of the file", Size: uint64(len(m.ext) + 1), Max: uint64(max), Errno: syscall.EFBIG}
+		}
 		m.insert(lblk, start, uint32(got))
 		// Write the covered span; zero the parts of the first and last
 		// blocks that p does not cover.

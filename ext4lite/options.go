@@ -21,7 +21,9 @@ type Options struct {
 	// default DefaultMaxExtentNodes.
 	MaxExtentNodes int
 	// MaxExtents bounds the extents (leaf entries) held for one file;
-	// default DefaultMaxExtents.
+	// default DefaultMaxExtents. A write that would fragment a file past
+	// it fails with EFBIG (a *LimitError), so every file ext4lite writes
+	// reads back with the same options.
 	MaxExtents int
 }
 
