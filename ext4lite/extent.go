@@ -1,7 +1,6 @@
 package ext4lite
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -30,7 +29,7 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 	}
 	w := &extentWalker{v: v, in: in, m: m, seen: map[uint64]bool{},
 		maxNodes: v.opts.maxExtentNodes(), maxExtents: v.opts.maxExtents()}
-	if err := w.node(in.d.Block[:], -1, -1, 0, 1<<32); err != nil {
+	if err := w.node(in.d.Block[:], 0, -1, 0, 1<<32); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(m.ext); i++ {
@@ -48,8 +47,8 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 // its left sibling, depth decreases by one per level, each tree block is
 // read once (a tree whose index entries point back into the tree is
 // refused, not expanded), and at most maxNodes tree blocks and maxExtents
-// leaf entries are taken. These are Check's rules (check.go extentNode),
-// so a tree Check calls clean always loads.
+// leaf entries are taken. Each node's rules are decodeExtentNode's, which
+// Check applies too, so a tree Check calls clean always loads.
 type extentWalker struct {
 	v                    *FS
 	in                   *inode
@@ -59,94 +58,56 @@ type extentWalker struct {
 	maxNodes, maxExtents int
 }
 
-// node collects the leaves below node (i_block when blk < 0); depth is
+// node collects the leaves below node (i_block when blk is 0); depth is
 // the depth its parent expects (-1 for the root) and [lo, hi) the logical
-// blocks it may cover.
-func (w *extentWalker) node(node []byte, blk int64, depth int, lo, hi uint64) error {
+// blocks it may cover. The node's rules are decodeExtentNode's; the walk
+// adds that every extent and tree block lies inside the filesystem, that
+// no tree block is reached twice, and the budgets.
+func (w *extentWalker) node(node []byte, blk uint64, depth int, lo, hi uint64) error {
 	v, in := w.v, w.in
-	off := blk * int64(v.bs)
-	if blk < 0 {
+	off := int64(blk) * int64(v.bs)
+	if blk == 0 {
 		off = -1
 	}
 	bad := func(format string, args ...any) error {
 		where := "extent tree root"
-		if blk >= 0 {
+		if blk != 0 {
 			where = fmt.Sprintf("extent tree block %d", blk)
 		}
 		return corruptf(off, in.ino, where+": "+format, args...)
 	}
-	h := disk.DecodeExtentHeader(node)
-	capacity := (len(node) - disk.ExtentHeaderSize) / disk.ExtentEntrySize
-	if h.Magic != disk.ExtentMagic || h.Max == 0 || int(h.Entries) > int(h.Max) || int(h.Max) > capacity {
-		return bad("bad extent header (magic %#x, %d/%d entries, room for %d)", h.Magic, h.Entries, h.Max, capacity)
+	n := decodeExtentNode(node, blk, depth, lo, hi, v.csum, v.seedOf(in))
+	if len(n.problems) > 0 {
+		return corruptf(off, in.ino, "%s", n.problems[0])
 	}
-	switch {
-	case depth < 0 && h.Depth > disk.ExtentMaxDepth:
-		return bad("depth %d (at most %d)", h.Depth, disk.ExtentMaxDepth)
-	case depth >= 0 && int(h.Depth) != depth:
-		return bad("depth %d, parent expects %d", h.Depth, depth)
+	if len(w.m.ext)+len(n.extents) > w.maxExtents {
+		return bad("more than %d extents (Options.MaxExtents)", w.maxExtents)
 	}
-	if blk >= 0 && v.csum {
-		want := disk.ExtentBlockChecksum(v.seedOf(in), node, int(h.Max))
-		o := disk.ExtentTailOffset(int(h.Max))
-		if o+disk.ExtentTailSize <= len(node) {
-			if got := binary.LittleEndian.Uint32(node[o:]); got != want {
-				return bad("checksum %#x, computed %#x", got, want)
-			}
+	for _, e := range n.extents {
+		if e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount {
+			return bad("extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
 		}
-	}
-	entry := func(i int) []byte { return node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:] }
-	prevEnd := lo
-	if h.Depth == 0 {
-		if len(w.m.ext)+int(h.Entries) > w.maxExtents {
-			return bad("more than %d extents (Options.MaxExtents)", w.maxExtents)
-		}
-		for i := 0; i < int(h.Entries); i++ {
-			e := disk.DecodeExtent(entry(i))
-			end := uint64(e.Block) + uint64(e.Len)
-			switch {
-			case e.Len == 0 || e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount:
-				return bad("extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
-			case uint64(e.Block) < prevEnd || end > hi:
-				return bad("extent %d (logical %d+%d) outside [%d, %d)", i, e.Block, e.Len, prevEnd, hi)
-			}
-			prevEnd = end
-			w.m.ext = append(w.m.ext, e)
-		}
-		return nil
+		w.m.ext = append(w.m.ext, e)
 	}
 	child := make([]byte, v.bs)
-	for i := 0; i < int(h.Entries); i++ {
-		x := disk.DecodeExtentIdx(entry(i))
-		if uint64(x.Block) < prevEnd || uint64(x.Block) >= hi {
-			return bad("index %d (logical %d) outside [%d, %d)", i, x.Block, prevEnd, hi)
+	for i, ch := range n.children {
+		if ch.leaf < v.firstDataBlock || ch.leaf >= v.blocksCount || ch.leaf == 0 {
+			return bad("index %d points at block %d outside the filesystem", i, ch.leaf)
 		}
-		next := hi
-		if i+1 < int(h.Entries) {
-			nx := uint64(disk.DecodeExtentIdx(entry(i + 1)).Block)
-			if nx <= uint64(x.Block) {
-				return bad("index %d (logical %d) not after index %d (logical %d)", i+1, nx, i, x.Block)
-			}
-			next = min(hi, nx)
-		}
-		if x.Leaf < v.firstDataBlock || x.Leaf >= v.blocksCount {
-			return bad("index %d points at block %d outside the filesystem", i, x.Leaf)
-		}
-		if w.seen[x.Leaf] {
-			return bad("index %d points at block %d, already in the tree", i, x.Leaf)
+		if w.seen[ch.leaf] {
+			return bad("index %d points at block %d, already in the tree", i, ch.leaf)
 		}
 		if w.nodes++; w.nodes > w.maxNodes {
 			return bad("more than %d tree blocks (Options.MaxExtentNodes)", w.maxNodes)
 		}
-		w.seen[x.Leaf] = true
-		if err := v.readBlock(x.Leaf, child); err != nil {
+		w.seen[ch.leaf] = true
+		if err := v.readBlock(ch.leaf, child); err != nil {
 			return err
 		}
-		w.m.tree = append(w.m.tree, x.Leaf)
-		if err := w.node(child, int64(x.Leaf), int(h.Depth)-1, uint64(x.Block), next); err != nil {
+		w.m.tree = append(w.m.tree, ch.leaf)
+		if err := w.node(child, ch.leaf, int(n.h.Depth)-1, ch.lo, ch.hi); err != nil {
 			return err
 		}
-		prevEnd = uint64(x.Block) + 1
 	}
 	return nil
 }

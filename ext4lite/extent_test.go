@@ -201,7 +201,7 @@ var etHostile = []struct {
 			etPutRoot(im, ino, 1, []disk.ExtentIdx{{Block: 0, Leaf: leaves[0]}, {Block: 100, Leaf: leaves[1]}})
 		},
 		whatMsg: func(l []uint64) string {
-			return "extent tree block " + ckItoa(int(l[0])) + ": extent 0 (logical 150+1) outside [0, 100)"
+			return "extent tree block " + ckItoa(int(l[0])) + ": extent 0 (logical 150+1) ends past its index range (100)"
 		},
 	},
 	{
@@ -220,7 +220,7 @@ var etHostile = []struct {
 			etPutRoot(im, ino, 1, []disk.ExtentIdx{{Block: 500, Leaf: leaves[0]}, {Block: 10, Leaf: leaves[1]}})
 		},
 		whatMsg: func(l []uint64) string {
-			return "extent tree root: index 1 (logical 10) not after index 0 (logical 500)"
+			return "extent tree root: index 1 (logical 10) out of order or range [501, 4294967296)"
 		},
 	},
 }
