@@ -450,6 +450,9 @@ func (v *FS) WriteAtIno(ino Ino, p []byte, off int64) (int, error) {
 	if max := v.maxFileSize(); uint64(off) < max && uint64(off)+uint64(len(p)) > max {
 		p = p[:max-uint64(off)]
 	}
+	if err := v.reclaimFor(v.dataNeed(int64(len(p)))); err != nil {
+		return 0, err
+	}
 	if err := v.writeData(in, p, off, false); err != nil {
 		return 0, err
 	}

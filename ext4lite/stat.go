@@ -186,6 +186,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.v.writable(); err != nil {
 		return 0, err
 	}
+	if err := f.v.reclaimFor(f.v.dataNeed(int64(len(p)))); err != nil {
+		return 0, err
+	}
 	if err := f.v.writeData(f.in, p, off, false); err != nil {
 		return 0, err
 	}
