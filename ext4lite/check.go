@@ -937,7 +937,7 @@ func (c *checker) extentNode(ino, seed uint32, node []byte, blk uint64, depth in
 		return
 	}
 	n := decodeExtentNode(node, blk, depth, lo, hi, c.csum, seed)
-	for _, p := range n.problems {
+	for _, p := range append(n.problems, n.findings...) {
 		c.add(ino, blk, "%s", p)
 		w.ok = false
 	}

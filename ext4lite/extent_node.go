@@ -16,10 +16,16 @@ type extentNode struct {
 	extents  []disk.Extent // depth 0: the entries that passed, in order
 	children []extentChild // depth > 0: the entries that passed, in order
 	// problems lists what is wrong, in on-disk order, each prefixed by
-	// where it is. fatal reports that the header itself is unusable: no
-	// entry was decoded.
+	// where it is: the reader refuses the tree, Check reports them. fatal
+	// reports that the header itself is unusable: no entry was decoded.
 	problems []string
 	fatal    bool
+	// findings lists departures from what the kernel writes that do not
+	// make the tree ambiguous (a tree block's eh_max below the kernel's,
+	// an empty tree block, a first entry starting after its index's
+	// start): e2fsck reports them and so does Check, but the kernel reads
+	// such a tree and so does the reader.
+	findings []string
 }
 
 // extentChild is an index entry with the logical range [lo, hi) its
@@ -30,12 +36,12 @@ type extentChild struct {
 }
 
 // decodeExtentNode validates node: the header (magic, eh_max within the
-// node and, for tree blocks, as the kernel sizes it, eh_entries ≤ eh_max,
-// depth at most EXT4_MAX_EXTENT_DEPTH at the root and one less than the
-// parent's below it, the checksum tail of a tree block, no empty tree
-// block) and every entry (leaves: non-zero length, in order, inside
-// [lo, hi); indexes: in order and inside [lo, hi); a tree block's first
-// entry starting at lo). blk is the tree block (0 for the root in i_block)
+// node, eh_entries ≤ eh_max, depth at most EXT4_MAX_EXTENT_DEPTH at the
+// root and one less than the parent's below it, the checksum tail of a
+// tree block) and every entry (leaves: non-zero length, in order, inside
+// [lo, hi); indexes: in order and inside [lo, hi)); as findings only, a
+// tree block's eh_max as the kernel sizes it, no empty tree block, and a
+// tree block's first entry starting at lo. blk is the tree block (0 for the root in i_block)
 // and depth the depth the parent expects (-1 for the root). seed is the
 // inode's checksum seed, used when csum is set.
 func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bool, seed uint32) *extentNode {
@@ -48,6 +54,9 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 	fail := func(format string, args ...any) {
 		n.problems = append(n.problems, where+": "+fmt.Sprintf(format, args...))
 	}
+	note := func(format string, args ...any) {
+		n.findings = append(n.findings, where+": "+fmt.Sprintf(format, args...))
+	}
 	fatal := func(format string, args ...any) *extentNode {
 		fail(format, args...)
 		n.fatal = true
@@ -57,7 +66,7 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 	switch {
 	case h.Magic != disk.ExtentMagic:
 		return fatal("bad magic %#x", h.Magic)
-	case int(h.Max) > capacity || (blk != 0 && int(h.Max) < capacity-2) || h.Max == 0:
+	case int(h.Max) > capacity || h.Max == 0:
 		return fatal("eh_max %d (room for %d)", h.Max, capacity)
 	case h.Entries > h.Max:
 		return fatal("%d entries, eh_max %d", h.Entries, h.Max)
@@ -65,6 +74,9 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 		return fatal("depth %d", h.Depth)
 	case depth >= 0 && int(h.Depth) != depth:
 		return fatal("depth %d, parent expects %d", h.Depth, depth)
+	}
+	if blk != 0 && int(h.Max) < capacity-2 {
+		note("eh_max %d (room for %d)", h.Max, capacity)
 	}
 	if blk != 0 {
 		if csum {
@@ -76,7 +88,7 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 			}
 		}
 		if h.Entries == 0 {
-			fail("empty node")
+			note("empty node")
 		}
 	}
 	entry := func(i int) []byte { return node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:] }
@@ -97,7 +109,7 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 				continue
 			}
 			if i == 0 && blk != 0 && uint64(e.Block) != lo {
-				fail("first extent starts at logical %d, its index says %d", e.Block, lo)
+				note("first extent starts at logical %d, its index says %d", e.Block, lo)
 			}
 			prevEnd = end
 			n.extents = append(n.extents, e)
@@ -111,7 +123,7 @@ func decodeExtentNode(node []byte, blk uint64, depth int, lo, hi uint64, csum bo
 			return n // the entries after it have no trustworthy range
 		}
 		if i == 0 && blk != 0 && uint64(x.Block) != lo {
-			fail("first index starts at logical %d, its parent says %d", x.Block, lo)
+			note("first index starts at logical %d, its parent says %d", x.Block, lo)
 		}
 		next := hi
 		if i+1 < int(h.Entries) {

@@ -36,20 +36,28 @@ func TestDecodeExtentNode(t *testing.T) {
 		want       string // "" = no problem
 		fatal      bool
 		nExt, nIdx int
+		finding    bool // a departure Check reports but the reader reads
 	}{
-		{"leaf", node(disk.ExtentHeader{Entries: 2, Max: uint16(max)}, ext(10, 5), ext(20, 1)), 7, 0, 10, 100, "", false, 2, 0},
-		{"root depth 6", node(disk.ExtentHeader{Max: 4, Depth: 6}), 0, -1, 0, 1 << 32, "depth 6", true, 0, 0},
-		{"depth not parent's - 1", node(disk.ExtentHeader{Entries: 1, Max: uint16(max), Depth: 2}, idx(0)), 7, 0, 0, 100, "parent expects 0", true, 0, 0},
-		{"eh_max too small for a block", node(disk.ExtentHeader{Entries: 1, Max: 4}, ext(0, 1)), 7, 0, 0, 100, "eh_max 4", true, 0, 0},
-		{"empty tree block", node(disk.ExtentHeader{Max: uint16(max)}), 7, 0, 0, 100, "empty node", false, 0, 0},
-		{"extent past hi", node(disk.ExtentHeader{Entries: 1, Max: uint16(max)}, ext(10, 95)), 7, 0, 10, 100, "ends past its index range (100)", false, 0, 0},
-		{"extents overlap", node(disk.ExtentHeader{Entries: 2, Max: uint16(max)}, ext(10, 5), ext(12, 1)), 7, 0, 10, 100, "overlaps", false, 1, 0},
-		{"first extent not at lo", node(disk.ExtentHeader{Entries: 1, Max: uint16(max)}, ext(11, 1)), 7, 0, 10, 100, "its index says 10", false, 1, 0},
-		{"index out of order", node(disk.ExtentHeader{Entries: 2, Max: 4, Depth: 1}, idx(50), idx(20)), 0, -1, 0, 1 << 32, "index 1 (logical 20) out of order", false, 0, 1},
-		{"index ranges", node(disk.ExtentHeader{Entries: 2, Max: 4, Depth: 1}, idx(0), idx(20)), 0, -1, 0, 1 << 32, "", false, 0, 2},
+		{"leaf", node(disk.ExtentHeader{Entries: 2, Max: uint16(max)}, ext(10, 5), ext(20, 1)), 7, 0, 10, 100, "", false, 2, 0, false},
+		{"root depth 6", node(disk.ExtentHeader{Max: 4, Depth: 6}), 0, -1, 0, 1 << 32, "depth 6", true, 0, 0, false},
+		{"depth not parent's - 1", node(disk.ExtentHeader{Entries: 1, Max: uint16(max), Depth: 2}, idx(0)), 7, 0, 0, 100, "parent expects 0", true, 0, 0, false},
+		{"eh_max too small for a block", node(disk.ExtentHeader{Entries: 1, Max: 4}, ext(0, 1)), 7, 0, 0, 100, "eh_max 4", false, 1, 0, true},
+		{"eh_max past the block", node(disk.ExtentHeader{Entries: 1, Max: uint16(max + 1)}, ext(0, 1)), 7, 0, 0, 100, "eh_max 85", true, 0, 0, false},
+		{"empty tree block", node(disk.ExtentHeader{Max: uint16(max)}), 7, 0, 0, 100, "empty node", false, 0, 0, true},
+		{"extent past hi", node(disk.ExtentHeader{Entries: 1, Max: uint16(max)}, ext(10, 95)), 7, 0, 10, 100, "ends past its index range (100)", false, 0, 0, false},
+		{"extents overlap", node(disk.ExtentHeader{Entries: 2, Max: uint16(max)}, ext(10, 5), ext(12, 1)), 7, 0, 10, 100, "overlaps", false, 1, 0, false},
+		{"first extent not at lo", node(disk.ExtentHeader{Entries: 1, Max: uint16(max)}, ext(11, 1)), 7, 0, 10, 100, "its index says 10", false, 1, 0, true},
+		{"index out of order", node(disk.ExtentHeader{Entries: 2, Max: 4, Depth: 1}, idx(50), idx(20)), 0, -1, 0, 1 << 32, "index 1 (logical 20) out of order", false, 0, 1, false},
+		{"index ranges", node(disk.ExtentHeader{Entries: 2, Max: 4, Depth: 1}, idx(0), idx(20)), 0, -1, 0, 1 << 32, "", false, 0, 2, false},
 	} {
 		n := decodeExtentNode(tc.b, tc.blk, tc.depth, tc.lo, tc.hi, false, 0)
 		got := strings.Join(n.problems, "; ")
+		if tc.finding {
+			if len(n.problems) != 0 {
+				t.Errorf("%s: %q should be a finding only", tc.name, got)
+			}
+			got = strings.Join(n.findings, "; ")
+		}
 		switch {
 		case tc.want == "" && got != "":
 			t.Errorf("%s: %s", tc.name, got)
