@@ -66,6 +66,9 @@ func parseDirBlock(blk []byte, off int64, fn func(name []byte, d *disk.Dirent) e
 		if len(name) == 0 || len(name) > disk.NameLen {
 			return corruptf(off+int64(start), "dirent %d has a %d-byte name", i, len(name))
 		}
+		if j := bytes.IndexAny(name, "/\x00"); j >= 0 {
+			return corruptf(off+int64(start+j), "dirent %d name %q holds %q", i, name, name[j])
+		}
 		if d.FileType >= disk.FTMax {
 			return corruptf(off+int64(i*disk.DirentSize)+10, "dirent %d file type %d", i, d.FileType)
 		}

@@ -216,6 +216,12 @@ func (im *Image) inode(nid uint64) (*rinode, error) {
 		return nil, corruptf(n.off, "inode %d runs past the image", nid)
 	}
 	n.layout = int(format>>disk.FormatDataLayoutBit) & disk.FormatDataLayoutMask
+	// Flat layouts have no holes: the data lies in the image, so a size
+	// past the image's blocks is corrupt (and 2^63-1 would overflow the
+	// block count below, skipping the data-range check).
+	if maxSize := int64(im.sb.BlocksLo) << im.bits; (n.layout == disk.FlatPlain || n.layout == disk.FlatInline) && n.size > maxSize {
+		return nil, corruptf(n.off+8, "inode %d size %d is past the image's %d bytes of blocks", nid, n.size, maxSize)
+	}
 	switch n.layout {
 	case disk.FlatPlain:
 		n.nblocks = (n.size + im.bs - 1) >> im.bits

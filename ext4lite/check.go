@@ -687,6 +687,10 @@ func (c *checker) inode(ino uint32, slot []byte) {
 	case reserved && c.resizeInode && ino == 7:
 		c.resize(ino, in)
 		return
+	case ino == disk.BadBlocksIno:
+		c.inodes[ino] = &cInode{mode: in.Mode, links: in.LinksCount}
+		c.badBlocks(ino, in)
+		return
 	case reserved:
 		c.inodes[ino] = &cInode{mode: in.Mode, links: in.LinksCount}
 		return
@@ -860,7 +864,15 @@ func (c *checker) fileBlocks(ino uint32, in *disk.Inode, ci *cInode) uint64 {
 	}
 	if typ == disk.ModeDir {
 		ci.ext, ci.extOK = w.ext, w.ok
+		if in.SizeHigh != 0 && !c.largeDir {
+			// e2fsck pass 2: "i_size_high for inode N is M, should be zero".
+			c.add(ino, 0, "directory i_size_high is %#x, should be zero without large_dir", in.SizeHigh)
+		}
 		c.dirSize(ino, in, w)
+		return w.data + w.tree
+	}
+	if max := disk.MaxExtentISize(c.bs); in.Size() > max {
+		c.add(ino, 0, "i_size %d is past the largest an extent-mapped file can have (%d)", in.Size(), max)
 	} else if w.lastInit > 0 {
 		if sizeBlocks := (in.Size() + uint64(c.bs) - 1) / uint64(c.bs); w.lastInit > sizeBlocks {
 			c.add(ino, 0, "i_size is %d but block %d is mapped", in.Size(), w.lastInit-1)
@@ -917,117 +929,50 @@ func (c *checker) extents(ino uint32, in *disk.Inode) *extentWalk {
 	return w
 }
 
-// extentNode checks one tree node (the root in i_block when blk is 0).
-// Logical blocks below it must lie in [lo, hi).
+// extentNode checks one tree node (the root in i_block when blk is 0)
+// with decodeExtentNode, the reader's rules; logical blocks below it must
+// lie in [lo, hi). Every leaf extent and tree block is claimed.
 func (c *checker) extentNode(ino, seed uint32, node []byte, blk uint64, depth int, lo, hi uint64, w *extentWalk) {
 	if c.stop {
 		return
 	}
-	h := disk.DecodeExtentHeader(node)
-	where := "extent tree root"
-	if blk != 0 {
-		where = "extent tree block"
-	}
-	fail := func(format string, args ...any) {
-		c.add(ino, blk, where+": "+format, args...)
+	n := decodeExtentNode(node, blk, depth, lo, hi, c.csum, seed)
+	for _, p := range append(n.problems, n.findings...) {
+		c.add(ino, blk, "%s", p)
 		w.ok = false
 	}
-	capacity := (len(node) - disk.ExtentHeaderSize) / disk.ExtentEntrySize
-	if h.Magic != disk.ExtentMagic {
-		fail("bad magic %#x", h.Magic)
+	if n.fatal {
 		return
 	}
-	if int(h.Max) > capacity || (blk != 0 && int(h.Max) < capacity-2) || h.Max == 0 {
-		fail("eh_max %d (room for %d)", h.Max, capacity)
-		return
-	}
-	if h.Entries > h.Max {
-		fail("%d entries, eh_max %d", h.Entries, h.Max)
-		return
-	}
-	if depth < 0 {
-		if h.Depth > disk.ExtentMaxDepth {
-			fail("depth %d", h.Depth)
-			return
+	for _, e := range n.extents {
+		if !c.claim(e.Start, uint64(e.Len), ino, fmt.Sprintf("extent %d+%d", e.Block, e.Len)) {
+			w.ok = false
 		}
-	} else if int(h.Depth) != depth {
-		fail("depth %d, parent expects %d", h.Depth, depth)
-		return
-	}
-	if blk != 0 {
-		if c.csum {
-			off := disk.ExtentTailOffset(int(h.Max))
-			if off+disk.ExtentTailSize > len(node) {
-				fail("no room for the checksum tail")
-			} else if got, want := binary.LittleEndian.Uint32(node[off:]), disk.ExtentBlockChecksum(seed, node, int(h.Max)); got != want {
-				fail("checksum %#x, computed %#x", got, want)
-			}
+		w.data += uint64(e.Len)
+		if end := uint64(e.Block) + uint64(e.Len); !e.Uninit {
+			w.lastInit = max(w.lastInit, end)
 		}
-		if h.Entries == 0 {
-			fail("empty node")
+		if w.keep {
+			w.ext = append(w.ext, e)
 		}
-	}
-	prevEnd := lo
-	if h.Depth == 0 {
-		for i := 0; i < int(h.Entries); i++ {
-			e := disk.DecodeExtent(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-			end := uint64(e.Block) + uint64(e.Len)
-			switch {
-			case e.Len == 0:
-				fail("extent %d has length 0", i)
-				continue
-			case uint64(e.Block) < prevEnd:
-				fail("extent %d (logical %d) overlaps or is out of order (expected ≥ %d)", i, e.Block, prevEnd)
-				continue
-			case end > hi:
-				fail("extent %d (logical %d+%d) ends past its index range (%d)", i, e.Block, e.Len, hi)
-				continue
-			}
-			prevEnd = end
-			if !c.claim(e.Start, uint64(e.Len), ino, fmt.Sprintf("extent %d+%d", e.Block, e.Len)) {
-				w.ok = false
-			}
-			if i == 0 && blk != 0 && uint64(e.Block) != lo {
-				fail("first extent starts at logical %d, its index says %d", e.Block, lo)
-			}
-			w.data += uint64(e.Len)
-			if !e.Uninit {
-				w.lastInit = max(w.lastInit, end)
-			}
-			if w.keep {
-				w.ext = append(w.ext, e)
-			}
-		}
-		return
 	}
 	child := make([]byte, c.bs)
-	for i := 0; i < int(h.Entries) && !c.stop; i++ {
-		x := disk.DecodeExtentIdx(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-		if uint64(x.Block) < prevEnd || uint64(x.Block) >= hi {
-			fail("index %d (logical %d) out of order or range [%d, %d)", i, x.Block, prevEnd, hi)
+	for _, ch := range n.children {
+		if c.stop {
 			return
-		}
-		if i == 0 && blk != 0 && uint64(x.Block) != lo {
-			fail("first index starts at logical %d, its parent says %d", x.Block, lo)
-		}
-		next := hi
-		if i+1 < int(h.Entries) {
-			next = uint64(disk.DecodeExtentIdx(node[disk.ExtentHeaderSize+(i+1)*disk.ExtentEntrySize:]).Block)
 		}
 		// A block already claimed is never descended into: that bounds the
 		// walk of a tree whose nodes point at each other.
-		if !c.claim(x.Leaf, 1, ino, "extent tree block") {
+		if !c.claim(ch.leaf, 1, ino, "extent tree block") {
 			w.ok = false
-			prevEnd = uint64(x.Block) + 1
 			continue
 		}
 		w.tree++
-		if !c.readBlock(x.Leaf, child, ino, "extent tree block") {
+		if !c.readBlock(ch.leaf, child, ino, "extent tree block") {
 			w.ok = false
 			return
 		}
-		c.extentNode(ino, seed, child, x.Leaf, int(h.Depth)-1, uint64(x.Block), min(next, hi), w)
-		prevEnd = uint64(x.Block) + 1
+		c.extentNode(ino, seed, child, ch.leaf, int(n.h.Depth)-1, ch.lo, ch.hi, w)
 	}
 }
 
@@ -1088,6 +1033,10 @@ func (c *checker) special(ino uint32, in *disk.Inode, typ uint32) {
 	if in.Flags&(disk.FlagExtents|disk.FlagIndex) != 0 {
 		c.add(ino, 0, "%s with extent or index flags (%#x)", typeWord(typ), in.Flags)
 	}
+	if in.Size() != 0 {
+		// e2fsck pass 1: "Special (device/socket/fifo) inode N has non-zero size".
+		c.add(ino, 0, "%s has i_size %d, should be zero", typeWord(typ), in.Size())
+	}
 	w := func(i int) uint32 { return binary.LittleEndian.Uint32(in.Block[4*i:]) }
 	switch typ {
 	case disk.ModeChar, disk.ModeBlock:
@@ -1099,6 +1048,46 @@ func (c *checker) special(ino uint32, in *disk.Inode, typ uint32) {
 				c.add(ino, 0, "%s has i_block[%d] = %#x past its device number", typeWord(typ), i, w(i))
 				break
 			}
+		}
+	}
+}
+
+// badBlocks claims the blocks the bad-blocks inode lists, and the
+// indirect blocks that list them (it has a block map, never an extent
+// tree): e2fsck counts them in use, so a block both listed bad and owned
+// by a file is claimed twice. Each indirect block is claimed before it is
+// read, which bounds the walk.
+func (c *checker) badBlocks(ino uint32, in *disk.Inode) {
+	if in.Flags&disk.FlagExtents != 0 {
+		c.add(ino, 0, "the bad blocks inode has the extents flag")
+		return
+	}
+	w := func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(in.Block[4*i:])) }
+	for i := 0; i < 12; i++ {
+		if b := w(i); b != 0 {
+			c.claim(b, 1, ino, "bad blocks list entry")
+		}
+	}
+	for level, i := range []int{12, 13, 14} {
+		c.badBlocksIndirect(ino, w(i), level)
+	}
+}
+
+func (c *checker) badBlocksIndirect(ino uint32, blk uint64, level int) {
+	if blk == 0 || c.stop || !c.claim(blk, 1, ino, "bad blocks indirect block") {
+		return
+	}
+	b := make([]byte, c.bs)
+	if !c.readBlock(blk, b, ino, "bad blocks indirect block") {
+		return
+	}
+	for i := 0; i+4 <= len(b) && !c.stop; i += 4 {
+		switch p := uint64(binary.LittleEndian.Uint32(b[i:])); {
+		case p == 0:
+		case level == 0:
+			c.claim(p, 1, ino, "bad blocks list entry")
+		default:
+			c.badBlocksIndirect(ino, p, level-1)
 		}
 	}
 }

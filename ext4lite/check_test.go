@@ -493,6 +493,45 @@ var ckCorruptions = []ckCorruption{
 		binary.LittleEndian.PutUint32(im.b[off:], 0)
 		im.fixDirBlock(disk.RootIno, uint64(off/im.bs))
 	}, "not reachable"},
+	// What e2fsck reports of sizes and inode fields (issue 14).
+	{"i_size past the extent format's maximum", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		in := im.inode(ino)
+		in.SetSize(1<<63 - 1)
+		im.putInode(ino, in)
+	}, "i_size"},
+	{"i_size just past the maximum", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "frag")
+		in := im.inode(ino)
+		in.SetSize(uint64(im.bs) << 32)
+		im.putInode(ino, in)
+	}, "i_size"},
+	{"live inode with dtime", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "file")
+		in := im.inode(ino)
+		in.Dtime = 1700000000
+		im.putInode(ino, in)
+	}, "deletion time"},
+	{"directory i_size_high", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "dir")
+		in := im.inode(ino)
+		in.SizeHigh = 0x1234
+		im.putInode(ino, in)
+	}, "i_size_high"},
+	{"device with a size", func(t *testing.T, im *ckImage) {
+		_, ino := im.lookupName(disk.RootIno, "dev")
+		in := im.inode(ino)
+		in.SetSize(4096)
+		im.putInode(ino, in)
+	}, "i_size"},
+	{"bad-blocks inode with a block", func(t *testing.T, im *ckImage) {
+		in := im.inode(1)
+		_, f := im.lookupName(disk.RootIno, "file")
+		binary.LittleEndian.PutUint32(in.Block[:], uint32(im.firstExtent(f)))
+		in.SetSize(uint64(im.bs))
+		in.BlocksLo = uint32(im.bs / 512)
+		im.putInode(1, in)
+	}, "already in use"},
 	{"inode past itable_unused", func(t *testing.T, im *ckImage) {
 		gd := im.gd(0)
 		gd.SetItableUnused(im.sb.InodesPerGroup - 12)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 )
 
 // Sentinel errors. Every error ext4lite returns for a bad volume wraps
@@ -45,4 +46,37 @@ func corruptf(off int64, ino uint32, format string, args ...any) error {
 
 func pathErr(op, path string, err error) error {
 	return &fs.PathError{Op: op, Path: path, Err: err}
+}
+
+// LimitError reports a request past a limit of the on-disk format or of
+// the options: a file size past the largest an extent-mapped file can have,
+// or a file fragmented past Options.MaxExtents (EFBIG), an xattr value
+// larger than one attribute can hold (E2BIG), an xattr name longer than
+// 255 bytes (ERANGE). It unwraps to that errno, so callers test it
+// with errors.Is(err, syscall.EFBIG) and the volume server hands the guest
+// the errno Linux's ext4 would.
+type LimitError struct {
+	Op    string        // "write", "truncate", "setxattr"
+	What  string        // "file size", "value of xattr user.big", ...
+	Size  uint64        // what was asked for
+	Max   uint64        // the format's maximum
+	Errno syscall.Errno // syscall.EFBIG, syscall.E2BIG or syscall.ERANGE
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("ext4lite: %s: %s %d is past the maximum of %d (%s)", e.Op, e.What, e.Size, e.Max, errnoName(e.Errno))
+}
+
+func (e *LimitError) Unwrap() error { return e.Errno }
+
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EFBIG:
+		return "EFBIG"
+	case syscall.E2BIG:
+		return "E2BIG"
+	case syscall.ERANGE:
+		return "ERANGE"
+	}
+	return e.Error()
 }

@@ -1,8 +1,12 @@
 package ext4lite
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +67,41 @@ func TestReopenEqualsMemFS(t *testing.T) {
 	opts.IgnoreRoot = true
 	if err := sinktest.Compare(mem, r, opts); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenTruncated: a volume whose file ends before its last block is
+// refused for writing (ErrCorrupt, as the kernel refuses to mount it) and
+// opens read-only with Info saying Truncated, not Clean. Before, both
+// opens succeeded and Info called it clean.
+func TestOpenTruncated(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "v.ext4")
+	v, err := Create(p, 32<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 20<<20); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Open(p, nil); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), "truncated") {
+		if err == nil {
+			v.Close()
+		}
+		t.Fatalf("read-write open of a truncated volume: %v, want ErrCorrupt saying truncated", err)
+	}
+	r, err := Open(p, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	info, err := r.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Truncated || info.Clean {
+		t.Errorf("Info: truncated %v, clean %v", info.Truncated, info.Clean)
 	}
 }

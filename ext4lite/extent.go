@@ -27,7 +27,9 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 		}
 		return nil, fmt.Errorf("inode %d: %w: indirect block maps (ext2/ext3 files)", in.ino, ErrUnsupported)
 	}
-	if err := v.walkExtentNode(in, in.d.Block[:], -1, m, 0, 0, ^uint32(0)); err != nil {
+	w := &extentWalker{v: v, in: in, m: m, seen: map[uint64]bool{},
+		maxNodes: v.opts.maxExtentNodes(), maxExtents: v.opts.maxExtents()}
+	if err := w.node(in.d.Block[:], 0, -1, 0, 1<<32); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(m.ext); i++ {
@@ -40,51 +42,70 @@ func (v *FS) loadExtents(in *inode) (*extentMap, error) {
 	return m, nil
 }
 
-// walkExtentNode collects the leaves below node (i_block when blk < 0).
-// lo/hi bound the logical blocks this node may cover.
-func (v *FS) walkExtentNode(in *inode, node []byte, blk int64, m *extentMap, depthWant int, level int, hi uint32) error {
-	if level > disk.ExtentMaxDepth {
-		return corruptf(-1, in.ino, "extent tree deeper than %d", disk.ExtentMaxDepth)
+// extentWalker walks one inode's extent tree with bounds and a budget:
+// every entry's logical range lies inside its parent's [lo, hi) and after
+// its left sibling, depth decreases by one per level, each tree block is
+// read once (a tree whose index entries point back into the tree is
+// refused, not expanded), and at most maxNodes tree blocks and maxExtents
+// leaf entries are taken. Each node's rules are decodeExtentNode's, which
+// Check applies too, so a tree Check calls clean always loads.
+type extentWalker struct {
+	v                    *FS
+	in                   *inode
+	m                    *extentMap
+	seen                 map[uint64]bool
+	nodes                int
+	maxNodes, maxExtents int
+}
+
+// node collects the leaves below node (i_block when blk is 0); depth is
+// the depth its parent expects (-1 for the root) and [lo, hi) the logical
+// blocks it may cover. The node's rules are decodeExtentNode's; the walk
+// adds that every extent and tree block lies inside the filesystem, that
+// no tree block is reached twice, and the budgets.
+func (w *extentWalker) node(node []byte, blk uint64, depth int, lo, hi uint64) error {
+	v, in := w.v, w.in
+	off := int64(blk) * int64(v.bs)
+	if blk == 0 {
+		off = -1
 	}
-	h := disk.DecodeExtentHeader(node)
-	maxEntries := (len(node) - disk.ExtentHeaderSize) / disk.ExtentEntrySize
-	if h.Magic != disk.ExtentMagic || int(h.Entries) > int(h.Max) || int(h.Max) > maxEntries {
-		return corruptf(blk*int64(v.bs), in.ino, "bad extent header (magic %#x, %d/%d entries)", h.Magic, h.Entries, h.Max)
-	}
-	if level > 0 && int(h.Depth) != depthWant {
-		return corruptf(blk*int64(v.bs), in.ino, "extent node depth %d, parent expects %d", h.Depth, depthWant)
-	}
-	if blk >= 0 && v.csum {
-		want := disk.ExtentBlockChecksum(v.seedOf(in), node, int(h.Max))
-		off := disk.ExtentTailOffset(int(h.Max))
-		if off+4 <= len(node) {
-			got := uint32(node[off]) | uint32(node[off+1])<<8 | uint32(node[off+2])<<16 | uint32(node[off+3])<<24
-			if got != want {
-				return corruptf(blk*int64(v.bs), in.ino, "extent block checksum mismatch")
-			}
+	bad := func(format string, args ...any) error {
+		where := "extent tree root"
+		if blk != 0 {
+			where = fmt.Sprintf("extent tree block %d", blk)
 		}
+		return corruptf(off, in.ino, where+": "+format, args...)
 	}
-	if h.Depth == 0 {
-		for i := 0; i < int(h.Entries); i++ {
-			e := disk.DecodeExtent(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-			if e.Len == 0 || e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount {
-				return corruptf(blk*int64(v.bs), in.ino, "extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
-			}
-			m.ext = append(m.ext, e)
+	n := decodeExtentNode(node, blk, depth, lo, hi, v.csum, v.seedOf(in))
+	if len(n.problems) > 0 {
+		return corruptf(off, in.ino, "%s", n.problems[0])
+	}
+	if len(w.m.ext)+len(n.extents) > w.maxExtents {
+		return bad("more than %d extents (Options.MaxExtents)", w.maxExtents)
+	}
+	for _, e := range n.extents {
+		if e.Start < v.firstDataBlock || e.Start+uint64(e.Len) > v.blocksCount {
+			return bad("extent %d+%d -> %d outside the filesystem", e.Block, e.Len, e.Start)
 		}
-		return nil
+		w.m.ext = append(w.m.ext, e)
 	}
 	child := make([]byte, v.bs)
-	for i := 0; i < int(h.Entries); i++ {
-		x := disk.DecodeExtentIdx(node[disk.ExtentHeaderSize+i*disk.ExtentEntrySize:])
-		if x.Leaf < v.firstDataBlock || x.Leaf >= v.blocksCount {
-			return corruptf(blk*int64(v.bs), in.ino, "extent index points at block %d outside the filesystem", x.Leaf)
+	for i, ch := range n.children {
+		if ch.leaf < v.firstDataBlock || ch.leaf >= v.blocksCount || ch.leaf == 0 {
+			return bad("index %d points at block %d outside the filesystem", i, ch.leaf)
 		}
-		if err := v.readBlock(x.Leaf, child); err != nil {
+		if w.seen[ch.leaf] {
+			return bad("index %d points at block %d, already in the tree", i, ch.leaf)
+		}
+		if w.nodes++; w.nodes > w.maxNodes {
+			return bad("more than %d tree blocks (Options.MaxExtentNodes)", w.maxNodes)
+		}
+		w.seen[ch.leaf] = true
+		if err := v.readBlock(ch.leaf, child); err != nil {
 			return err
 		}
-		m.tree = append(m.tree, x.Leaf)
-		if err := v.walkExtentNode(in, child, int64(x.Leaf), m, int(h.Depth)-1, level+1, hi); err != nil {
+		w.m.tree = append(w.m.tree, ch.leaf)
+		if err := w.node(child, ch.leaf, int(n.h.Depth)-1, ch.lo, ch.hi); err != nil {
 			return err
 		}
 	}
@@ -135,6 +156,27 @@ func (m *extentMap) insert(lblk uint32, phys uint64, n uint32) {
 		n -= l
 	}
 	m.mergeNext(i - 1)
+}
+
+// merges reports whether insert(lblk, phys, n) would extend an existing
+// extent rather than add one (n ≤ EXT_INIT_MAX_LEN).
+func (m *extentMap) merges(lblk uint32, phys uint64, n uint32) bool {
+	i := sort.Search(len(m.ext), func(i int) bool { return m.ext[i].Block > lblk })
+	if i > 0 {
+		p := m.ext[i-1]
+		if !p.Uninit && uint64(p.Block)+uint64(p.Len) == uint64(lblk) && p.Start+uint64(p.Len) == phys &&
+			uint32(p.Len)+n <= disk.ExtentInitMaxLen {
+			return true
+		}
+	}
+	if i < len(m.ext) {
+		x := m.ext[i]
+		if !x.Uninit && uint64(lblk)+uint64(n) == uint64(x.Block) && phys+uint64(n) == x.Start &&
+			uint32(x.Len)+n <= disk.ExtentInitMaxLen {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *extentMap) mergeNext(i int) {

@@ -2,12 +2,27 @@ package ext4lite
 
 import (
 	"io"
+	"syscall"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
 
 // maxFileBlocks bounds logical block numbers (ext4's 32-bit ee_block).
 const maxFileBlocks = 1 << 32
+
+// maxFileSize is the largest size a file of this volume may have
+// (disk.MaxFileSize: the kernel's s_maxbytes).
+func (v *FS) maxFileSize() uint64 {
+	return disk.MaxFileSize(v.bs, v.sb.FeatureROCompat&disk.ROCompatHugeFile != 0)
+}
+
+// checkFileSize refuses a size past maxFileSize with EFBIG.
+func (v *FS) checkFileSize(op string, size uint64) error {
+	if max := v.maxFileSize(); size > max {
+		return &LimitError{Op: op, What: "file size", Size: size, Max: max, Errno: syscall.EFBIG}
+	}
+	return nil
+}
 
 // readData reads len(p) bytes of in's data at off; holes and unwritten
 // extents read as zeros. It stops at i_size.
@@ -59,8 +74,11 @@ func (v *FS) readData(in *inode, p []byte, off int64) (int, error) {
 // whole blocks of zeros that fall in holes are left as holes. It extends
 // i_size; the caller sets times.
 func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
-	if off < 0 || off+int64(len(p)) > maxFileBlocks*int64(v.bs) {
-		return pathErr("write", "", io.ErrShortWrite)
+	if off < 0 {
+		return errInvalid
+	}
+	if err := v.checkFileSize("write", uint64(off)+uint64(len(p))); err != nil {
+		return err
 	}
 	m, err := v.loadExtents(in)
 	if err != nil {
@@ -112,6 +130,14 @@ func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
 		if err != nil {
 			return err
 		}
+		if max := v.opts.maxExtents(); len(m.ext) >= max && !m.merges(lblk, start, uint32(got)) {
+			// Past the limit the reader enforces (extent.go): a file
+			// this volume could not read back with the same options.
+			if err := v.freeBlocks(start, uint64(got)); err != nil {
+				return err
+			}
+			return &LimitError{Op: "write", What: "extent count (Options.MaxExtents) of the file", Size: uint64(len(m.ext) + 1), Max: uint64(max), Errno: syscall.EFBIG}
+		}
 		m.insert(lblk, start, uint32(got))
 		// Write the covered span; zero the parts of the first and last
 		// blocks that p does not cover.
@@ -134,6 +160,9 @@ func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
 // truncateData sets i_size, freeing blocks past it (and zeroing the tail of
 // a partial last block so a later extension reads zeros).
 func (v *FS) truncateData(in *inode, size uint64) error {
+	if err := v.checkFileSize("truncate", size); err != nil {
+		return err
+	}
 	m, err := v.loadExtents(in)
 	if err != nil {
 		return err

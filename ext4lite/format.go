@@ -277,7 +277,7 @@ func (v *FS) layoutGroups() error {
 	v.gdtBlocks = uint32((uint64(v.groupCount)*uint64(v.descSize) + uint64(v.bs) - 1) / uint64(v.bs))
 	v.groups = make([]*group, v.groupCount)
 	for g := uint32(0); g < v.groupCount; g++ {
-		gr := &group{desc: &disk.GroupDesc{}, blockBitmap: make([]byte, v.bs), inodeBitmap: make([]byte, v.bs),
+		gr := &group{desc: &disk.GroupDesc{}, raw: make([]byte, v.descSize), blockBitmap: make([]byte, v.bs), inodeBitmap: make([]byte, v.bs),
 			bbDirty: true, ibDirty: true, descDirty: true}
 		over := v.superOverhead(g)
 		for i := uint32(0); i < over; i++ {

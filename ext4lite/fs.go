@@ -64,7 +64,11 @@ type FS struct {
 	allocCursor uint64 // next block to try when no better goal is known
 	inodeCursor uint32 // group to try first for new inodes
 	cleanAtOpen bool   // s_state had EXT4_VALID_FS when opened
-	opts        Options
+	short       bool   // the device ends before the last block (read-only opens only)
+	// journalAborted says why the replay at open cut the log short (a
+	// committed transaction failed a checksum); empty otherwise.
+	journalAborted string
+	opts           Options
 }
 
 // Open opens the volume in the file at path. With ReadOnly unset the file
@@ -114,6 +118,9 @@ func OpenDevice(dev Device, opts *Options) (*FS, error) {
 		return nil, fmt.Errorf("%w: no ext2/3/4 superblock magic at byte 1080", ErrNotExt4)
 	}
 	if err := v.loadSuperblock(sb, buf); err != nil {
+		return nil, err
+	}
+	if err := v.probeEnd(); err != nil {
 		return nil, err
 	}
 	if err := v.loadGroupDescs(); err != nil {
@@ -222,6 +229,27 @@ func (v *FS) loadSuperblock(sb *disk.Superblock, raw []byte) error {
 		v.hashVersion += 3
 	}
 	return nil
+}
+
+// probeEnd reads the filesystem's last block: a device that ends before
+// it (a truncated file, a short copy) is refused for writing, as the
+// kernel refuses to mount it and e2fsck to check it; read-only, it opens
+// so what is there can be read, and Info reports it.
+func (v *FS) probeEnd() error {
+	last := make([]byte, v.bs)
+	n, err := v.dev.ReadAt(last, int64(v.blocksCount-1)*int64(v.bs))
+	if n == len(last) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return err
+	}
+	v.short = true
+	if v.readOnly {
+		return nil
+	}
+	return corruptf(-1, 0, "the filesystem has %d blocks of %d bytes (%d bytes) but the file is shorter: truncated (open it read-only to read what is left)",
+		v.blocksCount, v.bs, v.blocksCount*uint64(v.bs))
 }
 
 // Sync writes every pending change to the device and flushes it.

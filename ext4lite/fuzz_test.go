@@ -23,8 +23,10 @@ import (
 
 // Seed images for FuzzOpen live gzip-compressed in testdata/; regenerate
 // them with GVX_REGEN_SEEDS=1 go test -run TestFuzzSeedRegen (Linux, with
-// mkfs.ext4 and e2fsck; as root for the device nodes).
-var fuzzSeedNames = []string{"ext4lite-1k", "ext4lite-4k", "mkfs-1k", "mkfs-4k"}
+// mkfs.ext4 and e2fsck; as root for the device nodes), or only one of
+// them with GVX_REGEN_SEEDS=NAME. mkfs-1k-desc128 has 128-byte group
+// descriptors (-O 64bit -E desc_size=128), which writes once panicked on.
+var fuzzSeedNames = []string{"ext4lite-1k", "ext4lite-4k", "mkfs-1k", "mkfs-4k", "mkfs-1k-desc128"}
 
 // fuzzSmallTree is the content of every seed image: each structure the
 // parsers read appears at least once (htree, extent tree block, xattr

@@ -1,12 +1,17 @@
 package ext4lite
 
 import (
+	"bytes"
+
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
 
 // group is one block group's descriptor and (lazily loaded) bitmaps.
 type group struct {
-	desc        *disk.GroupDesc
+	desc *disk.GroupDesc
+	// raw is the descriptor's descSize on-disk bytes; desc's fields are
+	// encoded over its first 64 and the rest (s_desc_size > 64) is kept.
+	raw         []byte
 	blockBitmap []byte // nil until loaded
 	inodeBitmap []byte
 	descDirty   bool
@@ -65,7 +70,7 @@ func (v *FS) loadGroupDescs() error {
 		if t := gd.InodeTable(); t < v.firstDataBlock || t+itBlocks > v.blocksCount {
 			return corruptf(-1, 0, "group %d: inode table at block %d outside the filesystem", g, t)
 		}
-		v.groups[g] = &group{desc: gd}
+		v.groups[g] = &group{desc: gd, raw: bytes.Clone(raw)}
 	}
 	return nil
 }
@@ -193,21 +198,24 @@ func (v *FS) setGroupChecksums(g uint32, gr *group) {
 		}
 		gr.desc.SetBitmapChecksums(bc, ic, v.descSize)
 	}
-	raw := make([]byte, v.descSize)
-	gr.desc.EncodeInto(raw, v.descSize)
+	// The checksum covers the whole descriptor, bytes past 64 included.
+	gr.desc.EncodeInto(gr.raw, v.descSize)
 	switch {
 	case v.csum:
-		gr.desc.Checksum = disk.GroupDescChecksum(v.seed, g, raw)
+		gr.desc.Checksum = disk.GroupDescChecksum(v.seed, g, gr.raw)
 	case v.gdtCsum:
-		gr.desc.Checksum = disk.GroupDescChecksumCrc16(v.sb.UUID, g, raw)
+		gr.desc.Checksum = disk.GroupDescChecksumCrc16(v.sb.UUID, g, gr.raw)
 	}
+	gr.desc.EncodeInto(gr.raw, v.descSize)
 }
 
 // encodeGroupDescs returns the whole descriptor table.
 func (v *FS) encodeGroupDescs() []byte {
 	buf := make([]byte, int(v.gdtBlocks)*v.bs)
 	for g, gr := range v.groups {
-		gr.desc.EncodeInto(buf[g*v.descSize:], v.descSize)
+		d := buf[g*v.descSize : (g+1)*v.descSize]
+		copy(d, gr.raw)
+		gr.desc.EncodeInto(d, v.descSize)
 	}
 	return buf
 }

@@ -445,6 +445,14 @@ func (v *FS) WriteAtIno(ino Ino, p []byte, off int64) (int, error) {
 	if in.fileType() != disk.ModeReg || off < 0 {
 		return 0, errInvalid
 	}
+	// As write(2) at the size limit: the bytes below it are written and
+	// counted, a write starting at it fails with EFBIG.
+	if max := v.maxFileSize(); uint64(off) < max && uint64(off)+uint64(len(p)) > max {
+		p = p[:max-uint64(off)]
+	}
+	if err := v.reclaimFor(v.dataNeed(int64(len(p)))); err != nil {
+		return 0, err
+	}
 	if err := v.writeData(in, p, off, false); err != nil {
 		return 0, err
 	}
@@ -588,6 +596,11 @@ func (v *FS) listxattrLocked(in *inode) ([]string, error) {
 func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) error {
 	if _, _, ok := disk.XattrSplitName(name); !ok {
 		return ErrUnsupported
+	}
+	if !remove {
+		if err := v.checkXattr(name, value); err != nil {
+			return err
+		}
 	}
 	xs, err := v.loadXattrs(in)
 	if err != nil {

@@ -128,11 +128,18 @@ func (v *FS) syncDevice() error {
 }
 
 func (v *FS) journalDevice() (*journalDev, error) {
-	if v.sb.FeatureCompat&disk.CompatHasJournal == 0 || v.sb.JournalInum == 0 {
+	if v.sb.FeatureCompat&disk.CompatHasJournal == 0 {
 		return nil, nil
 	}
-	if v.sb.FeatureIncompat&disk.IncompatJournalDev != 0 || v.sb.JournalDev != 0 {
-		return nil, fmt.Errorf("%w: external journal devices", ErrUnsupported)
+	// An external journal (mkfs.ext4 -J device=): s_journal_inum 0, the
+	// journal named by s_journal_uuid / s_journal_dev. Writing without it
+	// would leave the volume's journal out of step with it.
+	if v.sb.FeatureIncompat&disk.IncompatJournalDev != 0 || v.sb.JournalDev != 0 || v.sb.JournalInum == 0 && v.sb.JournalUUID != [16]byte{} {
+		return nil, fmt.Errorf("%w: external journal (s_journal_uuid %x, s_journal_dev %#x); only a journal inode is supported (open it read-only to read a cleanly closed volume)",
+			ErrUnsupported, v.sb.JournalUUID, v.sb.JournalDev)
+	}
+	if v.sb.JournalInum == 0 {
+		return nil, corruptf(disk.SuperblockOffset, 0, "has_journal is set but s_journal_inum is 0 and no external journal is named")
 	}
 	in, err := v.getInode(v.sb.JournalInum)
 	if err != nil {
@@ -158,7 +165,8 @@ func (v *FS) recover() error {
 	if v.readOnly {
 		hw = memHome{v}
 	}
-	if _, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount); err != nil {
+	st, err := jbd2.Recover(jd, v.bs, hw, v.blocksCount)
+	if err != nil {
 		return journalErr("replaying the journal", err)
 	}
 	// The replay may have rewritten the superblock and descriptors.
@@ -182,6 +190,13 @@ func (v *FS) recover() error {
 		return err
 	}
 	v.sb.FeatureIncompat &^= disk.IncompatRecover
+	if st.Aborted != "" {
+		// A committed transaction failed a checksum: the log was cut
+		// there. Flag the volume as e2fsck does (s_state |= ERROR_FS),
+		// so the next full check runs, and say so in Info.
+		v.journalAborted = st.Aborted
+		v.sb.State |= disk.StateErrors
+	}
 	if !v.readOnly {
 		if err := v.writeAt(v.sb.Encode(), disk.SuperblockOffset); err != nil {
 			return err

@@ -21,7 +21,39 @@ func (v *FS) beginOp() error {
 	if err := v.writable(); err != nil {
 		return err
 	}
-	return v.maybeFlush()
+	if err := v.maybeFlush(); err != nil {
+		return err
+	}
+	return v.reclaimFor(opReserve)
+}
+
+// opReserve is what any operation may allocate besides file data: a
+// directory block, an xattr block, extent tree blocks.
+const opReserve = 16
+
+// reclaimFor commits the batch, between operations, when the blocks free
+// now cannot cover need but blocks freed since the last commit are held:
+// freed blocks are reused only once the transaction freeing them is
+// committed (so a crash never shows a file's old blocks holding another's
+// data), and without this a write right after a delete failed with
+// ENOSPC until the next periodic sync.
+func (v *FS) reclaimFor(need uint64) error {
+	if len(v.pendingFree) == 0 {
+		return nil
+	}
+	var free uint64
+	for _, g := range v.groups {
+		free += uint64(g.desc.FreeBlocks())
+		if free >= need {
+			return nil
+		}
+	}
+	return v.flushMetadata()
+}
+
+// dataNeed is the blocks a write of n bytes may allocate.
+func (v *FS) dataNeed(n int64) uint64 {
+	return uint64(n)/uint64(v.bs) + 2 + opReserve
 }
 
 func (v *FS) writable() error {
@@ -207,8 +239,8 @@ func (v *FS) setAllXattrs(in *inode, m map[string][]byte) error {
 	}
 	xs := make([]xattr, 0, len(m))
 	for k, val := range m {
-		if _, _, ok := disk.XattrSplitName(k); !ok {
-			return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", k, sink.ErrUnsupported)
+		if err := v.checkXattr(k, val); err != nil {
+			return err
 		}
 		xs = append(xs, xattr{name: k, value: bytes.Clone(val)})
 	}
@@ -278,6 +310,12 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	}
 	if h.Size < 0 {
 		return pathErr("write", h.Path, errInvalid)
+	}
+	if err := v.checkFileSize("write", uint64(h.Size)); err != nil {
+		return pathErr("write", h.Path, err)
+	}
+	if err := v.reclaimFor(v.dataNeed(h.Size)); err != nil {
+		return pathErr("write", h.Path, err)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeReg)
 	if err != nil {

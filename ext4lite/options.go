@@ -12,6 +12,41 @@ type Options struct {
 	// Now returns the time used for changes that carry no time of their own
 	// (directory mtimes when entries change, ctime). Default time.Now.
 	Now func() time.Time
+
+	// Limits on what one file's extent tree may make ext4lite read and
+	// hold (a hostile volume can describe trees far larger than any real
+	// file's). Past either, the file is refused with a *FormatError.
+	//
+	// MaxExtentNodes bounds the index and leaf blocks read for one file;
+	// default DefaultMaxExtentNodes.
+	MaxExtentNodes int
+	// MaxExtents bounds the extents (leaf entries) held for one file;
+	// default DefaultMaxExtents. A write that would fragment a file past
+	// it fails with EFBIG (a *LimitError), so every file ext4lite writes
+	// reads back with the same options.
+	MaxExtents int
+}
+
+// Default limits. A file of DefaultMaxExtents extents is at least 8 GiB
+// of 4 KiB blocks fragmented block by block; its tree needs ~6,200 leaf
+// blocks, far below DefaultMaxExtentNodes, and ~48 MiB in memory.
+const (
+	DefaultMaxExtentNodes = 1 << 15
+	DefaultMaxExtents     = 1 << 21
+)
+
+func (o *Options) maxExtentNodes() int {
+	if o.MaxExtentNodes > 0 {
+		return o.MaxExtentNodes
+	}
+	return DefaultMaxExtentNodes
+}
+
+func (o *Options) maxExtents() int {
+	if o.MaxExtents > 0 {
+		return o.MaxExtents
+	}
+	return DefaultMaxExtents
 }
 
 func (o *Options) orDefault() Options {

@@ -130,10 +130,50 @@ func (v *FS) Open(p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Seekable (and io.ReaderAt): an exporter that knows the data regions
+	// (DataRegions) seeks over holes instead of reading them.
 	return struct {
-		io.Reader
+		*io.SectionReader
 		io.Closer
 	}{io.NewSectionReader(f, 0, f.Size()), f}, nil
+}
+
+// DataRegions implements sink.DataMapper: the byte ranges of the regular
+// file at p its extent map backs with written blocks (holes and unwritten
+// extents read as zeros and are left out), clipped to its size.
+func (v *FS) DataRegions(p string) ([]sink.Region, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("open", p)
+	if err != nil {
+		return nil, err
+	}
+	if in.fileType() != disk.ModeReg {
+		return nil, pathErr("open", p, errInvalid)
+	}
+	size := int64(in.d.Size())
+	if !usesBlockData(in) || in.d.Flags&disk.FlagExtents == 0 {
+		return []sink.Region{{Off: 0, Len: size}}, nil // no map to go by: all data
+	}
+	m, err := v.loadExtents(in)
+	if err != nil {
+		return nil, pathErr("open", p, err)
+	}
+	var out []sink.Region
+	bs := int64(v.bs)
+	for _, e := range m.ext {
+		off := int64(e.Block) * bs
+		end := min(size, off+int64(e.Len)*bs)
+		if e.Uninit || off >= end {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == off {
+			out[k].Len = end - out[k].Off
+		} else {
+			out = append(out, sink.Region{Off: off, Len: end - off})
+		}
+	}
+	return out, nil
 }
 
 // File is an open regular file of a volume.
@@ -184,6 +224,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	f.v.mu.Lock()
 	defer f.v.mu.Unlock()
 	if err := f.v.writable(); err != nil {
+		return 0, err
+	}
+	if err := f.v.reclaimFor(f.v.dataNeed(int64(len(p)))); err != nil {
 		return 0, err
 	}
 	if err := f.v.writeData(f.in, p, off, false); err != nil {

@@ -81,3 +81,6 @@ func (t *Tree) ReadDir(p string) ([]string, error) { return t.v.ReadDir(t.join(p
 
 // Open implements sink.Source.
 func (t *Tree) Open(p string) (io.ReadCloser, error) { return t.v.Open(t.join(p)) }
+
+// DataRegions implements sink.DataMapper.
+func (t *Tree) DataRegions(p string) ([]sink.Region, error) { return t.v.DataRegions(t.join(p)) }

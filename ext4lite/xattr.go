@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"syscall"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -260,6 +261,30 @@ func (v *FS) xattrsFit(extra uint16, xs []xattr) error {
 	return nil
 }
 
+// xattrSizeMax is XATTR_SIZE_MAX, the VFS's largest xattr value.
+const xattrSizeMax = 64 << 10
+
+// checkXattr refuses one attribute the format can never store, whatever
+// else the inode holds: a name suffix past 255 bytes (e_name_len is one
+// byte; ERANGE, as ext4_xattr_set_handle) or a value larger than one
+// external block can take beside its entry (ext4lite writes no ea_inode
+// values; E2BIG). A set of attributes that fit alone but not together is
+// ErrNoSpace (xattrsFit).
+func (v *FS) checkXattr(name string, value []byte) error {
+	_, suffix, ok := disk.XattrSplitName(name)
+	if !ok {
+		return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", name, sink.ErrUnsupported)
+	}
+	if len(suffix) > disk.MaxNameLen {
+		return &LimitError{Op: "setxattr", What: fmt.Sprintf("name length of xattr %.40q…", name), Size: uint64(len(suffix)), Max: disk.MaxNameLen, Errno: syscall.ERANGE}
+	}
+	max := min(xattrSizeMax, v.bs-disk.XattrBlockHeaderLen-4-disk.XattrEntrySize(len(suffix)))
+	if len(value) > max {
+		return &LimitError{Op: "setxattr", What: fmt.Sprintf("value size of xattr %q", name), Size: uint64(len(value)), Max: uint64(max), Errno: syscall.E2BIG}
+	}
+	return nil
+}
+
 // sortedForStore orders attributes as the kernel lays them out in an area:
 // by (name index, name length, name).
 func sortedForStore(xs []xattr) []xattr {
@@ -286,8 +311,8 @@ func (v *FS) checkHeaderXattrs(h *sink.Header) error {
 	}
 	xs := make([]xattr, 0, len(h.Xattrs))
 	for k, val := range h.Xattrs {
-		if _, _, ok := disk.XattrSplitName(k); !ok {
-			return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", k, sink.ErrUnsupported)
+		if err := v.checkXattr(k, val); err != nil {
+			return err
 		}
 		xs = append(xs, xattr{name: k, value: val})
 	}

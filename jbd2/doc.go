@@ -13,9 +13,11 @@
 //     Checkpoint writes logged blocks home and frees the log.
 //   - Recover replays a journal written by Linux, e2fsprogs or this package
 //     the way the kernel does (scan, revoke, replay passes), verifies every
-//     checksum, stops at the first torn or invalid commit, and never writes
-//     outside the filesystem: a tag naming a block past the filesystem's end
-//     is corruption.
+//     checksum, stops at the first torn commit, cuts the log at the first
+//     committed transaction that fails a checksum (replaying the ones
+//     before it and saying so in Stats.Aborted, as e2fsck does for a bad
+//     commit), and never writes outside the filesystem: a tag naming a
+//     block past the filesystem's end is corruption.
 //
 // Trust boundary: journal bytes are untrusted. Every error from parsing them
 // wraps ErrCorrupt (a *FormatError naming the journal block) or

@@ -39,12 +39,13 @@ func run(t testing.TB, name string, args ...string) string {
 func mkfsImage(t testing.TB) string { return mkfsImageBS(t, 4096) }
 
 // mkfsImageBS makes a 64 MiB image with the given block size (Debian's
-// mkfs.ext4 picks 1 KiB for volumes below 512 MiB).
-func mkfsImageBS(t testing.TB, bs int) string {
+// mkfs.ext4 picks 1 KiB for volumes below 512 MiB) and mkfs options.
+func mkfsImageBS(t testing.TB, bs int, opts ...string) string {
 	t.Helper()
 	needTools(t, "mkfs.ext4", "debugfs", "e2fsck", "dumpe2fs")
 	img := filepath.Join(t.TempDir(), "fs.img")
-	run(t, "mkfs.ext4", "-F", "-q", "-b", strconv.Itoa(bs), "-E", "lazy_itable_init=0", img, "64M")
+	args := append([]string{"-F", "-q", "-b", strconv.Itoa(bs), "-E", "lazy_itable_init=0"}, opts...)
+	run(t, "mkfs.ext4", append(args, img, "64M")...)
 	return img
 }
 
@@ -150,6 +151,8 @@ const (
 	ext4OffBlocksHi     = 0x150
 	ext4OffChecksum     = 0x3FC
 	ext4IncompatRecover = 0x4 // EXT4_FEATURE_INCOMPAT_RECOVER (needs_recovery)
+	ext4OffState        = 0x3A
+	ext4StateErrors     = 0x2 // EXT4_ERROR_FS
 )
 
 func readExt4Super(t testing.TB, img string) []byte {
@@ -191,6 +194,22 @@ func setNeedsRecovery(t testing.TB, img string, on bool) {
 		v &^= ext4IncompatRecover
 	}
 	binary.LittleEndian.PutUint32(sb[ext4OffIncompat:], v)
+	writeExt4Super(t, img, sb)
+}
+
+// setFSErrors sets EXT4_ERROR_FS in s_state, as e2fsck does (and the
+// caller of Recover must) when a replay was aborted at a corrupt
+// transaction.
+func setFSErrors(t testing.TB, img string) {
+	t.Helper()
+	sb := readExt4Super(t, img)
+	binary.LittleEndian.PutUint16(sb[ext4OffState:], binary.LittleEndian.Uint16(sb[ext4OffState:])|ext4StateErrors)
+	writeExt4Super(t, img, sb)
+}
+
+// writeExt4Super writes the ext4 superblock back with a fresh checksum.
+func writeExt4Super(t testing.TB, img string, sb []byte) {
+	t.Helper()
 	binary.LittleEndian.PutUint32(sb[ext4OffChecksum:], disk.CRC32C(^uint32(0), sb[:ext4OffChecksum]))
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
@@ -294,6 +313,9 @@ func replayBoth(t testing.TB, img string) (string, Stats) {
 		t.Fatalf("our recovery: %v", err)
 	}
 	setNeedsRecovery(t, ours, false)
+	if st.Aborted != "" {
+		setFSErrors(t, ours)
+	}
 
 	out, err := exec.Command("e2fsck", "-y", "-E", "journal_only", theirs).CombinedOutput()
 	if err != nil {

@@ -3,6 +3,7 @@ package jbd2
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/jbd2/internal/disk"
 )
 
 // writeFile puts a file into the image with debugfs and returns its blocks.
@@ -162,14 +165,21 @@ func TestInteropRecoverDebugfsJournal(t *testing.T) {
 	for _, c := range []struct {
 		name, open string
 		bs         int
+		mkfs       []string
 	}{
-		{"csum-v3", "jo -c", 4096},
-		{"no-csum", "jo", 4096},
-		{"csum-v3-1k", "jo -c", 1024},
+		{"csum-v3", "jo -c", 4096, nil},
+		{"no-csum", "jo", 4096, nil},
+		{"csum-v3-1k", "jo -c", 1024, nil},
+		// Checksum v3 on a filesystem without 64bit: 16-byte tags whose
+		// t_blocknr_high is not a block number (the kernel reads it only
+		// with the journal's 64bit feature). Read as one, it made
+		// "transaction 1 logs block 10528625216723091727".
+		{"csum-v3-32bit-fs", "jo -c", 4096, []string{"-O", "^64bit"}},
+		{"csum-v3-32bit-fs-1k", "jo -c", 1024, []string{"-O", "^64bit"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bs := c.bs
-			img := mkfsImageBS(t, bs)
+			img := mkfsImageBS(t, bs, c.mkfs...)
 			fileBlocks := writeFileBS(t, img, "data", pattern(1, 4*bs), bs)
 			dir := t.TempDir()
 			one, three := filepath.Join(dir, "one"), filepath.Join(dir, "three")
@@ -334,6 +344,157 @@ func TestInteropE2fsckFeatureSets(t *testing.T) {
 			if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
 				t.Error("replayed content differs")
 			}
+		})
+	}
+}
+
+// TestInteropCsumV3Tags32: on a filesystem without 64bit, a checksum v3
+// journal (what Linux sets on a metadata_csum ext4 without 64bit) whose
+// tags carry garbage in t_blocknr_high (the descriptor checksum fixed to
+// match) is replayed by e2fsck and by our Recover to the same image.
+// Before, Recover read the field as the block number's high half and
+// refused the journal ("logs block 10528625216723091727").
+func TestInteropCsumV3Tags32(t *testing.T) {
+	img := mkfsImageBS(t, 4096, "-O", "^64bit")
+	fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
+	dev := openImageDevice(t, img)
+	j, err := Open(dev, dev.bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SetFeatures(Features{Incompat: IncompatCsumV3}); err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(1, 4*4096)
+	for i := range 2 {
+		tx, _ := j.Begin()
+		for k := range 2 {
+			p := pattern(byte(10+2*i+k), 4096)
+			tx.Log(fileBlocks[i*2+k], p)
+			copy(want[(i*2+k)*4096:], p)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Garbage into every tag's t_blocknr_high.
+	buf := make([]byte, dev.bs)
+	n := 0
+	for b := uint32(1); b < dev.NumBlocks(); b++ {
+		if err := dev.ReadBlock(b, buf); err != nil {
+			t.Fatal(err)
+		}
+		if h := disk.ReadHeader(buf); h.Magic != disk.Magic || h.BlockType != disk.BlockDescriptor {
+			continue
+		}
+		for off := disk.HeaderSize; off+disk.Tag3Size <= dev.bs-disk.TailSize; {
+			flags := binary.BigEndian.Uint32(buf[off+4:])
+			binary.BigEndian.PutUint32(buf[off+8:], 0x921d9e3f+uint32(n))
+			n++
+			off += disk.Tag3Size
+			if flags&disk.FlagSameUUID == 0 {
+				off += disk.UUIDSize
+			}
+			if flags&disk.FlagLastTag != 0 {
+				break
+			}
+		}
+		disk.SetTailChecksum(j.seed, buf)
+		if err := dev.WriteBlock(b, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 4 {
+		t.Fatalf("rewrote %d tags, want 4", n)
+	}
+	setNeedsRecovery(t, img, true)
+	ours, st := replayBoth(t, img)
+	if st.Transactions != 2 || st.Blocks != 4 {
+		t.Errorf("stats %+v", st)
+	}
+	if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
+		t.Error("replayed content differs")
+	}
+	e2fsckClean(t, ours)
+}
+
+// TestInteropCorruptTransaction: a committed transaction of three with a
+// bad checksum. A bad commit checksum: our replay and e2fsck's give the
+// same image (transaction 1 replayed; e2fsck says "Journal transaction N
+// was corrupt, replay was aborted"). A bad descriptor, revoke or logged
+// block checksum: we replay transaction 1 and report; e2fsprogs 1.47
+// recovers too (it replays nothing, or all but the bad block) and neither
+// refuses the volume. Every result is clean under e2fsck -fn.
+func TestInteropCorruptTransaction(t *testing.T) {
+	for _, kind := range []string{"commit", "descriptor", "revoke", "logged block"} {
+		t.Run(strings.ReplaceAll(kind, " ", "-"), func(t *testing.T) {
+			img := mkfsImage(t)
+			fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
+			dev := openImageDevice(t, img)
+			j, err := Open(dev, dev.bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.SetFeatures(KernelFeatures); err != nil {
+				t.Fatal(err)
+			}
+			want := pattern(1, 4*4096)
+			for i := range 3 {
+				tx, _ := j.Begin()
+				p := pattern(byte(10+i), 4096)
+				tx.Log(fileBlocks[i], p)
+				tx.Revoke(fileBlocks[3])
+				if i == 0 {
+					copy(want[i*4096:], p)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ct := j.pending[1]
+			at := map[string]uint32{"commit": ct.blocks[0].jblock + 1, "descriptor": ct.blocks[0].jblock - 1,
+				"revoke": ct.blocks[0].jblock - 2, "logged block": ct.blocks[0].jblock}[kind]
+			buf := make([]byte, dev.bs)
+			if err := dev.ReadBlock(at, buf); err != nil {
+				t.Fatal(err)
+			}
+			if h := disk.ReadHeader(buf); kind == "revoke" && h.BlockType != disk.BlockRevoke || kind == "commit" && h.BlockType != disk.BlockCommit {
+				t.Fatalf("journal block %d is a %d block, not a %s block", at, h.BlockType, kind)
+			}
+			buf[200] ^= 1
+			if err := dev.WriteBlock(at, buf); err != nil {
+				t.Fatal(err)
+			}
+			setNeedsRecovery(t, img, true)
+
+			var ours string
+			var st Stats
+			if kind == "commit" {
+				ours, st = replayBoth(t, img)
+			} else {
+				ours = filepath.Join(t.TempDir(), "ours.img")
+				copyFile(t, img, ours)
+				d := openImageDevice(t, ours)
+				if st, err = Recover(d, d.bs, d, fsBlocksCount(t, ours)); err != nil {
+					t.Fatalf("our recovery: %v", err)
+				}
+				setNeedsRecovery(t, ours, false)
+				theirs := filepath.Join(t.TempDir(), "e2fsck.img")
+				copyFile(t, img, theirs)
+				out, err := exec.Command("e2fsck", "-y", "-E", "journal_only", theirs).CombinedOutput()
+				if err != nil {
+					t.Errorf("e2fsck -E journal_only refused the journal: %v\n%s", err, out)
+				}
+				t.Logf("e2fsck: %s", bytes.TrimSpace(out))
+				e2fsckClean(t, theirs)
+			}
+			if st.Transactions != 1 || !strings.Contains(st.Aborted, fmt.Sprintf("transaction %d: ", ct.seq)) {
+				t.Errorf("stats %+v: want transaction 1 replayed and %d reported", st, ct.seq)
+			}
+			if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
+				t.Error("replayed content is not transaction 1's")
+			}
+			e2fsckClean(t, ours)
 		})
 	}
 }

@@ -14,6 +14,14 @@ type Stats struct {
 	RevokeRecords int    // revoke records read
 	StartSeq      uint32 // ID of the first transaction in the log
 	EndSeq        uint32 // first ID not committed: the log ends there
+
+	// Aborted, when not empty, says why the log was cut at EndSeq though
+	// a commit block for it was there: transaction EndSeq failed a
+	// checksum (its commit block, a descriptor or revoke block, a logged
+	// block), so it and everything after it were discarded and the
+	// transactions before it replayed, as e2fsck does for a corrupt commit
+	// ("Journal transaction N was corrupt, replay was aborted").
+	Aborted string
 }
 
 // Recover opens the journal on dev and replays it into home; see
@@ -28,19 +36,27 @@ func Recover(dev BlockDevice, blockSize int, home HomeWriter, fsBlocks uint64) (
 
 // Recover replays the committed transactions a crash left in the journal,
 // as the kernel does in three passes: scan finds the end of the log (the
-// first block that is not the next expected one, the first commit whose
-// checksum fails, or a transaction with a bad descriptor or revoke checksum
-// whose commit is older than its predecessor's, i.e. stale) and verifies
-// every committed transaction — descriptor and revoke checksums, data block
-// checksums, block numbers below fsBlocks;
+// first block that is not the next expected one, or a transaction whose
+// checksums fail) and verifies every committed transaction — descriptor,
+// revoke, logged block and commit checksums, block numbers below fsBlocks;
 // revoke collects revoke records; replay writes each logged block home
 // unless a revoke in the same or a later transaction covers it. Then it
 // flushes home and marks the journal clean (s_start = 0, s_sequence = the
 // end ID + 1, as e2fsck does).
 //
-// Nothing is written home unless the scan found every committed transaction
-// intact; a committed transaction that is not intact is an error wrapping
-// ErrCorrupt. A journal that was clean when opened is left as it is.
+// A committed transaction that fails a checksum ends the log there: the
+// transactions before it are replayed, it and the rest are discarded, and
+// Stats.Aborted says which and why (e2fsck does this for a bad commit
+// checksum; for a bad descriptor, revoke or logged-block checksum
+// e2fsprogs 1.47 replays nothing, or everything but that block, and the
+// kernel refuses to mount: keeping the intact prefix is the choice that
+// loses nothing committed before the damage). A transaction whose
+// descriptor or revoke checksum fails and whose commit is older than its
+// predecessor's is stale (an earlier pass over the log) and ends the log
+// silently. A tag naming a block past fsBlocks or a revoke block's r_count
+// out of range in a transaction whose checksums hold is corruption: an
+// error wrapping ErrCorrupt, and nothing is written home. A journal that
+// was clean when opened is left as it is.
 func (j *Journal) Recover(home HomeWriter, fsBlocks uint64) (Stats, error) {
 	if j.failed != nil {
 		return Stats{}, fmt.Errorf("jbd2: journal failed earlier, reopen: %w", j.failed)
@@ -93,6 +109,14 @@ type recovery struct {
 	tags     []disk.BlockTag
 	revokes  map[uint64]uint32 // fs block → newest revoking transaction
 	st       Stats
+	csumErr  string // scan: the current transaction's first checksum failure
+}
+
+// badCsum records the current transaction's first checksum failure.
+func (r *recovery) badCsum(seq, at uint32, format string, args ...any) {
+	if r.csumErr == "" {
+		r.csumErr = fmt.Sprintf("transaction %d: %s (journal block %d)", seq, fmt.Sprintf(format, args...), at)
+	}
 }
 
 // tidGT is tid_gt: sequence comparison that survives wraparound.
@@ -106,9 +130,10 @@ func (r *recovery) pass(p passKind) error {
 	blk, seq := j.sb.Start, j.sb.Sequence
 	logLen := j.logLen()
 	var visited uint32
-	var txErr error           // first problem in the current, not yet committed, transaction
+	var txErr error           // first structural problem in the current, not yet committed, transaction
 	var badMeta bool          // a descriptor or revoke block of it failed its checksum
 	var lastCommitTime uint64 // h_commit_sec of the previous commit
+	r.csumErr = ""
 
 	// end stops the scan; in later passes an early end is corruption.
 	end := func(why string) error {
@@ -142,9 +167,7 @@ func (r *recovery) pass(p passKind) error {
 					return end("descriptor checksum")
 				}
 				badMeta = true
-				if txErr == nil {
-					txErr = corruptf(blk, "transaction %d: descriptor checksum fails", seq)
-				}
+				r.badCsum(seq, blk, "descriptor block checksum fails")
 			}
 			r.parseTags()
 			if uint32(len(r.tags)) > logLen-visited {
@@ -165,23 +188,31 @@ func (r *recovery) pass(p passKind) error {
 			}
 			blk = j.next(blk)
 		case disk.BlockCommit:
-			if j.csum && !disk.CommitChecksumOK(j.seed, r.buf) {
-				return end("commit checksum") // torn: not committed
-			}
-			if p == passScan {
+			commitOK := !j.csum || disk.CommitChecksumOK(j.seed, r.buf)
+			if p != passScan {
+				if !commitOK {
+					return end("commit checksum")
+				}
+			} else {
 				commitTime := disk.ReadCommitTime(r.buf)
-				if badMeta && commitTime < lastCommitTime {
+				switch stale := commitTime < lastCommitTime; {
+				case stale && (badMeta || !commitOK):
 					// Older than its predecessor: a stale transaction
 					// from an earlier pass over the log, not ours.
 					return end("stale transaction")
-				}
-				if txErr != nil {
+				case !commitOK:
+					r.st.Aborted = fmt.Sprintf("transaction %d: commit block checksum fails (journal block %d)", seq, blk)
+					return end("commit checksum")
+				case txErr != nil:
 					return txErr
+				case r.csumErr != "":
+					r.st.Aborted = r.csumErr
+					return end("checksum")
 				}
 				lastCommitTime = commitTime
 				r.st.Transactions++
 			}
-			txErr, badMeta = nil, false
+			txErr, badMeta, r.csumErr = nil, false, ""
 			seq++
 			blk = j.next(blk)
 		default:
@@ -213,8 +244,8 @@ func (r *recovery) dataBlock(p passKind, seq, at uint32, t disk.BlockTag, txErr 
 	j := r.j
 	switch p {
 	case passScan:
-		if *txErr != nil {
-			return nil
+		if *txErr != nil || r.csumErr != "" {
+			return nil // the transaction is refused or cut already
 		}
 		if t.Block >= r.fsBlocks {
 			*txErr = corruptf(at, "transaction %d logs block %d, filesystem has %d", seq, t.Block, r.fsBlocks)
@@ -227,7 +258,7 @@ func (r *recovery) dataBlock(p passKind, seq, at uint32, t disk.BlockTag, txErr 
 			return fmt.Errorf("jbd2: reading journal block %d: %w", at, err)
 		}
 		if !r.tagChecksumOK(seq, t) {
-			*txErr = corruptf(at, "transaction %d: checksum of logged block %d fails", seq, t.Block)
+			r.badCsum(seq, at, "checksum of logged block %d fails", t.Block)
 		}
 	case passReplay:
 		if t.Block >= r.fsBlocks { // checked by the scan; keep the promise regardless
@@ -264,25 +295,25 @@ func (r *recovery) tagChecksumOK(seq uint32, t disk.BlockTag) bool {
 
 func (r *recovery) revokeBlock(p passKind, seq, at uint32, txErr *error, badMeta *bool) error {
 	j := r.j
-	if p == passReplay || (p == passScan && *txErr != nil) {
+	if p == passReplay || (p == passScan && (*txErr != nil || r.csumErr != "")) {
 		return nil
 	}
 	var h disk.RevokeHeader
 	h.Unmarshal(r.buf)
-	bad := ""
 	switch {
 	case j.csum && !disk.TailChecksumOK(j.seed, r.buf):
-		bad = "revoke block checksum fails"
-	case h.Count < disk.RevokeHdrSize || int(h.Count) > j.bs-j.tailSize():
-		bad = fmt.Sprintf("revoke r_count %d out of range", h.Count)
-	}
-	if bad != "" {
-		if p == passScan {
-			*txErr = corruptf(at, "transaction %d: %s", seq, bad)
-			*badMeta = true
-			return nil
+		if p != passScan {
+			return corruptf(at, "log changed between recovery passes: revoke block checksum")
 		}
-		return corruptf(at, "log changed between recovery passes: %s", bad)
+		*badMeta = true
+		r.badCsum(seq, at, "revoke block checksum fails")
+		return nil
+	case h.Count < disk.RevokeHdrSize || int(h.Count) > j.bs-j.tailSize():
+		if p != passScan {
+			return corruptf(at, "log changed between recovery passes: revoke r_count")
+		}
+		*txErr = corruptf(at, "transaction %d: revoke r_count %d out of range", seq, h.Count)
+		return nil
 	}
 	if p == passScan {
 		return nil

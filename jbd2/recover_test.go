@@ -3,6 +3,8 @@ package jbd2
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,22 +42,98 @@ func TestRecoverStopsAtTornCommit(t *testing.T) {
 	if st.Transactions != 1 {
 		t.Fatalf("replayed %d transactions past a torn commit", st.Transactions)
 	}
+	if !strings.Contains(st.Aborted, "commit block checksum fails") {
+		t.Errorf("Aborted = %q, want it to name the commit checksum", st.Aborted)
+	}
 	sameBlocks(t, "home", home.blocks, map[uint64][]byte{1: fill(1024, 'a'), 2: fill(1024, 'a')})
 }
 
-func TestRecoverRefusesCorruptCommittedData(t *testing.T) {
-	dev, commits := threeTx(t)
-	dev.Blocks[commits[1]-1][7] ^= 1 // a data block of committed transaction 2
-	home := newMemHome(1024, 10)
-	_, err := Recover(dev, 1024, home, 10)
+// TestRecoverCutsAtCorruptTransaction: a committed transaction with a bad
+// checksum anywhere (a logged block, its descriptor, its revoke block, its
+// commit block) ends the log there: the transactions before it are
+// replayed, Stats.Aborted says which and why, and the journal is clean
+// afterwards; the volume stays usable. Before, all but the commit case
+// refused the whole journal (and so the volume), where e2fsck recovers.
+func TestRecoverCutsAtCorruptTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		corrupt    func(dev *MemDevice, j *Journal, seq2 uint32)
+	}{
+		{"logged block", "checksum of logged block 1 fails", func(dev *MemDevice, j *Journal, seq uint32) {
+			dev.Blocks[j.pending[1].blocks[0].jblock][7] ^= 1
+		}},
+		{"descriptor", "descriptor block checksum fails", func(dev *MemDevice, j *Journal, seq uint32) {
+			dev.Blocks[j.pending[1].blocks[0].jblock-1][disk.HeaderSize+20] ^= 1
+		}},
+		{"revoke", "revoke block checksum fails", func(dev *MemDevice, j *Journal, seq uint32) {
+			for b := range dev.Blocks {
+				if h := disk.ReadHeader(dev.Blocks[b]); h.Magic == disk.Magic && h.Sequence == seq && h.BlockType == disk.BlockRevoke {
+					dev.Blocks[b][disk.RevokeHdrSize+3] ^= 1
+					return
+				}
+			}
+			panic("no revoke block")
+		}},
+		{"commit", "commit block checksum fails", func(dev *MemDevice, j *Journal, seq uint32) {
+			dev.Blocks[j.pending[1].blocks[len(j.pending[1].blocks)-1].jblock+1][100] ^= 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const bs = 1024
+			dev, j := newJournal(t, bs, MinBlocks, KernelFeatures)
+			for i, c := range []byte("abc") {
+				tx, _ := j.Begin()
+				tx.Log(1, fill(bs, c))
+				tx.Log(uint64(2+i), fill(bs, c))
+				tx.Revoke(9)
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seq2 := j.pending[1].seq
+			tc.corrupt(dev, j, seq2)
+			home := newMemHome(bs, 10)
+			st, err := Recover(dev, bs, home, 10)
+			if err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			if st.Transactions != 1 || st.EndSeq != seq2 {
+				t.Errorf("stats %+v: want 1 transaction replayed, the log ended at %d", st, seq2)
+			}
+			if want := fmt.Sprintf("transaction %d: %s", seq2, tc.want); !strings.Contains(st.Aborted, want) {
+				t.Errorf("Aborted = %q, want %q", st.Aborted, want)
+			}
+			sameBlocks(t, "home", home.blocks, map[uint64][]byte{1: fill(bs, 'a'), 2: fill(bs, 'a')})
+			if j, err := Open(dev, bs); err != nil || j.NeedsRecovery() {
+				t.Errorf("after recovery: %v, needs recovery %v", err, err == nil && j.NeedsRecovery())
+			}
+		})
+	}
+}
+
+// TestRecoverRefusesBlockPastEnd: a committed, checksummed transaction
+// logging a block past the filesystem's end is corruption: nothing is
+// written home.
+func TestRecoverRefusesBlockPastEnd(t *testing.T) {
+	const bs = 1024
+	dev, j := newJournal(t, bs, MinBlocks, KernelFeatures)
+	for _, b := range []uint64{1, 50} {
+		tx, _ := j.Begin()
+		tx.Log(b, fill(bs, 'x'))
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := newMemHome(bs, 10)
+	_, err := Recover(dev, bs, home, 10)
 	var fe *FormatError
-	if !errors.As(err, &fe) || !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("got %v, want a FormatError", err)
+	if !errors.As(err, &fe) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "logs block 50") {
+		t.Fatalf("got %v, want a FormatError naming block 50", err)
 	}
 	if len(home.blocks) != 0 {
 		t.Fatal("wrote home before the scan finished")
 	}
-	if j, _ := Open(dev, 1024); !j.NeedsRecovery() {
+	if j, _ := Open(dev, bs); !j.NeedsRecovery() {
 		t.Fatal("a failed recovery marked the journal clean")
 	}
 }
@@ -103,9 +181,10 @@ func TestSequenceWraparound(t *testing.T) {
 	}
 }
 
-// TestRecoverBadDescriptor follows the kernel: a descriptor that fails its
-// checksum in a transaction whose commit is not older than the previous one
-// is corruption; with an older commit it is a stale leftover, the log's end.
+// TestRecoverBadDescriptor: a descriptor that fails its checksum in a
+// transaction whose commit is not older than the previous one cuts the log
+// there (TestRecoverCutsAtCorruptTransaction); with an older commit it is
+// a stale leftover, the log's end, and nothing is reported.
 func TestRecoverBadDescriptor(t *testing.T) {
 	for _, stale := range []bool{false, true} {
 		const bs = 1024
@@ -127,14 +206,11 @@ func TestRecoverBadDescriptor(t *testing.T) {
 		dev.Blocks[descs[1]][disk.HeaderSize+20] ^= 1
 		home := newMemHome(bs, 10)
 		st, err := Recover(dev, bs, home, 10)
-		if stale {
-			if err != nil || st.Transactions != 1 {
-				t.Errorf("stale: %+v, %v", st, err)
-			}
-			continue
+		if err != nil || st.Transactions != 1 || len(home.blocks) != 1 {
+			t.Errorf("stale %v: %+v, %v, %d blocks written", stale, st, err, len(home.blocks))
 		}
-		if !errors.Is(err, ErrCorrupt) || len(home.blocks) != 0 {
-			t.Errorf("corrupt descriptor: err %v, %d blocks written", err, len(home.blocks))
+		if got := st.Aborted != ""; got == stale {
+			t.Errorf("stale %v: Aborted = %q", stale, st.Aborted)
 		}
 	}
 }

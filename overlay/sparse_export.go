@@ -57,6 +57,29 @@ func scanRegions(r io.Reader, size int64) ([]region, int64, error) {
 	return regs, holes, nil
 }
 
+// mappedRegions turns a source's data regions into export regions,
+// clipped to size and merged where adjacent, and counts the hole bytes.
+func mappedRegions(rs []sink.Region, size int64) ([]region, int64) {
+	var regs []region
+	data := int64(0)
+	for _, r := range rs {
+		off, end := max(r.Off, 0), min(r.Off+r.Len, size)
+		if k := len(regs) - 1; k >= 0 {
+			off = max(off, regs[k].off+regs[k].n) // never backwards
+		}
+		if off >= end {
+			continue
+		}
+		if k := len(regs) - 1; k >= 0 && regs[k].off+regs[k].n == off {
+			regs[k].n += end - off
+		} else {
+			regs = append(regs, region{off, end - off})
+		}
+		data += end - off
+	}
+	return regs, size - data
+}
+
 // writeSparse writes the entry for regular file p (header h) as a PAX 1.0
 // sparse file to w, reading data from src.
 func writeSparse(w io.Writer, p string, h *sink.Header, recs map[string]string, regs []region, src io.Reader) error {
@@ -113,8 +136,14 @@ func writeSparse(w io.Writer, p string, h *sink.Header, recs map[string]string, 
 		}
 	}
 	var at int64
+	seeker, _ := src.(io.Seeker)
 	for _, rg := range regs {
-		if _, err := io.CopyN(io.Discard, src, rg.off-at); err != nil {
+		if seeker != nil {
+			// Over the hole without reading it.
+			if _, err := seeker.Seek(rg.off, io.SeekStart); err != nil {
+				return err
+			}
+		} else if _, err := io.CopyN(io.Discard, src, rg.off-at); err != nil {
 			return fmt.Errorf("file changed while read: %w", err)
 		}
 		if _, err := io.CopyN(w, src, rg.n); err != nil {

@@ -221,19 +221,33 @@ func formatPAXTime(sec int64, nsec int) string {
 // sparse writes p as a sparse entry if it has enough holes; done reports
 // whether it did.
 func (e *exporter) sparse(p string, h *sink.Header, recs map[string]string) (done bool, err error) {
-	r, err := e.src.Open(p)
-	if err != nil {
-		return false, err
+	var regs []region
+	var holes int64
+	if dm, ok := e.src.(sink.DataMapper); ok {
+		// The source knows where the data is: no byte of a hole is read.
+		rs, err := dm.DataRegions(p)
+		if err != nil {
+			return false, err
+		}
+		regs, holes = mappedRegions(rs, h.Size)
+	} else {
+		r, err := e.src.Open(p)
+		if err != nil {
+			return false, err
+		}
+		regs, holes, err = scanRegions(r, h.Size)
+		r.Close()
+		if err != nil {
+			return false, err
+		}
 	}
-	regs, holes, err := scanRegions(r, h.Size)
-	r.Close()
-	if err != nil || holes < sparseMinHoles {
-		return false, err
+	if holes < sparseMinHoles {
+		return false, nil
 	}
 	if err := e.tw.Flush(); err != nil {
 		return false, err
 	}
-	r, err = e.src.Open(p)
+	r, err := e.src.Open(p)
 	if err != nil {
 		return false, err
 	}

@@ -97,6 +97,18 @@ type Source interface {
 	Open(path string) (io.ReadCloser, error)
 }
 
+// DataMapper is implemented by sources that know where a regular file's
+// data lies (ext4lite: its extent map). DataRegions returns, in file order
+// and not overlapping, the byte ranges that may hold non-zero data;
+// everything else reads as zeros. With it an exporter skips holes without
+// reading them: time linear in the data, not in the apparent size.
+type DataMapper interface {
+	DataRegions(path string) ([]Region, error)
+}
+
+// Region is a byte range of a file.
+type Region struct{ Off, Len int64 }
+
 // Finisher is implemented by sinks that must flush or seal after a walk.
 type Finisher interface {
 	Finish() error

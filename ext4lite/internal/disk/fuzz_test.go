@@ -88,18 +88,19 @@ func FuzzDecodeSuperblock(f *testing.F) {
 }
 
 func FuzzDecodeGroupDesc(f *testing.F) {
-	f.Add(make([]byte, GroupDescSize64), true)
-	f.Add(bytes.Repeat([]byte{0xA5}, GroupDescSize64), false)
-	f.Fuzz(func(t *testing.T, b []byte, wide bool) {
-		size := GroupDescSize32
-		if wide {
-			size = GroupDescSize64
-		}
+	f.Add(make([]byte, GroupDescSize64), uint8(1))
+	f.Add(bytes.Repeat([]byte{0xA5}, GroupDescSize64), uint8(0))
+	f.Add(bytes.Repeat([]byte{0x5A}, 128), uint8(2))
+	f.Fuzz(func(t *testing.T, b []byte, sizeSel uint8) {
+		// 32 (no 64bit), 64, and the larger s_desc_size mkfs.ext4 -E
+		// desc_size= makes, whose bytes past 64 EncodeInto must keep.
+		size := []int{GroupDescSize32, GroupDescSize64, 128, 256}[sizeSel%4]
 		if len(b) < size {
 			return
 		}
 		gd := DecodeGroupDesc(b, size)
-		out := make([]byte, size)
+		out := bytes.Clone(b[:size])
+		clear(out[:min(size, GroupDescSize64)])
 		gd.EncodeInto(out, size)
 		if !bytes.Equal(out, b[:size]) {
 			t.Fatalf("decode→encode changed a %d-byte descriptor", size)

@@ -18,6 +18,10 @@ const (
 )
 
 // GroupDesc is struct ext4_group_desc, 64 bytes (the first 32 without 64bit).
+// With 64bit, s_desc_size may be larger (any power of two up to 1024,
+// EXT4_MAX_DESC_SIZE): the bytes past 64 belong to no field this version
+// knows; callers keep them (EncodeInto leaves them alone) and checksum the
+// whole descriptor, as the kernel does.
 type GroupDesc struct {
 	BlockBitmapLo     uint32 // bg_block_bitmap_lo
 	InodeBitmapLo     uint32 // bg_inode_bitmap_lo
@@ -44,7 +48,8 @@ type GroupDesc struct {
 	Reserved          uint32 // bg_reserved
 }
 
-// DecodeGroupDesc parses a descriptor of descSize (32 or 64) bytes.
+// DecodeGroupDesc parses the fields of a descriptor of descSize bytes (32,
+// or 64 and more); b holds at least descSize bytes.
 func DecodeGroupDesc(b []byte, descSize int) *GroupDesc {
 	var full [GroupDescSize64]byte
 	copy(full[:], b[:min(descSize, GroupDescSize64)])
@@ -60,11 +65,13 @@ func DecodeGroupDesc(b []byte, descSize int) *GroupDesc {
 	return gd
 }
 
-// EncodeInto writes gd's first descSize bytes into b.
+// EncodeInto writes gd's fields into the first min(descSize, 64) bytes of
+// b; bytes past 64 of a larger descriptor are left as they are.
 func (gd *GroupDesc) EncodeInto(b []byte, descSize int) {
 	var full [GroupDescSize64]byte
 	binary.Encode(full[:], binary.LittleEndian, gd)
-	copy(b[:descSize], full[:descSize])
+	n := min(descSize, GroupDescSize64)
+	copy(b[:n], full[:n])
 }
 
 // BlockBitmap is the 64-bit block number of the block bitmap.

@@ -233,6 +233,24 @@ func (in *Inode) Size() uint64 { return uint64(in.SizeHigh)<<32 | uint64(in.Size
 // SetSize stores the 64-bit i_size.
 func (in *Inode) SetSize(n uint64) { in.SizeLo, in.SizeHigh = uint32(n), uint32(n>>32) }
 
+// MaxFileSize is the largest size an extent-mapped file can reach, the
+// kernel's s_maxbytes (fs/ext4/super.c, ext4_max_size): ee_block is 32
+// bits and the last block must be addressable with a length, so 2^32 - 1
+// blocks; without huge_file, i_blocks counts 512-byte sectors in 32 bits.
+func MaxFileSize(blockSize int, hugeFile bool) uint64 {
+	res := uint64(1<<32-1) * uint64(blockSize)
+	if !hugeFile {
+		sectorsPerBlock := uint64(blockSize / 512)
+		res = min(res, uint64(1<<32-1)/sectorsPerBlock*uint64(blockSize))
+	}
+	return res
+}
+
+// MaxExtentISize is the largest i_size e2fsck accepts on an extent-mapped
+// file (e2fsck/pass1.c check_blocks: 2^(32 + log2 block size) - 1; larger
+// is "i_size is N, should be M").
+func MaxExtentISize(blockSize int) uint64 { return uint64(blockSize)<<32 - 1 }
+
 // FileACL is the block number of the external xattr block.
 func (in *Inode) FileACL() uint64 { return uint64(in.FileACLHigh)<<32 | uint64(in.FileACLLo) }
 

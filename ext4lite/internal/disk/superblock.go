@@ -12,6 +12,7 @@ const (
 	SuperblockOffset = 1024   // byte offset of the primary superblock
 	SuperblockSize   = 1024   // bytes
 	Magic            = 0xEF53 // s_magic
+	BadBlocksIno     = 1      // EXT4_BAD_INO
 	RootIno          = 2      // EXT4_ROOT_INO
 	JournalIno       = 8      // EXT4_JOURNAL_INO
 	GoodOldFirstIno  = 11     // first non-reserved inode

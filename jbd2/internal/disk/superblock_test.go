@@ -157,3 +157,26 @@ func TestTagRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestTag3HighWithout64bit: a checksum v3 tag of a journal without the
+// 64bit feature has a t_blocknr_high field that is not part of the block
+// number (the kernel's read_tag_block reads it only with 64bit): garbage
+// there is ignored, and PutTag leaves it zero. Before, GetTag made
+// "transaction 1 logs block 10528625216723091727" of such a tag.
+func TestTag3HighWithout64bit(t *testing.T) {
+	p := make([]byte, Tag3Size)
+	(&Tag3{BlockNr: 1234, Flags: FlagLastTag, BlockNrHigh: 0x921d9e3f, Checksum: 7}).Marshal(p)
+	if got := GetTag(p, IncompatCsumV3); got.Block != 1234 || got.Flags != FlagLastTag || got.Checksum != 7 {
+		t.Errorf("GetTag without 64bit = %+v, want block 1234", got)
+	}
+	if got := GetTag(p, IncompatCsumV3|Incompat64Bit); got.Block != 0x921d9e3f<<32|1234 {
+		t.Errorf("GetTag with 64bit = %+v", got)
+	}
+	q := bytes.Repeat([]byte{0xff}, Tag3Size)
+	PutTag(q, IncompatCsumV3, BlockTag{Block: 1234, Flags: FlagLastTag})
+	var t3 Tag3
+	t3.Unmarshal(q)
+	if t3.BlockNrHigh != 0 {
+		t.Errorf("PutTag without 64bit left t_blocknr_high %#x", t3.BlockNrHigh)
+	}
+}

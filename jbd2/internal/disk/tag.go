@@ -82,7 +82,11 @@ func PutTag(p []byte, f IncompatFeature, t BlockTag) {
 	n := TagBytes(f)
 	_ = p[n-1]
 	if f&IncompatCsumV3 != 0 {
-		(&Tag3{BlockNr: uint32(t.Block), Flags: t.Flags, BlockNrHigh: uint32(t.Block >> 32), Checksum: t.Checksum}).Marshal(p)
+		t3 := Tag3{BlockNr: uint32(t.Block), Flags: t.Flags, Checksum: t.Checksum}
+		if f&Incompat64Bit != 0 {
+			t3.BlockNrHigh = uint32(t.Block >> 32)
+		}
+		t3.Marshal(p)
 		return
 	}
 	be.PutUint32(p[0:], uint32(t.Block))
@@ -95,12 +99,19 @@ func PutTag(p []byte, f IncompatFeature, t BlockTag) {
 }
 
 // GetTag decodes the tag at the start of p (at least TagBytes(f) bytes).
+// t_blocknr_high is part of the block number only with the 64bit feature
+// (read_tag_block in fs/jbd2/recovery.c): a checksum v3 tag always has the
+// field, and without 64bit it holds nothing the reader may use.
 func GetTag(p []byte, f IncompatFeature) BlockTag {
 	_ = p[TagBytes(f)-1]
 	if f&IncompatCsumV3 != 0 {
 		var t Tag3
 		t.Unmarshal(p)
-		return BlockTag{Block: uint64(t.BlockNr) | uint64(t.BlockNrHigh)<<32, Flags: t.Flags, Checksum: t.Checksum}
+		bt := BlockTag{Block: uint64(t.BlockNr), Flags: t.Flags, Checksum: t.Checksum}
+		if f&Incompat64Bit != 0 {
+			bt.Block |= uint64(t.BlockNrHigh) << 32
+		}
+		return bt
 	}
 	t := BlockTag{Block: uint64(be.Uint32(p[0:])), Checksum: uint32(be.Uint16(p[4:])), Flags: uint32(be.Uint16(p[6:]))}
 	if f&Incompat64Bit != 0 {

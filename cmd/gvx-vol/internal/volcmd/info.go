@@ -59,7 +59,7 @@ Examples:
 			if info.Label != "" {
 				fmt.Fprintf(w, "label:       %s\n", info.Label)
 			}
-			fmt.Fprintf(w, "size:        %s (%d blocks of %d bytes, %d groups)\n", cliutil.FormatSize(out.SizeBytes), info.Blocks, info.BlockSize, info.Groups)
+			fmt.Fprintf(w, "size:        %s (%d blocks of %d bytes, %d groups)\n", cliutil.FormatSize(int64(info.Blocks)*int64(info.BlockSize)), info.Blocks, info.BlockSize, info.Groups)
 			fmt.Fprintf(w, "used:        %s (%d blocks free)\n", cliutil.FormatSize(out.UsedBytes), info.FreeBlocks)
 			if out.AllocatedBytes >= 0 {
 				fmt.Fprintf(w, "on host:     %s allocated\n", cliutil.FormatSize(out.AllocatedBytes))
@@ -70,7 +70,13 @@ Examples:
 				fmt.Fprintf(w, "journal:     %s\n", cliutil.FormatSize(int64(info.JournalSize)))
 			}
 			state := "clean"
-			if !info.Clean {
+			switch {
+			case info.Truncated:
+				state = fmt.Sprintf("truncated: the file holds %s of the filesystem's %s (run gvx-vol fsck)",
+					cliutil.FormatSize(out.SizeBytes), cliutil.FormatSize(int64(info.Blocks)*int64(info.BlockSize)))
+			case info.JournalAborted != "":
+				state = "journal replay stopped at a corrupt transaction, discarded with the ones after it: " + info.JournalAborted + " (run gvx-vol fsck)"
+			case !info.Clean:
 				state = "not cleanly closed (run gvx-vol fsck)"
 			}
 			fmt.Fprintf(w, "state:       %s\n", state)

@@ -151,3 +151,34 @@ func TestVolumeVerbErrors(t *testing.T) {
 		t.Errorf("bad size: exit %d, %q", code, out)
 	}
 }
+
+// TestInfoTruncated: info of a volume whose file was cut short says so
+// (text and --json: truncated, not clean) and fsck fails. Before, info
+// printed "state: clean" and the file's size beside the filesystem's
+// block count.
+func TestInfoTruncated(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "v.ext4")
+	mustRun(t, "create", "--size", "64M", vol)
+	if err := os.Truncate(vol, 40<<20); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "info", vol)
+	for _, want := range []string{"size:        64.0MiB", "state:       truncated: the file holds 40.0MiB of the filesystem's 64.0MiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %q:\n%s", want, out)
+		}
+	}
+	var info struct {
+		Clean     bool `json:"clean"`
+		Truncated bool `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", vol)), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Clean || !info.Truncated {
+		t.Errorf("info --json: %+v, want truncated and not clean", info)
+	}
+	if out, code := run(t, "fsck", vol); code == 0 || !strings.Contains(out, "device is shorter") {
+		t.Errorf("fsck of a truncated volume: exit %d\n%s", code, out)
+	}
+}
