@@ -174,3 +174,23 @@ func episodeCgroups(t *testing.T, pid int) []string {
 	}
 	return dirs
 }
+
+// TestUsageAndVersion: a mistyped verb or flag is rungv's usage error
+// (exit 2, pointing at --help), not runsc's; runsc's own verbs still reach
+// runsc; --version names the gVisor version.
+func TestUsageAndVersion(t *testing.T) {
+	need(t, asNobody)
+	tmp := privateTmp(t, asNobody)
+	for _, args := range [][]string{{"bogus"}, {"--bogus"}, {"run", "--bogus", imageRef}, {"pool", "--bogus"}} {
+		r := runRungv(t, asNobody, tmp, "", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--help") || strings.Contains(r.stderr, "Subcommands for") {
+			t.Errorf("rungv %v: exit %d, stderr %q; want 2 and rungv's own usage error", args, r.code, r.stderr)
+		}
+	}
+	if r := runRungv(t, asNobody, tmp, "", "--root="+filepath.Join(tmp, "runsc"), "list"); r.code != 0 || !strings.Contains(r.stdout, "STATUS") {
+		t.Errorf("runsc list through rungv: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runRungv(t, asNobody, tmp, "", "--version"); r.code != 0 || !strings.Contains(r.stdout, "gvisor.dev/gvisor") {
+		t.Errorf("rungv --version: exit %d, %q", r.code, r.stdout)
+	}
+}
