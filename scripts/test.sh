@@ -19,7 +19,31 @@ for os in darwin windows; do
 done
 
 echo "== go test"
-go test -count=1 -timeout 40m ./...
+# Verbose into a log, so that every skip can be listed with its reason at
+# the end; the package lines (ok/FAIL) are shown as they come.
+log=$(mktemp)
+trap 'rm -f "$log" "$log.status"' EXIT
+{
+	rc=0
+	go test -count=1 -timeout 40m -v ./... 2>&1 || rc=$?
+	echo "$rc" >"$log.status"
+} | tee "$log" | grep --line-buffered -E '^(ok|FAIL|panic:|\?) ' || true
+status=$(cat "$log.status")
+if [ "$status" != 0 ]; then
+	echo "== failures"
+	grep -E -B2 -A25 '^\s*--- FAIL' "$log" | head -400
+fi
+echo "== skipped tests and why"
+awk '
+	/^=== (RUN|CONT|NAME) / { cur = $3; next }
+	/^ +[A-Za-z0-9_]+\.go:[0-9]+: / && cur != "" && !(cur in why) { l = $0; sub(/^ +/, "", l); why[cur] = l; next }
+	/^ *--- SKIP: / { print "  " $3 ": " why[$3] }
+' "$log" | sort -u
+passed=$(grep -cE '^ *--- PASS' "$log" || true)
+failed=$(grep -cE '^ *--- FAIL' "$log" || true)
+skipped=$(grep -cE '^ *--- SKIP' "$log" || true)
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[ "$status" = 0 ] || exit "$status"
 
 echo "== bounded fuzzing (${FUZZTIME:=10s} per target)"
 ./scripts/fuzz.sh "$FUZZTIME"
