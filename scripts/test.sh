@@ -27,7 +27,7 @@ trap 'rm -f "$log" "$log.status"' EXIT
 	rc=0
 	go test -count=1 -timeout 40m -v ./... 2>&1 || rc=$?
 	echo "$rc" >"$log.status"
-} | tee "$log" | grep --line-buffered -E '^(ok|FAIL|panic:|\?) ' || true
+} | tee "$log" | grep --line-buffered -E '^(ok|FAIL|panic:|\?)[[:space:]]' || true
 status=$(cat "$log.status")
 if [ "$status" != 0 ]; then
 	echo "== failures"
