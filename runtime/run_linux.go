@@ -420,7 +420,7 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		if nat != nil {
 			lockdown = LockdownNAT
 		}
-		if err := lockdown(); err != nil {
+		if err := lockdown(cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, fmt.Errorf("lock down: %w", err)
