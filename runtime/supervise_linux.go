@@ -21,7 +21,8 @@ const superviseCmd = "_gvx-supervise"
 // starts the episode's init (episodeInit) with args, forwards signals to
 // it, and when fd 3 reaches EOF before init is done (the host side died)
 // kills it. It removes the state
-// directory in every case and returns runsc's exit code.
+// directory in every case and returns runsc's exit code. Once init runs it
+// is locked down (supervisorProfile).
 func supervise(state string, args []string) int {
 	defer os.RemoveAll(state)
 	defer leaveCgroups() // the episode's host cgroup, if it has one
@@ -34,6 +35,7 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
+	publish := os.Getenv(publishEnv) != "" // publishTCP unsets it
 	publishTCP()
 	if natEnabled(args) {
 		if err := natSetup(); err != nil {
@@ -52,6 +54,14 @@ func supervise(state string, args []string) int {
 	signal.Notify(sigs, forwarded...)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: start the episode's init: %v\n", err)
+		return 125
+	}
+	// From here on the supervisor only waits, signals init, removes the
+	// state directory and leaves its cgroups (supervisorProfile).
+	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, publish)); err != nil {
+		fmt.Fprintf(os.Stderr, "rungv: %v\n", err)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return 125
 	}
 	go func() {
