@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	goruntime "runtime"
 	"syscall"
 	"unsafe"
@@ -51,7 +52,7 @@ const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 // files), waiting for its children, and removing a directory tree
 // (os.RemoveAll). Everything here acts on the caller itself or on
 // descriptors it holds. Argument-restricted calls (clone, openat, kill,
-// tgkill, prctl, socket) are handled by the profile's program.
+// tgkill, prctl, socket) are handled by lockdownProgram.
 var baseSyscalls = append([]uintptr{
 	// memory and threads
 	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MPROTECT, unix.SYS_MADVISE,
@@ -97,15 +98,18 @@ type profile struct {
 	// sockets are the socket() calls allowed (protocol 0, any
 	// SOCK_NONBLOCK/SOCK_CLOEXEC). connect is allowed if any is.
 	sockets []sockType
-	// openWrite allows openat for writing (never O_CREAT or O_TMPFILE);
-	// without it openat is read-only (no O_WRONLY, O_RDWR, O_TRUNC).
-	openWrite bool
 	// signals are the PIDs kill() may target besides the process itself.
 	signals []int
 	// keepCaps are the capabilities kept (in the process's user
 	// namespace); every other one is dropped from the effective,
 	// permitted, inheritable, ambient and (where allowed) bounding sets.
 	keepCaps []uintptr
+	// landlock confines access by path to files (Landlock; an empty
+	// list: no access by path at all) where the kernel has Landlock.
+	landlock bool
+	files    []fsRule
+	// landlockCaps are kept too, but only where Landlock confines them.
+	landlockCaps []uintptr
 }
 
 // hostProfile is the host side's (rungv run): it waits for the
@@ -128,16 +132,31 @@ func hostProfile(nat bool, supervisor []int) profile {
 
 // supervisorProfile is the supervisor's, once it started init: it waits
 // for init, forwards signals to it, kills it when the host side goes,
-// removes the state directory and leaves its cgroups (writes cgroup.procs,
-// removes the cgroup directory: hence openat for writing, never creating).
+// removes the state directory and leaves its cgroups (writes the
+// cgroup.procs files it opened before, removes the cgroup directories).
 // With published TCP ports it accepts on the inherited listeners and dials
 // the guest relay's unix socket in the state directory: unix stream
-// sockets and connect.
-func supervisorProfile(init int, publish bool) profile {
-	p := profile{name: "supervisor", openWrite: true, signals: []int{init}}
+// sockets and connect. By path it reaches only the state directory, and
+// may remove directories beneath its parent (the state directory itself,
+// removeState) and beneath its cgroups' parents. For the latter it keeps
+// CAP_DAC_OVERRIDE in its user namespace where Landlock holds it to that:
+// a v1 hierarchy's root is mode 0555, even for root.
+func supervisorProfile(init int, publish bool, state string, cgroups []string) profile {
+	p := profile{name: "supervisor", signals: []int{init}, landlock: true}
 	if publish {
 		p.extra = []uintptr{unix.SYS_ACCEPT4}
 		p.sockets = []sockType{{unix.AF_UNIX, unix.SOCK_STREAM}}
+	}
+	p.files = []fsRule{
+		{state, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
+			unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+		{filepath.Dir(state), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+	}
+	for _, d := range cgroups {
+		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
+	}
+	if len(cgroups) > 0 {
+		p.landlockCaps = []uintptr{unix.CAP_DAC_OVERRIDE}
 	}
 	return p
 }
@@ -149,7 +168,7 @@ func supervisorProfile(init int, publish bool) profile {
 // when that connection fails (the sandbox runs under init's own uid: no
 // capability is needed for that).
 func initProfile(sandbox int) profile {
-	return profile{name: "init", signals: []int{sandbox}}
+	return profile{name: "init", signals: []int{sandbox}, landlock: true}
 }
 
 // Lockdown locks the calling process down as the host side of an episode
@@ -167,13 +186,22 @@ func LockdownNAT(signal ...int) error { return lockdownAs(hostProfile(true, sign
 // lockdownAs locks the calling process down with profile p. Order matters:
 // capabilities go first (capset and the bounding set need CAP_SETPCAP,
 // which is about to go, and are not in any allowlist), then dumpable,
-// then no_new_privs and the filter on every thread (TSYNC).
+// then no_new_privs on every thread, Landlock, and the filter on every
+// thread (TSYNC).
 func lockdownAs(p profile) error {
 	prog, err := lockdownProgram(p, unix.Getpid())
 	if err != nil {
 		return err
 	}
-	if err := dropCaps(p.keepCaps); err != nil {
+	abi := 0
+	if p.landlock {
+		abi = landlockABI()
+	}
+	keep := p.keepCaps
+	if abi > 0 {
+		keep = append(append([]uintptr{}, keep...), p.landlockCaps...)
+	}
+	if err := dropCaps(keep); err != nil {
 		return fmt.Errorf("lockdown %s: %w", p.name, err)
 	}
 	// Not dumpable: /proc/PID/mem, ptrace and process_vm_* from other
@@ -186,6 +214,15 @@ func lockdownAs(p profile) error {
 	defer goruntime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("lockdown %s: prctl(PR_SET_NO_NEW_PRIVS): %w", p.name, err)
+	}
+	if abi > 0 {
+		// Landlock wants no_new_privs on every thread it restricts.
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+			return fmt.Errorf("lockdown %s: prctl(PR_SET_NO_NEW_PRIVS) on every thread: %w", p.name, e)
+		}
+		if err := landlockRestrict(abi, p.files); err != nil {
+			return fmt.Errorf("lockdown %s: %w", p.name, err)
+		}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	// TSYNC applies the filter (and no_new_privs) to every thread.
@@ -359,14 +396,12 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm"},
 		bpfInsn{code: jset, k: unix.CLONE_THREAD, jt: "allow", jf: "eperm"},
 	)
-	// openat: never creating; read-only unless openWrite.
-	deny := uint32(unix.O_CREAT | oTmpfileBit)
-	if !p.openWrite {
-		deny |= unix.O_WRONLY | unix.O_RDWR | unix.O_TRUNC
-	}
+	// openat: read-only, never creating (no O_WRONLY, O_RDWR, O_CREAT,
+	// O_TRUNC, O_TMPFILE): a locked-down process writes only to
+	// descriptors it opened before.
 	prog = append(prog,
 		bpfInsn{label: "openat", code: ldW, k: offArg2},
-		bpfInsn{code: jset, k: deny, jt: "eperm", jf: "allow"},
+		bpfInsn{code: jset, k: unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | oTmpfileBit, jt: "eperm", jf: "allow"},
 	)
 	// kill: itself (the Go runtime raises fatal signals so) and the
 	// profile's targets; never a process group or -1.

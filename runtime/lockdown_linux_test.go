@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -31,11 +32,12 @@ var atFDCWD = unix.AT_FDCWD
 
 // lockdownChildren are the children's programs, by name.
 var lockdownChildren = map[string]func(c *lockedChild){
-	"host":       hostChild,
-	"host-nat":   hostNATChild,
-	"supervisor": supervisorChild,
-	"init":       initChild,
-	"x32":        x32Child,
+	"host":               hostChild,
+	"host-nat":           hostNATChild,
+	"supervisor":         supervisorChild,
+	"supervisor-cgroups": supervisorCgroupsChild,
+	"init":               initChild,
+	"x32":                x32Child,
 }
 
 func TestMain(m *testing.M) {
@@ -56,7 +58,9 @@ func TestMain(m *testing.M) {
 func runLockedChild(t *testing.T, name string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(append(os.Environ(), lockdownChildEnv+"="+name), env...)
+	// What the child makes it cannot remove once locked down: it goes
+	// with the test's directory.
+	cmd.Env = append(append(os.Environ(), lockdownChildEnv+"="+name, "TMPDIR="+t.TempDir()), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !bytes.HasSuffix(out, []byte("lockdown-ok\n")) {
 		t.Fatalf("locked-down child %s: %v\n%s", name, err, out)
@@ -115,6 +119,10 @@ type prepared struct {
 	file   string    // an existing file
 	sock   int       // an AF_INET socket (for bind)
 	pr, pw *os.File  // a pipe
+	status *os.File  // /proc/self/status (Landlock may refuse it later)
+	capEff string    // the CapEff it must have once locked down
+	abi    int       // Landlock's ABI (0: none)
+	remove func()    // removes dir (removeState)
 }
 
 func prepareChild(c *lockedChild) *prepared {
@@ -133,18 +141,24 @@ func prepareChild(c *lockedChild) *prepared {
 	c.must("socket", err)
 	p.pr, p.pw, err = os.Pipe()
 	c.must("pipe", err)
+	p.status, err = os.Open("/proc/self/status")
+	c.must("status", err)
+	p.capEff = "0000000000000000"
+	p.abi = landlockABI()
+	p.remove = removeState(p.dir)
 	return p
 }
 
 // attacks are what every profile refuses: each is a step of a known host
 // escape, privilege gain or snooping on another process.
 func (c *lockedChild) attacks(p *prepared) {
-	st, _ := os.ReadFile("/proc/self/status")
+	_, _ = p.status.Seek(0, io.SeekStart)
+	st, _ := io.ReadAll(p.status)
 	if !bytes.Contains(st, []byte("NoNewPrivs:\t1")) || !bytes.Contains(st, []byte("Seccomp:\t2")) {
 		c.fail("status: %s", st)
 	}
-	if capEff(st) != "0000000000000000" {
-		c.fail("capabilities left: CapEff %s", capEff(st))
+	if capEff(st) != p.capEff {
+		c.fail("capabilities: CapEff %s, want %s", capEff(st), p.capEff)
 	}
 	// io_uring: its operations bypass seccomp; setting one up is refused,
 	// and ringSocketConnect shows what it would reach otherwise.
@@ -175,8 +189,8 @@ func (c *lockedChild) attacks(p *prepared) {
 	// New programs and privileges.
 	c.refused("execve", rawExec("/bin/true"))
 	c.refused("execveat", rawSyscall(unix.SYS_EXECVEAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(bytePtr("/bin/true"))), 0, 0, 0))
-	if err := exec.Command("/bin/true").Run(); !errors.Is(err, unix.EPERM) {
-		c.fail("os/exec: got %v, want EPERM", err)
+	if err := exec.Command("/bin/true").Run(); !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		c.fail("os/exec: got %v, want EPERM (or EACCES from Landlock)", err)
 	}
 	c.refused("setuid", rawSyscall(unix.SYS_SETUID, 0))
 	c.refused("setresuid", rawSyscall(unix.SYS_SETRESUID, 0, 0, 0))
@@ -279,17 +293,24 @@ func (c *lockedChild) needs(p *prepared) {
 	_ = p.pr.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := p.pr.Read(b)
 	c.works("pipe", err)
-	// Reading files; signals to itself.
-	_, err = os.ReadFile(p.file)
-	c.works("read a file", err)
+	// Signals to itself.
 	c.works("kill(self, 0)", unix.Kill(os.Getpid(), 0))
 	// Its child: signal and wait.
 	c.works("signal a child", p.child.Process.Signal(unix.SIGTERM))
 	if err := p.child.Wait(); err == nil || !strings.Contains(err.Error(), "terminated") {
 		c.fail("wait for a child: %v", err)
 	}
-	// Removing a tree (the state directory).
-	c.works("os.RemoveAll", os.RemoveAll(p.dir))
+}
+
+// filesNeeded are what the host side and the supervisor still do by path:
+// read, and remove the state directory.
+func (c *lockedChild) filesNeeded(p *prepared) {
+	_, err := os.ReadFile(p.file)
+	c.works("read a file", err)
+	p.remove()
+	if _, err := os.Lstat(p.dir); !errors.Is(err, os.ErrNotExist) {
+		c.fail("remove the state directory: %v", err)
+	}
 }
 
 func capEff(status []byte) string {
@@ -492,6 +513,7 @@ func hostChild(c *lockedChild) {
 	c.must("Lockdown", Lockdown(p.child.Process.Pid))
 	c.attacks(p)
 	c.needs(p)
+	c.filesNeeded(p)
 	// No socket at all without NAT; accept on its listeners works.
 	for _, s := range [][2]int{{unix.AF_INET, unix.SOCK_STREAM}, {unix.AF_INET6, unix.SOCK_DGRAM}, {unix.AF_UNIX, unix.SOCK_STREAM}} {
 		_, err := unix.Socket(s[0], s[1], 0)
@@ -551,6 +573,7 @@ func hostNATChild(c *lockedChild) {
 	c.must("LockdownNAT", LockdownNAT(p.child.Process.Pid))
 	c.attacks(p)
 	c.needs(p)
+	c.filesNeeded(p)
 	conn, err := net.Dial("tcp", os.Getenv("GVX_LOCKDOWN_TCP_TARGET"))
 	c.works("dial TCP", err)
 	if err == nil {
@@ -571,9 +594,10 @@ func hostNATChild(c *lockedChild) {
 	c.refused("dial unix", err)
 }
 
-// TestLockdownSupervisor: the supervisor's profile writes existing files
-// (cgroup.procs) but never creates one, signals only init (its child) and,
-// with published ports, dials unix stream sockets only.
+// TestLockdownSupervisor: the supervisor's profile writes only files it
+// opened before (cgroup.procs), signals only init (its child), reaches by
+// path only the state directory and, with published ports, dials unix
+// stream sockets only.
 func TestLockdownSupervisor(t *testing.T) {
 	sock, connected := unixTarget(t)
 	runLockedChild(t, "supervisor", "GVX_LOCKDOWN_UNIX_TARGET="+sock)
@@ -586,15 +610,17 @@ func supervisorChild(c *lockedChild) {
 	p := prepareChild(c)
 	relay, err := net.Listen("unix", filepath.Join(p.dir, "relay.sock"))
 	c.must("listen", err)
-	c.must("lockdownAs(supervisor)", lockdownAs(supervisorProfile(p.child.Process.Pid, true)))
+	f, err := os.OpenFile(p.file, os.O_WRONLY, 0)
+	c.must("open", err)
+	outside, err := os.MkdirTemp("", "lockdown-outside-")
+	c.must("mkdir", err)
+	c.must("file", os.WriteFile(filepath.Join(outside, "f"), []byte("x"), 0o644))
+	c.must("lockdownAs(supervisor)", lockdownAs(supervisorProfile(p.child.Process.Pid, true, p.dir, nil)))
 	c.attacks(p)
-	f, err := os.OpenFile(p.file, os.O_WRONLY|os.O_TRUNC, 0)
-	c.works("open an existing file for writing (cgroup.procs)", err)
-	if err == nil {
-		_, err = f.WriteString("1")
-		c.works("write it", err)
-		f.Close()
-	}
+	_, err = unix.Open(p.file, unix.O_WRONLY, 0)
+	c.refused("openat(O_WRONLY)", err)
+	_, err = f.WriteString("1")
+	c.works("write a file opened before (cgroup.procs)", err)
 	conn, err := net.Dial("unix", relay.Addr().String())
 	c.works("dial the relay's unix socket", err)
 	if err == nil {
@@ -603,10 +629,77 @@ func supervisorChild(c *lockedChild) {
 	_, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 	c.refused("socket(AF_INET)", err)
 	relay.Close()
+	c.landlocked(p, filepath.Join(outside, "f"))
 	c.needs(p)
+	c.filesNeeded(p)
 }
 
-// TestLockdownInit: init's profile opens no socket of any kind.
+// landlocked checks that a file outside the process's Landlock rules can
+// be neither read nor removed, where the kernel has Landlock.
+func (c *lockedChild) landlocked(p *prepared, outside string) {
+	if p.abi == 0 {
+		fmt.Println("no Landlock here: access by path is not confined")
+		return
+	}
+	for what, err := range map[string]error{
+		"read a file outside the state directory":   func() error { _, err := os.ReadFile(outside); return err }(),
+		"remove a file outside the state directory": unix.Unlink(outside),
+		"list /":           func() error { _, err := os.ReadDir("/"); return err }(),
+		"read /etc/passwd": func() error { _, err := os.ReadFile("/etc/passwd"); return err }(),
+	} {
+		if !errors.Is(err, unix.EACCES) {
+			c.fail("%s: got %v, want EACCES from Landlock", what, err)
+		}
+	}
+}
+
+// TestLockdownSupervisorCgroups: as root with a host cgroup, the
+// supervisor keeps CAP_DAC_OVERRIDE (a v1 hierarchy's root is mode 0555)
+// and Landlock holds it to removing directories beneath the cgroups'
+// parents: it can remove its cgroup, and still read nothing else (not
+// even a root-only file), nor remove anything else.
+func TestLockdownSupervisorCgroups(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: CAP_DAC_OVERRIDE is what is tested")
+	}
+	if landlockABI() == 0 {
+		t.Skip("no Landlock here: the supervisor keeps no capability, its cgroups stay")
+	}
+	runLockedChild(t, "supervisor-cgroups")
+}
+
+func supervisorCgroupsChild(c *lockedChild) {
+	p := prepareChild(c)
+	p.capEff = fmt.Sprintf("%016x", 1<<unix.CAP_DAC_OVERRIDE)
+	hier, err := os.MkdirTemp("", "lockdown-cgroupfs-")
+	c.must("mkdir", err)
+	cg := filepath.Join(hier, "gvx-test")
+	c.must("mkdir", os.Mkdir(cg, 0o755))
+	other := filepath.Join(hier, "other")
+	c.must("file", os.WriteFile(other, nil, 0o644))
+	secret := filepath.Join(p.dir, "..", filepath.Base(p.dir)+"-secret")
+	c.must("secret", os.WriteFile(secret, []byte("x"), 0))
+	c.must("chmod", os.Chmod(hier, 0o555)) // as a v1 hierarchy's root
+	c.must("lockdownAs(supervisor)", lockdownAs(supervisorProfile(p.child.Process.Pid, false, p.dir, []string{cg})))
+	c.attacks(p)
+	c.works("remove its cgroup from a 0555 parent", unix.Rmdir(cg))
+	c.refused("remove another file there", errPermOrAcces(unix.Unlink(other)))
+	_, err = os.ReadFile(secret)
+	c.refused("read a mode 0 file outside the state directory", errPermOrAcces(err))
+	c.needs(p)
+	c.filesNeeded(p)
+}
+
+// errPermOrAcces maps Landlock's EACCES to EPERM for refused.
+func errPermOrAcces(err error) error {
+	if errors.Is(err, unix.EACCES) {
+		return unix.EPERM
+	}
+	return err
+}
+
+// TestLockdownInit: init's profile opens no socket of any kind and
+// reaches no file by path.
 func TestLockdownInit(t *testing.T) {
 	sock, connected := unixTarget(t)
 	runLockedChild(t, "init", "GVX_LOCKDOWN_UNIX_TARGET="+sock)
@@ -625,6 +718,8 @@ func initChild(c *lockedChild) {
 	}
 	_, err := net.Dial("unix", os.Getenv("GVX_LOCKDOWN_UNIX_TARGET"))
 	c.refused("dial unix", err)
+	// Nothing by path at all (Landlock, no rule).
+	c.landlocked(p, p.file)
 	c.needs(p)
 }
 

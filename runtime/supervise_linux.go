@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	goruntime "runtime"
 	"syscall"
 	"time"
@@ -24,8 +25,9 @@ const superviseCmd = "_gvx-supervise"
 // directory in every case and returns runsc's exit code. Once init runs it
 // is locked down (supervisorProfile).
 func supervise(state string, args []string) int {
-	defer os.RemoveAll(state)
-	defer leaveCgroups() // the episode's host cgroup, if it has one
+	defer removeState(state)()
+	leave, cgroups := leaveCgroups() // the episode's host cgroup, if it has one
+	defer leave()
 	sync := os.NewFile(3, "sync")
 	var b [1]byte
 	if n, _ := sync.Read(b[:]); n != 1 {
@@ -58,7 +60,7 @@ func supervise(state string, args []string) int {
 	}
 	// From here on the supervisor only waits, signals init, removes the
 	// state directory and leaves its cgroups (supervisorProfile).
-	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, publish)); err != nil {
+	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, publish, state, cgroups)); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: %v\n", err)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -105,4 +107,18 @@ func loUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// removeState returns what removes the state directory: through its
+// parent, opened now, since the supervisor's Landlock rules
+// (supervisorProfile) let it open nothing outside the state directory.
+func removeState(state string) (remove func()) {
+	parent, err := os.OpenRoot(filepath.Dir(state))
+	if err != nil {
+		return func() { _ = os.RemoveAll(state) }
+	}
+	return func() {
+		_ = parent.RemoveAll(filepath.Base(state))
+		parent.Close()
+	}
 }
