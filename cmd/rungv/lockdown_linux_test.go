@@ -11,20 +11,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestLockdown checks, while a guest runs, that each of rungv's host
 // processes (the host side, the supervisor, the episode's init) runs with
-// no_new_privs, a seccomp filter and no capability, and that no other
-// process of the same uid can open its memory for writing: not one in
-// another user namespace (as the sandbox and gofer are: what a guest that
-// escaped the Sentry would be), and for the host side not even one in the
-// host's own user namespace.
+// no_new_privs, a seccomp filter and no capability, and is not dumpable:
+// a process of the same uid and user namespace without capabilities (for
+// the supervisor and init, what the gofer is; for the host side, any of
+// the caller's) cannot open its memory for writing. Having no capability
+// themselves, they would be open to exactly that process otherwise.
 func TestLockdown(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
@@ -52,7 +49,7 @@ func TestLockdown(t *testing.T) {
 		host := c.Process.Pid // as nobody: setpriv exec'd rungv, same pid
 		sup := childRunning(t, host, "_gvx-supervise")
 		init := childRunning(t, sup, "_gvx-init")
-		uid := 0
+		uid := 0 // the probe's uid in the host's user namespace
 		if u.name == "nobody" {
 			uid = 65534
 		}
@@ -77,19 +74,21 @@ func TestLockdown(t *testing.T) {
 					t.Errorf("%s: /proc/%d/status lacks %q:\n%s", p.name, p.pid, want, st)
 				}
 			}
+			if p.name == "host side" {
+				if got := openMem(t, p.pid, uid, false); got != "refused" {
+					t.Errorf("%s: a process of uid %d without capabilities: /proc/%d/mem %s", p.name, uid, p.pid, got)
+				}
+				continue
+			}
+			// The gofer runs there: uid 0 of the episode's user
+			// namespace, with no CAP_SYS_PTRACE.
 			if got := openMem(t, p.pid, uid, true); got != "refused" {
-				t.Errorf("%s: a process of uid %d in another user namespace: /proc/%d/mem %s", p.name, uid, p.pid, got)
+				t.Errorf("%s: a process of its uid and user namespace without capabilities: /proc/%d/mem %s", p.name, p.pid, got)
 			}
-			got := openMem(t, p.pid, uid, false)
-			if p.name == "host side" && got != "refused" {
-				t.Errorf("%s: a process of uid %d without capabilities: /proc/%d/mem %s", p.name, uid, p.pid, got)
-			}
-			if p.name != "host side" {
-				// The caller's uid owns the episode's user namespace, so
-				// it has every capability over the supervisor and init
-				// (docs/runtime.md, residual risks).
-				t.Logf("%s: a process of uid %d in the host's user namespace: /proc/%d/mem %s", p.name, uid, p.pid, got)
-			}
+			// The caller's uid owns the episode's user namespace, so it
+			// has every capability over the supervisor and init
+			// (docs/runtime.md, residual risks).
+			t.Logf("%s: a process of uid %d in the host's user namespace: /proc/%d/mem %s", p.name, uid, p.pid, openMem(t, p.pid, uid, false))
 		}
 	})
 }
@@ -117,10 +116,10 @@ var (
 	probeErr  error
 )
 
-// openMem runs memProbe on pid as uid: in a user namespace of its own
-// (mapping its uid 0 to uid) when otherNS, else in the host's with no
-// capabilities. It returns "refused" or what happened instead.
-func openMem(t *testing.T, pid, uid int, otherNS bool) string {
+// openMem runs memProbe on pid as uid with no capabilities: in pid's user
+// namespace (as uid 0 there) when inNS, else in the host's. It returns
+// "refused" or what happened instead.
+func openMem(t *testing.T, pid, uid int, inNS bool) string {
 	t.Helper()
 	// The test binary, where every uid may run it.
 	probeOnce.Do(func() {
@@ -140,18 +139,18 @@ func openMem(t *testing.T, pid, uid int, otherNS bool) string {
 	if probeErr != nil {
 		t.Fatal(probeErr)
 	}
-	var cmd *exec.Cmd
-	if otherNS {
-		cmd = exec.Command(probeBin)
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  unix.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+	drop := []string{"setpriv", "--inh-caps=-all", "--bounding-set=-all", probeBin}
+	var argv []string
+	if inNS {
+		if _, err := exec.LookPath("nsenter"); err != nil {
+			t.Skip("nsenter (util-linux) is missing")
 		}
+		argv = append([]string{"nsenter", fmt.Sprintf("--user=/proc/%d/ns/user", pid), "--setuid=0", "--setgid=0"}, drop...)
 	} else {
 		id := strconv.Itoa(uid)
-		cmd = exec.Command("setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", probeBin)
+		argv = append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups"}, drop[1:]...)
 	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), memProbeEnv+"="+strconv.Itoa(pid))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
