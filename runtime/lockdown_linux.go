@@ -50,8 +50,8 @@ const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 // arguments: the Go runtime (memory, threads' futexes and signals, timers,
 // the netpoller), I/O on descriptors it already holds (pipes, sockets,
 // files), waiting for its children, and removing a directory tree
-// (os.RemoveAll). Everything here acts on the caller itself or on
-// descriptors it holds. Argument-restricted calls (clone, openat, kill,
+// (os.RemoveAll; what it reaches by path is up to openat's restriction
+// and Landlock). Argument-restricted calls (clone, openat, fcntl, kill,
 // tgkill, prctl, socket) are handled by lockdownProgram.
 var baseSyscalls = append([]uintptr{
 	// memory and threads
@@ -73,7 +73,7 @@ var baseSyscalls = append([]uintptr{
 	// descriptors it holds
 	unix.SYS_READ, unix.SYS_WRITE, unix.SYS_READV, unix.SYS_WRITEV,
 	unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_LSEEK, unix.SYS_CLOSE,
-	unix.SYS_FCNTL, unix.SYS_DUP, unix.SYS_DUP3, unix.SYS_FSTAT,
+	unix.SYS_DUP, unix.SYS_DUP3, unix.SYS_FSTAT,
 	unix.SYS_SPLICE, unix.SYS_SENDFILE, unix.SYS_COPY_FILE_RANGE,
 	unix.SYS_RECVMSG, unix.SYS_SENDMSG, unix.SYS_RECVFROM, unix.SYS_SENDTO,
 	unix.SYS_RECVMMSG, unix.SYS_SENDMMSG, unix.SYS_SHUTDOWN,
@@ -117,9 +117,14 @@ type profile struct {
 // ports on listeners it opened before (accept4), removes the state
 // directory. With NAT it also dials the guest's TCP and UDP destinations:
 // AF_INET and AF_INET6 stream and datagram sockets and connect, nothing
-// else (no unix, netlink, packet or raw sockets, no bind).
-func hostProfile(nat bool, supervisor []int) profile {
-	p := profile{name: "host", extra: []uintptr{unix.SYS_ACCEPT4}, signals: supervisor}
+// else (no unix, netlink, packet or raw sockets, no bind). By path it
+// reaches only state (removeState; "": nothing at all): not /proc/PID of
+// another process either, whose directory would do as a pidfd for
+// pidfd_send_signal. A path the host side must still remove after the
+// lockdown needs a rule here.
+func hostProfile(nat bool, state string, supervisor []int) profile {
+	p := profile{name: "host", extra: []uintptr{unix.SYS_ACCEPT4}, signals: supervisor,
+		landlock: true, files: stateRules(state)}
 	if nat {
 		p.name = "host-nat"
 		p.sockets = []sockType{
@@ -128,6 +133,20 @@ func hostProfile(nat bool, supervisor []int) profile {
 		}
 	}
 	return p
+}
+
+// stateRules let a process read and remove everything beneath state, and
+// remove state itself from its parent (removeState opens the parent
+// before the lockdown).
+func stateRules(state string) []fsRule {
+	if state == "" {
+		return nil
+	}
+	return []fsRule{
+		{state, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
+			unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+		{filepath.Dir(state), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+	}
 }
 
 // supervisorProfile is the supervisor's, once it started init: it waits
@@ -147,11 +166,7 @@ func supervisorProfile(init int, publish bool, state string, cgroups []string) p
 		p.extra = []uintptr{unix.SYS_ACCEPT4}
 		p.sockets = []sockType{{unix.AF_UNIX, unix.SOCK_STREAM}}
 	}
-	p.files = []fsRule{
-		{state, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
-			unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
-		{filepath.Dir(state), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
-	}
+	p.files = stateRules(state)
 	for _, d := range cgroups {
 		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
 	}
@@ -172,16 +187,22 @@ func initProfile(sandbox int) profile {
 }
 
 // Lockdown locks the calling process down as the host side of an episode
-// without NAT (hostProfile): not dumpable, every capability dropped,
-// no_new_privs and the allowlist. kill() may target the process itself and
-// the PIDs in signal (the supervisor). It is irreversible; use it only in
-// a process whose one job is to supervise an already-started episode.
-func Lockdown(signal ...int) error { return lockdownAs(hostProfile(false, signal)) }
+// without NAT (hostProfile): every capability dropped, not dumpable,
+// no_new_privs, by path only the state directory state (Landlock, where
+// the kernel has it; "": no path at all), and the allowlist. kill() may
+// target the process itself and the PIDs in signal (the supervisor). It is
+// irreversible; use it only in a process whose one job is to supervise an
+// already-started episode.
+func Lockdown(state string, signal ...int) error {
+	return lockdownAs(hostProfile(false, state, signal))
+}
 
 // LockdownNAT is Lockdown for the host side of a --network nat episode,
 // which dials the guest's destinations with its own sockets: socket() for
 // AF_INET and AF_INET6 stream and datagram sockets, and connect().
-func LockdownNAT(signal ...int) error { return lockdownAs(hostProfile(true, signal)) }
+func LockdownNAT(state string, signal ...int) error {
+	return lockdownAs(hostProfile(true, state, signal))
+}
 
 // lockdownAs locks the calling process down with profile p. Order matters:
 // capabilities go first (capset and the bounding set need CAP_SETPCAP,
@@ -368,6 +389,7 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 		{unix.SYS_CLONE, "clone"},
 		{unix.SYS_CLONE3, "enosys"},
 		{unix.SYS_OPENAT, "openat"},
+		{unix.SYS_FCNTL, "fcntl"},
 		{unix.SYS_KILL, "killcall"},
 		{unix.SYS_TGKILL, "tgkill"},
 		{unix.SYS_PRCTL, "prctl"},
@@ -403,6 +425,15 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 		bpfInsn{label: "openat", code: ldW, k: offArg2},
 		bpfInsn{code: jset, k: unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | oTmpfileBit, jt: "eperm", jf: "allow"},
 	)
+	// fcntl: what Go's os, net and poll packages use. Not F_SETOWN or
+	// F_SETSIG (SIGIO, or any signal, to another process), leases,
+	// notifications or locks.
+	prog = append(prog, bpfInsn{label: "fcntl", code: ldW, k: offArg1})
+	for _, cmd := range []uint32{unix.F_DUPFD, unix.F_DUPFD_CLOEXEC, unix.F_GETFD, unix.F_SETFD,
+		unix.F_GETFL, unix.F_SETFL, unix.F_GETPIPE_SZ, unix.F_SETPIPE_SZ} {
+		prog = append(prog, bpfInsn{code: jeq, k: cmd, jt: "allow"})
+	}
+	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)})
 	// kill: itself (the Go runtime raises fatal signals so) and the
 	// profile's targets; never a process group or -1.
 	prog = append(prog, bpfInsn{label: "killcall", code: ldW, k: offArg0})

@@ -83,6 +83,18 @@ func (c *lockedChild) refused(what string, err error) {
 	}
 }
 
+// denied checks that err is EPERM (seccomp) or, where the kernel has
+// Landlock, EACCES (Landlock).
+func (c *lockedChild) denied(what string, err error) {
+	if !errors.Is(err, unix.EPERM) && !(errors.Is(err, unix.EACCES) && landlockAvailable) {
+		c.fail("%s: got %v, want EPERM (seccomp) or EACCES (Landlock)", what, err)
+	}
+}
+
+// landlockAvailable is whether the kernel has Landlock (asked before any
+// lockdown: landlock_create_ruleset is refused after).
+var landlockAvailable = landlockABI() > 0
+
 func (c *lockedChild) works(what string, err error) {
 	if err != nil {
 		c.fail("%s (needed after lockdown): %v", what, err)
@@ -183,6 +195,19 @@ func (c *lockedChild) attacks(p *prepared) {
 	c.refused("process_madvise", rawSyscall(unix.SYS_PROCESS_MADVISE, uintptr(p.pidfd), uintptr(unsafe.Pointer(&local[0])), 1, unix.MADV_COLD, 0))
 	c.refused("ptrace(PTRACE_TRACEME)", rawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME))
 	c.refused("ptrace(PTRACE_ATTACH, parent)", rawSyscall(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(os.Getppid())))
+	_, err = unix.FcntlInt(p.pr.Fd(), unix.F_SETOWN, os.Getppid())
+	c.refused("fcntl(F_SETOWN, parent)", err)
+	_, err = unix.FcntlInt(p.pr.Fd(), unix.F_SETSIG, int(unix.SIGKILL))
+	c.refused("fcntl(F_SETSIG)", err)
+	_, err = unix.FcntlInt(p.pr.Fd(), unix.F_SETLEASE, unix.F_RDLCK)
+	c.refused("fcntl(F_SETLEASE)", err)
+	c.refused("flock", unix.Flock(int(p.pr.Fd()), unix.LOCK_EX))
+	// /proc/PID of another process is a pidfd too.
+	if fd, err := unix.Open(fmt.Sprintf("/proc/%d", os.Getppid()), unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+		c.denied("open /proc/<parent> (for pidfd_send_signal)", err)
+	} else {
+		c.denied("pidfd_send_signal(/proc/<parent>)", rawSyscall(unix.SYS_PIDFD_SEND_SIGNAL, uintptr(fd), 0, 0, 0))
+	}
 	c.refused("kill(parent)", unix.Kill(os.Getppid(), 0))
 	c.refused("kill(-1)", unix.Kill(-1, 0))
 	c.refused("tgkill(parent)", unix.Tgkill(os.Getppid(), os.Getppid(), 0))
@@ -510,7 +535,7 @@ func hostChild(c *lockedChild) {
 	c.must("listen", err)
 	client, err := net.Dial("tcp", l.Addr().String())
 	c.must("dial", err)
-	c.must("Lockdown", Lockdown(p.child.Process.Pid))
+	c.must("Lockdown", Lockdown(p.dir, p.child.Process.Pid))
 	c.attacks(p)
 	c.needs(p)
 	c.filesNeeded(p)
@@ -570,7 +595,7 @@ func TestLockdownHostNAT(t *testing.T) {
 
 func hostNATChild(c *lockedChild) {
 	p := prepareChild(c)
-	c.must("LockdownNAT", LockdownNAT(p.child.Process.Pid))
+	c.must("LockdownNAT", LockdownNAT(p.dir, p.child.Process.Pid))
 	c.attacks(p)
 	c.needs(p)
 	c.filesNeeded(p)
@@ -743,7 +768,7 @@ func TestLockdownOtherABIKills(t *testing.T) {
 }
 
 func x32Child(c *lockedChild) {
-	c.must("Lockdown", Lockdown())
+	c.must("Lockdown", Lockdown(""))
 	// x32 getpid: 39 | __X32_SYSCALL_BIT.
 	_, _, e := unix.RawSyscall(x32SyscallBit|unix.SYS_GETPID, 0, 0, 0)
 	c.fail("x32 getpid returned (errno %v) instead of killing the process", e)

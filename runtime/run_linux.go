@@ -49,7 +49,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(state)
+	defer removeState(state)() // works after the lockdown too
 	locks, err := lockVolumes(o.Mounts)
 	if err != nil {
 		return 0, err
@@ -420,7 +420,7 @@ func (ep *episode) run(ctx context.Context, o *Options) (int, error) {
 		if nat != nil {
 			lockdown = LockdownNAT
 		}
-		if err := lockdown(cmd.Process.Pid); err != nil {
+		if err := lockdown(ep.state, cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, fmt.Errorf("lock down: %w", err)
