@@ -56,7 +56,8 @@
 //   - host side, after starting the supervisor: waits, forwards signals
 //     (pidfd), copies stdio, accepts on listeners it opened before, removes
 //     the state directory; with NAT also inet stream/datagram sockets and
-//     connect (LockdownNAT). No capability.
+//     connect (LockdownNAT). No capability. Landlock: only the state
+//     directory.
 //   - supervisor, after starting init: waits, signals init, removes the
 //     state directory and leaves its cgroups through cgroup.procs files it
 //     opened before; dials unix stream sockets only while it serves
@@ -70,13 +71,14 @@
 //     socket, no path (Landlock with no rule), no capability.
 //
 // Everywhere: clone only for threads, openat read-only and never creating,
-// kill and tgkill only to itself and its named children, prctl only
+// fcntl without F_SETOWN/F_SETSIG, kill and tgkill only to itself and its
+// named children, prctl only
 // PR_SET_VMA, no io_uring, pidfd_open/getfd, process_vm_*, ptrace, exec,
 // mounts, namespaces, bpf, perf, userfaultfd, keys, ioctl, mknod. What
 // remains open: the caller's uid owns the episode's user namespace and so
 // can still write the supervisor's and init's memory from the host's user
-// namespace; the host side is not confined by path; with NAT it dials
-// wherever the egress policy lets the netstack go.
+// namespace; without Landlock nothing is confined by path; with NAT the
+// host side dials wherever the NAT's forwarders are let dial.
 //
 // The binary is three programs in one; its main must call Main first.
 //
