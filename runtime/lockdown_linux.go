@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	goruntime "runtime"
@@ -210,6 +209,10 @@ func LockdownNAT(state string, signal ...int) error {
 // then no_new_privs on every thread, Landlock, and the filter on every
 // thread (TSYNC).
 func lockdownAs(p profile) error {
+	if builtWithCgo {
+		// syscall.AllThreadsSyscall, for what is per thread, needs it.
+		return fmt.Errorf("%w: lockdown in a binary built with cgo (build with CGO_ENABLED=0)", ErrUnsupported)
+	}
 	prog, err := lockdownProgram(p, unix.Getpid())
 	if err != nil {
 		return err
@@ -271,7 +274,7 @@ func dropCaps(keep []uintptr) error {
 	for _, c := range keep {
 		want[c/32] |= 1 << (c % 32)
 	}
-	held := data[0].Permitted|data[1].Permitted != 0
+	held := data[0].Permitted|data[1].Permitted|data[0].Inheritable|data[1].Inheritable != 0
 	if held && data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
 		for c := uintptr(0); c < 64; c++ {
 			if want[c/32]&(1<<(c%32)) != 0 {
@@ -298,9 +301,6 @@ func dropCaps(keep []uintptr) error {
 	}
 	hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		if e == unix.ENOTSUP {
-			return fmt.Errorf("%w: capset on every thread needs a binary built with CGO_ENABLED=0", ErrUnsupported)
-		}
 		return fmt.Errorf("capset: %w", e)
 	}
 	return nil
@@ -351,9 +351,6 @@ func assemble(insns []bpfInsn) ([]unix.SockFilter, error) {
 	return p, nil
 }
 
-// errLockdownArch: no filter for this architecture.
-var errLockdownArch = errors.New("seccomp lockdown")
-
 // lockdownProgram assembles p's allowlist for the process self (its PID,
 // which tgkill and kill may target).
 func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
@@ -364,7 +361,7 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 	case "arm64":
 		arch = auditArchAarch64
 	default:
-		return nil, fmt.Errorf("%w: %w on %s", ErrUnsupported, errLockdownArch, goruntime.GOARCH)
+		return nil, fmt.Errorf("%w: seccomp lockdown on %s", ErrUnsupported, goruntime.GOARCH)
 	}
 	const (
 		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS

@@ -57,6 +57,9 @@ func TestMain(m *testing.M) {
 // unless it ended with lockdown-ok.
 func runLockedChild(t *testing.T, name string, env ...string) string {
 	t.Helper()
+	if builtWithCgo {
+		t.Skip("the lockdown needs CGO_ENABLED=0 (syscall.AllThreadsSyscall)")
+	}
 	cmd := exec.Command(os.Args[0])
 	// What the child makes it cannot remove once locked down: it goes
 	// with the test's directory.
