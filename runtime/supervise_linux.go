@@ -110,8 +110,9 @@ func loUp() error {
 }
 
 // removeState returns what removes the state directory: through its
-// parent, opened now, since the supervisor's Landlock rules
-// (supervisorProfile) let it open nothing outside the state directory.
+// parent, opened now, since the locked-down host side and supervisor may
+// open nothing outside the state directory (Landlock: hostProfile,
+// supervisorProfile), and os.RemoveAll would open the parent.
 func removeState(state string) (remove func()) {
 	parent, err := os.OpenRoot(filepath.Dir(state))
 	if err != nil {
