@@ -185,24 +185,35 @@ func (c *episodeCgroup) remove() {
 	}
 }
 
-// leaveCgroups is the supervisor's last act: it moves itself to the
-// parent of each episode cgroup and removes the cgroup, waiting up to 5 s
-// for the kernel to let go of the episode's dead processes.
-func leaveCgroups() {
-	var dirs []string
+// leaveCgroups prepares the supervisor's last act, which the returned func
+// does: it moves itself to the parent of each episode cgroup and removes
+// the cgroup, waiting up to 5 s for the kernel to let go of the episode's
+// dead processes. The parents' cgroup.procs are opened now: the
+// supervisor's lockdown (supervisorProfile) opens files read-only. dirs
+// are the episode's cgroup directories.
+func leaveCgroups() (leave func(), dirs []string) {
 	if json.Unmarshal([]byte(os.Getenv(cgroupsEnv)), &dirs) != nil {
-		return
+		return func() {}, nil
 	}
-	self := strconv.Itoa(os.Getpid())
-	for _, d := range dirs {
-		_ = writeCgroup(filepath.Dir(d), "cgroup.procs", self)
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
-				break
+	procs := make([]*os.File, len(dirs))
+	for i, d := range dirs {
+		procs[i], _ = os.OpenFile(filepath.Join(filepath.Dir(d), "cgroup.procs"), os.O_WRONLY, 0)
+	}
+	return func() {
+		self := strconv.Itoa(os.Getpid())
+		for i, d := range dirs {
+			if procs[i] != nil {
+				_, _ = procs[i].WriteString(self)
+				procs[i].Close()
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				err := os.Remove(d)
+				if err == nil || errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+					break
+				}
 			}
 		}
-	}
+	}, dirs
 }
 
 func writeCgroup(dir, file, value string) error {

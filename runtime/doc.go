@@ -27,8 +27,8 @@
 //     helper go when the episode ends, and when the caller is SIGKILLed
 //     (a supervisor watches a pipe from the caller; the episode's init is
 //     PID 1 of its own PID namespace).
-//   - With Options.Lockdown the calling process sets no_new_privs and a
-//     seccomp filter (Lockdown) before guest code runs.
+//   - Every host process that outlives the setup locks itself down (see
+//     "Lockdown" below); the calling process does so with Options.Lockdown.
 //   - Volumes (MountVolume) are ext4 files served by ext4lite inside
 //     runsc's gofer (package runtime/volume): guest writes land in that
 //     one file; after the guest exits or is stopped with SIGTERM/SIGINT
@@ -38,11 +38,50 @@
 //
 // # Process tree
 //
-//	rungv run (host side, locked down)
-//	└─ rungv _gvx-supervise   new user+net namespace, lo up
-//	   └─ rungv _gvx-init     PID 1 of a new PID namespace, own /proc
+//	rungv run                 the host side; profile "host" (or "host-nat")
+//	└─ rungv _gvx-supervise   new user+net namespace, lo up; profile "supervisor"
+//	   └─ rungv _gvx-init     PID 1 of a new PID namespace, own /proc; profile "init"
 //	      ├─ runsc-sandbox    (runsc run --detach, then re-parented here)
 //	      └─ runsc-gofer      (only with volumes or bind mounts)
+//
+// # Lockdown
+//
+// Each of rungv's three host processes, once its setup is done, drops
+// every capability it does not need (bounding, ambient, inheritable,
+// effective, permitted; on every thread), becomes non-dumpable (no
+// /proc/PID/mem, ptrace or process_vm_* from a process without
+// CAP_SYS_PTRACE over it: for the supervisor and init that includes the
+// gofer, uid 0 of their user namespace), sets no_new_privs, where asked
+// confines paths with Landlock, and installs a seccomp ALLOWLIST: what is
+// not listed fails with EPERM (clone3: ENOSYS), another ABI kills. See
+// lockdown_linux.go and docs/runtime.md ("Self-lockdown") for the lists.
+//
+//   - host side, after starting the supervisor: waits, forwards signals
+//     (pidfd), copies stdio, accepts on listeners it opened before, removes
+//     the state directory; with NAT also inet stream/datagram sockets and
+//     connect (LockdownNAT). No capability. Landlock: only the state
+//     directory.
+//   - supervisor, after starting init: waits, signals init, removes the
+//     state directory and leaves its cgroups through cgroup.procs files it
+//     opened before; dials unix stream sockets only while it serves
+//     published TCP ports. Landlock: reads only the state directory. As
+//     root with a host cgroup it keeps CAP_DAC_OVERRIDE, only where
+//     Landlock holds it to removing directories beneath the state and
+//     cgroups' parents.
+//   - init, after runsc run --detach: waits and reaps, signals the guest
+//     over one control connection to the sandbox opened before (the call
+//     runsc kill makes, no exec), SIGKILLs the sandbox when that fails. No
+//     socket, no path (Landlock with no rule), no capability.
+//
+// Everywhere: clone only for threads, openat read-only and never creating,
+// fcntl without F_SETOWN/F_SETSIG, kill and tgkill only to itself and its
+// named children, prctl only
+// PR_SET_VMA, no io_uring, pidfd_open/getfd, process_vm_*, ptrace, exec,
+// mounts, namespaces, bpf, perf, userfaultfd, keys, ioctl, mknod. What
+// remains open: the caller's uid owns the episode's user namespace and so
+// can still write the supervisor's and init's memory from the host's user
+// namespace; without Landlock nothing is confined by path; with NAT the
+// host side dials wherever the NAT's forwarders are let dial.
 //
 // The binary is three programs in one; its main must call Main first.
 //

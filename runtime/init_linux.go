@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,6 +14,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/control/client"
+	"gvisor.dev/gvisor/pkg/urpc"
+	"gvisor.dev/gvisor/runsc/boot"
+	"gvisor.dev/gvisor/runsc/container"
 )
 
 // initCmd is the hidden subcommand of the episode's init: PID 1 of a PID
@@ -28,8 +33,10 @@ var ReapTimeout = 30 * time.Second
 
 // episodeInit runs runsc for one container: run --detach, then waits for
 // the sandbox (its child now) and lets the gofer exit by itself (runsc run
-// would SIGKILL the gofer before it has flushed the volumes). Signals it gets
-// are sent to the guest's init with runsc kill; SIGTERM and SIGINT start
+// would SIGKILL the gofer before it has flushed the volumes). Then it locks
+// itself down (initProfile). Signals it gets are sent to the guest's init
+// as runsc kill would send them, over a connection to the sandbox's
+// control server opened before the lockdown; SIGTERM and SIGINT start
 // StopTimeout, after which the guest is killed. args are runsc's global
 // flags, "run", "--bundle=B", ID.
 func episodeInit(args []string) int {
@@ -68,16 +75,13 @@ func episodeInit(args []string) int {
 		fmt.Fprintln(os.Stderr, "rungv: init:", err)
 		return 125
 	}
-	runsc := func(sub ...string) *exec.Cmd {
-		c := exec.Command("/proc/self/exe", append(append([]string{}, globals...), sub...)...)
-		c.Stderr = os.Stderr
-		return c
-	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 
 	pidFile := strings.TrimPrefix(bundle, "--bundle=") + "/sandbox.pid"
-	runArgs := []string{"run", "--detach", "--pid-file=" + pidFile}
+	// The control server closes idle connections at once when the guest
+	// exits (by default it waits 15 s for them): init holds one open.
+	runArgs := append(append([]string{}, globals...), "--control-rpc-stop-timeout=0", "run", "--detach", "--pid-file="+pidFile)
 	// The published ports' guest ends (publish_linux.go), donated to the
 	// guest's init at the same numbers.
 	passFiles, err := inherited(passFDsEnv)
@@ -88,8 +92,8 @@ func episodeInit(args []string) int {
 	for i := range passFiles {
 		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, guestPassFD(i)))
 	}
-	start := runsc(append(runArgs, bundle, id)...)
-	start.Stdin, start.Stdout = os.Stdin, os.Stdout
+	start := exec.Command("/proc/self/exe", append(runArgs, bundle, id)...)
+	start.Stdin, start.Stdout, start.Stderr = os.Stdin, os.Stdout, os.Stderr
 	start.ExtraFiles = passFiles
 	err = start.Run()
 	for _, f := range passFiles {
@@ -107,6 +111,28 @@ func episodeInit(args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: init: no sandbox PID in %s: %v\n", pidFile, err)
 		reap(ReapTimeout)
 		return 125
+	}
+	// Signals go to the guest over one connection to the sandbox's
+	// control server, opened now: after the lockdown init can neither
+	// exec runsc kill nor open a socket. A guest that is already gone
+	// (its sandbox stops serving as it exits) leaves none: then only
+	// SIGKILL is sent, to the sandbox itself.
+	ctl, err := dialSandbox(globals, id)
+	if err == nil {
+		defer ctl.Close()
+	}
+	if err := lockdownAs(initProfile(sandbox)); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init:", err)
+		_ = unix.Kill(sandbox, unix.SIGKILL)
+		reap(ReapTimeout)
+		return 125
+	}
+	signalGuest := func(s unix.Signal) {
+		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
+		if (ctl == nil || ctl.Call(boot.ContMgrSignal, &args, nil) != nil) && s == unix.SIGKILL {
+			// The Sentry does not answer: end the sandbox itself.
+			_ = unix.Kill(sandbox, unix.SIGKILL)
+		}
 	}
 	type result struct {
 		ws  unix.WaitStatus
@@ -128,16 +154,12 @@ func episodeInit(args []string) int {
 	for waiting := true; waiting; {
 		select {
 		case s := <-sigs:
-			kill := runsc("kill", id, strconv.Itoa(int(s.(syscall.Signal))))
-			kill.Stdout = io.Discard
-			_ = kill.Run()
+			signalGuest(s.(syscall.Signal))
 			if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
 				grace = time.After(StopTimeout)
 			}
 		case <-grace:
-			kill := runsc("kill", id, "KILL")
-			kill.Stdout = io.Discard
-			_ = kill.Run()
+			signalGuest(unix.SIGKILL)
 		case r := <-done:
 			waiting = false
 			switch {
@@ -174,4 +196,39 @@ func reap(timeout time.Duration) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// dialSandbox connects to the control server of sandbox id, whose state
+// is under the --root of runsc's global flags globals, as runsc kill
+// does (container.Load, then the sandbox's control socket).
+func dialSandbox(globals []string, id string) (*urpc.Client, error) {
+	var root string
+	for _, g := range globals {
+		if r, ok := strings.CutPrefix(g, "--root="); ok {
+			root = r
+		}
+	}
+	if root == "" {
+		return nil, errors.New("no --root among runsc's flags")
+	}
+	c, err := container.Load(root, container.FullID{SandboxID: id, ContainerID: id}, container.LoadOpts{Exact: true, SkipCheck: true})
+	if err != nil {
+		return nil, fmt.Errorf("load the sandbox's state: %w", err)
+	}
+	path := c.Sandbox.ControlSocketPath
+	if len(path) >= linux.UnixPathMax {
+		// Too long for a sockaddr_un: connect through /proc/self/fd, as
+		// runsc's own sandboxConnect does.
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("the control socket: %w", err)
+		}
+		defer unix.Close(fd)
+		path = "/proc/self/fd/" + strconv.Itoa(fd)
+	}
+	ctl, err := client.ConnectTo(path)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the sandbox's control server: %w", err)
+	}
+	return ctl, nil
 }

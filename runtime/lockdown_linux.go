@@ -2,11 +2,22 @@ package runtime
 
 import (
 	"fmt"
+	"path/filepath"
 	goruntime "runtime"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// The lockdown of rungv's own host processes. Every process of an episode
+// that lives past its setup (the host side, the supervisor, the episode's
+// init) ends that setup with lockdownAs and its profile: not dumpable, no
+// capabilities it does not need, no_new_privs, and a seccomp ALLOWLIST.
+// A syscall that is not in the profile fails with EPERM (clone3 with
+// ENOSYS, so Go falls back to clone); a syscall of another ABI (x32, a
+// 32-bit entry) kills the process. runsc's own processes (sandbox, gofer)
+// install gVisor's filters and are not touched here.
 
 // BPF seccomp constants (linux/seccomp.h, linux/audit.h).
 const (
@@ -21,67 +32,281 @@ const (
 	offArch = 4  // seccomp_data.arch
 	offArg0 = 16 // seccomp_data.args[0], low word on little-endian
 	offArg1 = 24 // seccomp_data.args[1], low word on little-endian
+	offArg2 = 32 // seccomp_data.args[2], low word on little-endian
+
+	// prSetVMA is PR_SET_VMA: the Go runtime (1.25+) names its anonymous
+	// mappings with it.
+	prSetVMA = 0x53564d41
+	// oTmpfileBit is __O_TMPFILE, the bit O_TMPFILE adds to O_DIRECTORY.
+	oTmpfileBit = unix.O_TMPFILE &^ unix.O_DIRECTORY
 )
 
 // nsCloneFlags are the clone flags that make new namespaces.
 const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
-// deniedSyscalls are refused with EPERM once the host process is locked
-// down. The host side of an episode only waits, forwards signals, copies
-// stdio and removes its state directory; none of these is needed for that,
-// and each is a classic step of a host escape or privilege gain.
-var deniedSyscalls = append([]uintptr{
-	unix.SYS_EXECVE, unix.SYS_EXECVEAT, unix.SYS_PTRACE,
-	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
-	unix.SYS_UNSHARE, unix.SYS_SETNS,
-	unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
-	unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_MOUNT_SETATTR,
-	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
-	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_REBOOT,
-	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
-	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
-	unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
-	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
-	unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_ACCT, unix.SYS_QUOTACTL,
-	unix.SYS_SYSLOG, unix.SYS_PERSONALITY,
-	unix.SYS_SETUID, unix.SYS_SETGID, unix.SYS_SETREUID, unix.SYS_SETREGID,
-	unix.SYS_SETRESUID, unix.SYS_SETRESGID, unix.SYS_SETGROUPS,
-	unix.SYS_SETFSUID, unix.SYS_SETFSGID, unix.SYS_CAPSET,
-	unix.SYS_SOCKET, unix.SYS_CONNECT, unix.SYS_BIND, // socketpair stays: -p TCP splices through one (it reaches nothing)
-}, archDenied...)
+// baseSyscalls are what every locked-down rungv process may call with any
+// arguments: the Go runtime (memory, threads' futexes and signals, timers,
+// the netpoller), I/O on descriptors it already holds (pipes, sockets,
+// files), waiting for its children, and removing a directory tree
+// (os.RemoveAll; what it reaches by path is up to openat's restriction
+// and Landlock). Argument-restricted calls (clone, openat, fcntl, kill,
+// tgkill, prctl, socket) are handled by lockdownProgram.
+var baseSyscalls = append([]uintptr{
+	// memory and threads
+	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MPROTECT, unix.SYS_MADVISE,
+	unix.SYS_FUTEX, unix.SYS_SCHED_YIELD, unix.SYS_SCHED_GETAFFINITY,
+	unix.SYS_GETTID, unix.SYS_GETPID, unix.SYS_GETPPID,
+	unix.SYS_GETUID, unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID,
+	unix.SYS_EXIT, unix.SYS_EXIT_GROUP, unix.SYS_RESTART_SYSCALL,
+	unix.SYS_GETRANDOM,
+	// signals (to itself: tgkill and kill are restricted below)
+	unix.SYS_RT_SIGACTION, unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGRETURN,
+	unix.SYS_SIGALTSTACK,
+	// time
+	unix.SYS_NANOSLEEP, unix.SYS_CLOCK_GETTIME, unix.SYS_CLOCK_GETRES,
+	unix.SYS_CLOCK_NANOSLEEP, unix.SYS_GETTIMEOFDAY,
+	// the netpoller, and gVisor's blocking waits
+	unix.SYS_EPOLL_CREATE1, unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2,
+	unix.SYS_EVENTFD2, unix.SYS_PPOLL, unix.SYS_PIPE2,
+	// descriptors it holds
+	unix.SYS_READ, unix.SYS_WRITE, unix.SYS_READV, unix.SYS_WRITEV,
+	unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_LSEEK, unix.SYS_CLOSE,
+	unix.SYS_DUP, unix.SYS_DUP3, unix.SYS_FSTAT,
+	unix.SYS_SPLICE, unix.SYS_SENDFILE, unix.SYS_COPY_FILE_RANGE,
+	unix.SYS_RECVMSG, unix.SYS_SENDMSG, unix.SYS_RECVFROM, unix.SYS_SENDTO,
+	unix.SYS_RECVMMSG, unix.SYS_SENDMMSG, unix.SYS_SHUTDOWN,
+	unix.SYS_GETSOCKOPT, unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME,
+	// os.RemoveAll of the state directory (openat is restricted below)
+	unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_GETDENTS64, unix.SYS_UNLINKAT,
+	unix.SYS_FACCESSAT, unix.SYS_FACCESSAT2, unix.SYS_READLINKAT,
+	// its children (os/exec: waitid on the pidfd, or wait4)
+	unix.SYS_WAIT4, unix.SYS_WAITID, unix.SYS_PIDFD_SEND_SIGNAL,
+}, archSyscalls...)
 
-// Lockdown sets no_new_privs and installs a seccomp filter on every thread
-// of the calling process: the syscalls in deniedSyscalls fail with EPERM,
-// clone3 with ENOSYS (so callers fall back to clone), clone with any
-// namespace flag with EPERM, and a syscall of another ABI (x32, 32-bit)
-// kills the process. It is irreversible; use it only in a process whose
-// one job is to supervise an already-started episode.
-func Lockdown() error { return lockdown(false) }
+// sockType is one socket(family, type, 0) a profile allows.
+type sockType struct{ family, typ uint32 }
+
+// profile is what one kind of rungv host process may still do once it is
+// locked down.
+type profile struct {
+	name string
+	// extra are syscalls allowed, with any arguments, on top of
+	// baseSyscalls.
+	extra []uintptr
+	// sockets are the socket() calls allowed (protocol 0, any
+	// SOCK_NONBLOCK/SOCK_CLOEXEC). connect is allowed if any is.
+	sockets []sockType
+	// signals are the PIDs kill() may target besides the process itself.
+	signals []int
+	// keepCaps are the capabilities kept (in the process's user
+	// namespace); every other one is dropped from the effective,
+	// permitted, inheritable, ambient and (where allowed) bounding sets.
+	keepCaps []uintptr
+	// landlock confines access by path to files (Landlock; an empty
+	// list: no access by path at all) where the kernel has Landlock.
+	landlock bool
+	files    []fsRule
+	// landlockCaps are kept too, but only where Landlock confines them.
+	landlockCaps []uintptr
+}
+
+// hostProfile is the host side's (rungv run): it waits for the
+// supervisor and forwards signals to it, copies stdio, serves published
+// ports on listeners it opened before (accept4; a TCP client is spliced
+// through a new socketpair, which reaches nothing, and each client goes to
+// the guest with sendmsg), removes the state directory and the published
+// socket files in sockDirs. With NAT it also dials the guest's TCP and UDP
+// destinations: AF_INET and AF_INET6 stream and datagram sockets and
+// connect, nothing else (no unix, netlink, packet or raw sockets, no
+// bind). By path it reaches only state (removeState; "": nothing at all)
+// and may remove files in sockDirs: not /proc/PID of another process
+// either, whose directory would do as a pidfd for pidfd_send_signal.
+func hostProfile(nat bool, state string, supervisor []int, sockDirs []string) profile {
+	p := profile{name: "host", extra: []uintptr{unix.SYS_ACCEPT4, unix.SYS_SOCKETPAIR}, signals: supervisor,
+		landlock: true, files: append(stateRules(state), removeFileRules(sockDirs)...)}
+	if nat {
+		p.name = "host-nat"
+		p.sockets = []sockType{
+			{unix.AF_INET, unix.SOCK_STREAM}, {unix.AF_INET, unix.SOCK_DGRAM},
+			{unix.AF_INET6, unix.SOCK_STREAM}, {unix.AF_INET6, unix.SOCK_DGRAM},
+		}
+	}
+	return p
+}
+
+// removeFileRules let a process remove files in dirs (published sockets).
+func removeFileRules(dirs []string) []fsRule {
+	var rules []fsRule
+	for _, d := range dirs {
+		rules = append(rules, fsRule{d, unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
+	}
+	return rules
+}
+
+// stateRules let a process read and remove everything beneath state, and
+// remove state itself from its parent (removeState opens the parent
+// before the lockdown).
+func stateRules(state string) []fsRule {
+	if state == "" {
+		return nil
+	}
+	return []fsRule{
+		{state, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
+			unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+		{filepath.Dir(state), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+	}
+}
+
+// supervisorProfile is the supervisor's, once it started init: it waits
+// for init, forwards signals to it, kills it when the host side goes,
+// removes the state directory and the published socket files in sockDirs,
+// and leaves its cgroups (writes the cgroup.procs files it opened before,
+// removes the cgroup directories). By path it reaches only the state
+// directory, may remove directories beneath its parent (the state
+// directory itself, removeState) and beneath its cgroups' parents, and
+// files in sockDirs. For the cgroups it keeps CAP_DAC_OVERRIDE in its user
+// namespace where Landlock holds it to that: a v1 hierarchy's root is mode
+// 0555, even for root.
+func supervisorProfile(init int, state string, cgroups, sockDirs []string) profile {
+	p := profile{name: "supervisor", signals: []int{init}, landlock: true}
+	p.files = append(stateRules(state), removeFileRules(sockDirs)...)
+	for _, d := range cgroups {
+		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
+	}
+	if len(cgroups) > 0 {
+		p.landlockCaps = []uintptr{unix.CAP_DAC_OVERRIDE}
+	}
+	return p
+}
+
+// initProfile is the episode init's, once runsc run --detach is done and
+// the connection to the sandbox's control server is open: it waits for
+// the sandbox, reaps the namespace's orphans, sends signals to the guest
+// over that connection (no new socket, no exec) and SIGKILLs the sandbox
+// when that connection fails (the sandbox runs under init's own uid: no
+// capability is needed for that).
+func initProfile(sandbox int) profile {
+	return profile{name: "init", signals: []int{sandbox}, landlock: true}
+}
+
+// Lockdown locks the calling process down as the host side of an episode
+// without NAT (hostProfile): every capability dropped, not dumpable,
+// no_new_privs, by path only the state directory state (Landlock, where
+// the kernel has it; "": no path at all), and the allowlist. kill() may
+// target the process itself and the PIDs in signal (the supervisor). It is
+// irreversible; use it only in a process whose one job is to supervise an
+// already-started episode.
+func Lockdown(state string, signal ...int) error {
+	return lockdownAs(hostProfile(false, state, signal, nil))
+}
 
 // LockdownNAT is Lockdown for the host side of a --network nat episode,
-// which dials the guest's destinations with its own sockets: socket() is
-// allowed for AF_INET and AF_INET6 stream and datagram sockets (every
-// other family, and raw sockets, still fail with EPERM), and connect() is
-// allowed. Everything else is as Lockdown.
-func LockdownNAT() error { return lockdown(true) }
+// which dials the guest's destinations with its own sockets: socket() for
+// AF_INET and AF_INET6 stream and datagram sockets, and connect().
+func LockdownNAT(state string, signal ...int) error {
+	return lockdownAs(hostProfile(true, state, signal, nil))
+}
 
-func lockdown(inet bool) error {
-	prog, err := lockdownProgram(inet)
+// lockdownAs locks the calling process down with profile p. Order matters:
+// capabilities go first (capset and the bounding set need CAP_SETPCAP,
+// which is about to go, and are not in any allowlist), then dumpable,
+// then no_new_privs on every thread, Landlock, and the filter on every
+// thread (TSYNC).
+func lockdownAs(p profile) error {
+	if builtWithCgo {
+		// syscall.AllThreadsSyscall, for what is per thread, needs it.
+		return fmt.Errorf("%w: lockdown in a binary built with cgo (build with CGO_ENABLED=0)", ErrUnsupported)
+	}
+	prog, err := lockdownProgram(p, unix.Getpid())
 	if err != nil {
 		return err
+	}
+	abi := 0
+	if p.landlock {
+		abi = landlockABI()
+	}
+	keep := p.keepCaps
+	if abi > 0 {
+		keep = append(append([]uintptr{}, keep...), p.landlockCaps...)
+	}
+	if err := dropCaps(keep); err != nil {
+		return fmt.Errorf("lockdown %s: %w", p.name, err)
+	}
+	// Not dumpable: /proc/PID/mem, ptrace and process_vm_* from other
+	// processes need CAP_SYS_PTRACE over this one (see docs/runtime.md
+	// for who still has it), and no core dump leaks memory.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("lockdown %s: prctl(PR_SET_DUMPABLE): %w", p.name, err)
 	}
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		return fmt.Errorf("lockdown %s: prctl(PR_SET_NO_NEW_PRIVS): %w", p.name, err)
+	}
+	if abi > 0 {
+		// Landlock wants no_new_privs on every thread it restricts.
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+			return fmt.Errorf("lockdown %s: prctl(PR_SET_NO_NEW_PRIVS) on every thread: %w", p.name, e)
+		}
+		if err := landlockRestrict(abi, p.files); err != nil {
+			return fmt.Errorf("lockdown %s: %w", p.name, err)
+		}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	// TSYNC applies the filter (and no_new_privs) to every thread.
 	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
 	if errno != 0 {
-		return fmt.Errorf("seccomp(SET_MODE_FILTER, TSYNC): %w", errno)
+		return fmt.Errorf("lockdown %s: seccomp(SET_MODE_FILTER, TSYNC): %w", p.name, errno)
+	}
+	return nil
+}
+
+// dropCaps leaves only keep in the effective and permitted sets of every
+// thread (capabilities are per thread): the bounding set is cleared of
+// everything else where CAP_SETPCAP allows it, the ambient and inheritable
+// sets are emptied. Without capabilities (an unprivileged caller on the
+// host) there is nothing to drop and it succeeds.
+func dropCaps(keep []uintptr) error {
+	var hdr unix.CapUserHeader
+	var data [2]unix.CapUserData
+	hdr.Version = unix.LINUX_CAPABILITY_VERSION_3
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	var want [2]uint32
+	for _, c := range keep {
+		want[c/32] |= 1 << (c % 32)
+	}
+	held := data[0].Permitted|data[1].Permitted|data[0].Inheritable|data[1].Inheritable != 0
+	if held && data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
+		for c := uintptr(0); c < 64; c++ {
+			if want[c/32]&(1<<(c%32)) != 0 {
+				continue
+			}
+			if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); e != 0 {
+				if e == unix.EINVAL {
+					break // past the kernel's last capability
+				}
+				return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, e)
+			}
+		}
+	}
+	if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 && e != unix.EINVAL {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", e)
+	}
+	if !held {
+		return nil
+	}
+	for i := range data {
+		data[i].Effective &= want[i]
+		data[i].Permitted &= want[i]
+		data[i].Inheritable = 0
+	}
+	hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("capset: %w", e)
 	}
 	return nil
 }
@@ -100,6 +325,9 @@ func assemble(insns []bpfInsn) ([]unix.SockFilter, error) {
 	at := map[string]int{}
 	for i, in := range insns {
 		if in.label != "" {
+			if _, dup := at[in.label]; dup {
+				return nil, fmt.Errorf("seccomp: label %q twice", in.label)
+			}
 			at[in.label] = i
 		}
 	}
@@ -128,9 +356,9 @@ func assemble(insns []bpfInsn) ([]unix.SockFilter, error) {
 	return p, nil
 }
 
-// lockdownProgram assembles the filter; inet allows AF_INET/AF_INET6
-// sockets and connect (LockdownNAT).
-func lockdownProgram(inet bool) ([]unix.SockFilter, error) {
+// lockdownProgram assembles p's allowlist for the process self (its PID,
+// which tgkill and kill may target).
+func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 	var arch uint32
 	switch goruntime.GOARCH {
 	case "amd64":
@@ -143,51 +371,115 @@ func lockdownProgram(inet bool) ([]unix.SockFilter, error) {
 	const (
 		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
 	)
-	p := []bpfInsn{
+	prog := []bpfInsn{
 		{code: ldW, k: offArch},
 		{code: jeq, k: arch, jf: "kill"},
 		{code: ldW, k: offNr},
-		{code: jge, k: x32SyscallBit, jt: "eperm"},
-		{code: jeq, k: uint32(unix.SYS_CLONE3), jt: "enosys"},
-		{code: jeq, k: uint32(unix.SYS_CLONE), jt: "clone"},
 	}
-	if inet {
-		p = append(p, bpfInsn{code: jeq, k: uint32(unix.SYS_SOCKET), jt: "socket"})
+	if arch == auditArchX8664 {
+		prog = append(prog, bpfInsn{code: jset, k: x32SyscallBit, jt: "kill"})
 	}
-	for _, nr := range deniedSyscalls {
-		if inet && (nr == unix.SYS_SOCKET || nr == unix.SYS_CONNECT) {
-			continue
-		}
-		p = append(p, bpfInsn{code: jeq, k: uint32(nr), jt: "eperm"})
+	// Calls allowed only with some arguments: each has its block below.
+	special := []struct {
+		nr    uintptr
+		label string
+	}{
+		{unix.SYS_CLONE, "clone"},
+		{unix.SYS_CLONE3, "enosys"},
+		{unix.SYS_OPENAT, "openat"},
+		{unix.SYS_FCNTL, "fcntl"},
+		{unix.SYS_KILL, "killcall"},
+		{unix.SYS_TGKILL, "tgkill"},
+		{unix.SYS_PRCTL, "prctl"},
 	}
-	p = append(p,
-		bpfInsn{code: ret, k: seccompRetAllow}, // the common path
+	if len(p.sockets) > 0 {
+		special = append(special, struct {
+			nr    uintptr
+			label string
+		}{unix.SYS_SOCKET, "socket"})
+	}
+	for _, s := range special {
+		prog = append(prog, bpfInsn{code: jeq, k: uint32(s.nr), jt: s.label})
+	}
+	allowed := append(append([]uintptr{}, baseSyscalls...), p.extra...)
+	if len(p.sockets) > 0 {
+		allowed = append(allowed, unix.SYS_CONNECT)
+	}
+	for _, nr := range allowed {
+		prog = append(prog, bpfInsn{code: jeq, k: uint32(nr), jt: "allow"})
+	}
+	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)}) // the default
+
+	// clone: threads only (CLONE_THREAD), never a namespace.
+	prog = append(prog,
 		bpfInsn{label: "clone", code: ldW, k: offArg0},
-		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm", jf: "allow"},
+		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm"},
+		bpfInsn{code: jset, k: unix.CLONE_THREAD, jt: "allow", jf: "eperm"},
 	)
-	if inet {
-		// socket(AF_INET or AF_INET6, SOCK_STREAM or SOCK_DGRAM, with
-		// any SOCK_NONBLOCK/SOCK_CLOEXEC).
-		p = append(p,
-			bpfInsn{label: "socket", code: ldW, k: offArg0},
-			bpfInsn{code: jeq, k: unix.AF_INET, jt: "sockType"},
-			bpfInsn{code: jeq, k: unix.AF_INET6, jf: "eperm"},
-			bpfInsn{label: "sockType", code: ldW, k: offArg1},
-			bpfInsn{code: and, k: 0xf}, // SOCK_TYPE_MASK
-			bpfInsn{code: jeq, k: unix.SOCK_STREAM, jt: "allow"},
-			bpfInsn{code: jeq, k: unix.SOCK_DGRAM, jt: "allow", jf: "eperm"},
-		)
+	// openat: read-only, never creating (no O_WRONLY, O_RDWR, O_CREAT,
+	// O_TRUNC, O_TMPFILE): a locked-down process writes only to
+	// descriptors it opened before.
+	prog = append(prog,
+		bpfInsn{label: "openat", code: ldW, k: offArg2},
+		bpfInsn{code: jset, k: unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | oTmpfileBit, jt: "eperm", jf: "allow"},
+	)
+	// fcntl: what Go's os, net and poll packages use. Not F_SETOWN or
+	// F_SETSIG (SIGIO, or any signal, to another process), leases,
+	// notifications or locks.
+	prog = append(prog, bpfInsn{label: "fcntl", code: ldW, k: offArg1})
+	for _, cmd := range []uint32{unix.F_DUPFD, unix.F_DUPFD_CLOEXEC, unix.F_GETFD, unix.F_SETFD,
+		unix.F_GETFL, unix.F_SETFL, unix.F_GETPIPE_SZ, unix.F_SETPIPE_SZ} {
+		prog = append(prog, bpfInsn{code: jeq, k: cmd, jt: "allow"})
 	}
-	p = append(p,
+	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)})
+	// kill: itself (the Go runtime raises fatal signals so) and the
+	// profile's targets; never a process group or -1.
+	prog = append(prog, bpfInsn{label: "killcall", code: ldW, k: offArg0})
+	for _, pid := range append([]int{self}, p.signals...) {
+		if pid > 0 {
+			prog = append(prog, bpfInsn{code: jeq, k: uint32(pid), jt: "allow"})
+		}
+	}
+	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)})
+	// tgkill: its own threads only (preemption signals).
+	prog = append(prog,
+		bpfInsn{label: "tgkill", code: ldW, k: offArg0},
+		bpfInsn{code: jeq, k: uint32(self), jt: "allow", jf: "eperm"},
+	)
+	// prctl: naming its own mappings only (so never PR_SET_DUMPABLE back).
+	prog = append(prog,
+		bpfInsn{label: "prctl", code: ldW, k: offArg0},
+		bpfInsn{code: jeq, k: prSetVMA, jt: "allow", jf: "eperm"},
+	)
+	if len(p.sockets) > 0 {
+		// socket(family, type|flags, 0) for the profile's pairs.
+		prog = append(prog,
+			bpfInsn{label: "socket", code: ldW, k: offArg2},
+			bpfInsn{code: jeq, k: 0, jf: "eperm"},
+		)
+		for i, s := range p.sockets {
+			next := fmt.Sprintf("socket%d", i+1)
+			if i == len(p.sockets)-1 {
+				next = "eperm"
+			}
+			prog = append(prog,
+				bpfInsn{label: fmt.Sprintf("socket%d", i), code: ldW, k: offArg0},
+				bpfInsn{code: jeq, k: s.family, jf: next},
+				bpfInsn{code: ldW, k: offArg1},
+				bpfInsn{code: and, k: 0xf}, // SOCK_TYPE_MASK
+				bpfInsn{code: jeq, k: s.typ, jt: "allow", jf: next},
+			)
+		}
+	}
+	prog = append(prog,
 		bpfInsn{label: "allow", code: ret, k: seccompRetAllow},
 		bpfInsn{label: "eperm", code: ret, k: seccompRetErrno | uint32(unix.EPERM)},
 		bpfInsn{label: "enosys", code: ret, k: seccompRetErrno | uint32(unix.ENOSYS)},
 		bpfInsn{label: "kill", code: ret, k: seccompRetKillProcess},
 	)
-	return assemble(p)
+	return assemble(prog)
 }

@@ -1,3 +1,5 @@
 package runtime
 
-var archDenied []uintptr
+// archSyscalls: arm64 has only the generic syscall table, all in
+// baseSyscalls.
+var archSyscalls []uintptr

@@ -252,9 +252,12 @@ type Options struct {
 	CacheDir string
 	// DebugLogDir, when set, receives runsc's debug logs.
 	DebugLogDir string
-	// Lockdown sets no_new_privs and a seccomp filter on the calling
-	// process once the episode is started: for a process that exists
-	// only to run one episode (the rungv CLI), never for a library user.
+	// Lockdown locks the calling process down (Lockdown, or LockdownNAT
+	// with NetworkNAT: every capability dropped, not dumpable,
+	// no_new_privs, a seccomp allowlist) once the episode is started:
+	// for a process that exists only to run one episode (the rungv CLI),
+	// never for a library user. The supervisor and init lock themselves
+	// down in any case.
 	Lockdown bool
 }
 

@@ -324,15 +324,32 @@ func removeIfSame(path string, dev, ino uint64) {
 	}
 }
 
-// removePublishedSockets is the supervisor's clean-up of the sockets named
-// by publishedSocketsEnv (the host side may have died without removing
-// them).
-func removePublishedSockets(env string) {
+// publishedSockets parses publishedSocketsEnv's value.
+func publishedSockets(env string) []publishedSocket {
 	var list []publishedSocket
 	if json.Unmarshal([]byte(env), &list) != nil {
-		return
+		return nil
 	}
+	return list
+}
+
+// removeSockets removes each socket file that is still the one created
+// (the supervisor's clean-up, for a host side that died first; the sweep's).
+func removeSockets(list []publishedSocket) {
 	for _, e := range list {
 		removeIfSame(e.Path, e.Dev, e.Ino)
 	}
 }
+
+// socketDirs are the directories of list's sockets, where a locked-down
+// process must still remove them (Landlock).
+func socketDirs(list []publishedSocket) []string {
+	var dirs []string
+	for _, e := range list {
+		dirs = append(dirs, filepath.Dir(e.Path))
+	}
+	return dirs
+}
+
+// dirs are the directories of the sockets this publisher created.
+func (p *publisher) dirs() []string { return socketDirs(p.sockets()) }

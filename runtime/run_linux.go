@@ -59,7 +59,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(state)
+	defer removeState(state)() // works after the lockdown too
 	defer lock.Close()
 	vols, err := openVolumes(o.Mounts)
 	if err != nil {
@@ -490,11 +490,7 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		}
 	}
 	if o.Lockdown {
-		lockdown := Lockdown
-		if nat != nil {
-			lockdown = LockdownNAT
-		}
-		if err := lockdown(); err != nil {
+		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, fmt.Errorf("lock down: %w", err)

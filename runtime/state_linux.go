@@ -111,11 +111,8 @@ func sweepState(dir string) {
 	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return // alive
 	}
-	var socks []publishedSocket
-	if b, err := os.ReadFile(filepath.Join(dir, stateSockets)); err == nil && json.Unmarshal(b, &socks) == nil {
-		for _, s := range socks {
-			removeIfSame(s.Path, s.Dev, s.Ino)
-		}
+	if b, err := os.ReadFile(filepath.Join(dir, stateSockets)); err == nil {
+		removeSockets(publishedSockets(string(b)))
 	}
 	var cgs []string
 	if b, err := os.ReadFile(filepath.Join(dir, stateCgroups)); err == nil && json.Unmarshal(b, &cgs) == nil {

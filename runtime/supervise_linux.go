@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	goruntime "runtime"
 	"syscall"
 	"time"
@@ -21,16 +22,19 @@ const superviseCmd = "_gvx-supervise"
 // starts the episode's init (episodeInit) with args, forwards signals to
 // it, and when fd 3 reaches EOF before init is done (the host side died)
 // kills it. It removes the state
-// directory in every case and returns runsc's exit code.
+// directory in every case and returns runsc's exit code. Once init runs it
+// is locked down (supervisorProfile).
 func supervise(state string, args []string) int {
-	defer os.RemoveAll(state)
-	defer leaveCgroups() // the episode's host cgroup, if it has one
+	defer removeState(state)()
+	leave, cgroups := leaveCgroups() // the episode's host cgroup, if it has one
+	defer leave()
 	if err := limitPids(); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
 		return 125
 	}
-	defer removePublishedSockets(os.Getenv(publishedSocketsEnv))
+	socks := publishedSockets(os.Getenv(publishedSocketsEnv))
 	os.Unsetenv(publishedSocketsEnv)
+	defer removeSockets(socks)
 	pass, err := inherited(passFDsEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv:", err)
@@ -76,6 +80,15 @@ func supervise(state string, args []string) int {
 	for _, f := range cmd.ExtraFiles {
 		f.Close() // init has them
 	}
+	// From here on the supervisor only waits, signals init, removes the
+	// state directory and the published sockets, and leaves its cgroups
+	// (supervisorProfile).
+	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, state, cgroups, socketDirs(socks))); err != nil {
+		fmt.Fprintf(os.Stderr, "rungv: %v\n", err)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return 125
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, sync) // returns at EOF: the host side is gone
 		_ = cmd.Process.Kill()
@@ -117,4 +130,19 @@ func loUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// removeState returns what removes the state directory: through its
+// parent, opened now, since the locked-down host side and supervisor may
+// open nothing outside the state directory (Landlock: hostProfile,
+// supervisorProfile), and os.RemoveAll would open the parent.
+func removeState(state string) (remove func()) {
+	parent, err := os.OpenRoot(filepath.Dir(state))
+	if err != nil {
+		return func() { _ = os.RemoveAll(state) }
+	}
+	return func() {
+		_ = parent.RemoveAll(filepath.Base(state))
+		parent.Close()
+	}
 }

@@ -136,17 +136,23 @@ func TestLimitsCgroup(t *testing.T) {
 	})
 }
 
-// episodeCgroups returns the host cgroup directories named gvx-* that the
-// child of pid (rungv's supervisor) is in.
-func episodeCgroups(t *testing.T, pid int) []string {
-	t.Helper()
-	// Children are listed per thread, and Go starts them from any thread.
+// children lists the PIDs of pid's children. They are listed per thread,
+// and Go starts them from any thread.
+func children(pid int) []string {
 	var kids []string
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, f := range tasks {
 		b, _ := os.ReadFile(f)
 		kids = append(kids, strings.Fields(string(b))...)
 	}
+	return kids
+}
+
+// episodeCgroups returns the host cgroup directories named gvx-* that the
+// child of pid (rungv's supervisor) is in.
+func episodeCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	kids := children(pid)
 	if len(kids) == 0 {
 		t.Fatalf("rungv (%d) has no child", pid)
 	}
