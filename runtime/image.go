@@ -24,6 +24,9 @@ type Image struct {
 	Config v1.Config
 	// Digest names the flattened image.
 	Digest string
+	// cache is the image cache the rootfs is in (the relay image goes
+	// there too).
+	cache *cache.Cache
 }
 
 // resolveImage turns an image reference (anything package image takes:
@@ -66,6 +69,7 @@ func resolveImage(ctx context.Context, ref, cacheDir, scratchDir string) (*Image
 	return &Image{
 		RootfsPath: p,
 		Digest:     res.Digest,
+		cache:      c,
 		Config: v1.Config{
 			Entrypoint: cfg.Entrypoint,
 			Cmd:        cfg.Cmd,

@@ -19,8 +19,9 @@ import (
 // Port publishes a guest TCP port on the host, as a unix socket
 // (-p unix:HOSTSOCK:GUESTPORT) or a TCP port (-p [IP:]HOSTPORT:GUESTPORT,
 // IP 127.0.0.1 by default). The host side creates the endpoint and hands
-// every client to a relay inside the guest (this binary, bind-mounted
-// read-only at /.gvx/rungv and run as the guest's init, see relayInit) as
+// every client to a relay inside the guest (this binary, copied into a
+// read-only EROFS image mounted at /.gvx, relayimage.go, and run as the
+// guest's init, see relayInit) as
 // a connected socket over a descriptor donated to the sandbox; the relay
 // connects it to 127.0.0.1:GUESTPORT in the guest's netstack. No host
 // directory is mounted into the guest (publish_linux.go). gVisor's own

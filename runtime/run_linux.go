@@ -230,13 +230,14 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		}
 	}
 	if len(o.Ports) > 0 {
-		// The relay is this binary, the file alone, read-only; the ports'
-		// descriptors are donated at start (publish_linux.go).
-		self, err := os.Executable()
+		// The relay is this binary, copied into a read-only EROFS image of
+		// its own (relayimage.go); the ports' descriptors are donated at
+		// start (publish_linux.go).
+		relay, err := relayImage(img.cache)
 		if err != nil {
 			return nil, err
 		}
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRungv, Type: "bind", Source: self, Options: []string{"ro", "rbind"}})
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: relay, Options: []string{"ro"}})
 		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(o.Ports)...), "--"), spec.Process.Args...)
 	}
 	if o.MemoryBytes > 0 {

@@ -39,9 +39,10 @@ func TestPublishShowsNoHostDirectory(t *testing.T) {
 find / -path /proc -prune -o -path /sys -prune -o \( -name 'ep-0041*' -o -name 'secret-of-the-caller' -o -name 'ep-0042.sock' \) -print 2>/dev/null | sed 's/^/found /'
 grep -v ' /proc\| /sys\| /dev' /proc/mounts | sed 's/^/mount /'
 ls -a /.gvx | sed 's/^/gvx /'
+grep ' /.gvx ' /proc/mounts | sed 's/^/relaymount /'
 echo done`
 		out := runRungv(t, u, tmp, "", "run", "--network", "none", "-p", "unix:"+sock+":2375", imageRef, "sh", "-c", script)
-		if out.code != 0 || !strings.Contains(out.stdout, "done") {
+		if out.code != 0 || !strings.Contains(out.stdout, "done") || !strings.Contains(out.stdout, "relaymount ") {
 			t.Fatalf("guest: exit %d, stdout %q, stderr %q", out.code, out.stdout, out.stderr)
 		}
 		for _, l := range strings.Split(out.stdout, "\n") {
@@ -52,6 +53,8 @@ echo done`
 				t.Errorf("/.gvx holds more than the relay: %q", l)
 			case strings.HasPrefix(l, "mount ") && strings.Contains(l, dir):
 				t.Errorf("a host directory is mounted in the guest: %q", l)
+			case strings.HasPrefix(l, "relaymount ") && !strings.Contains(l, " erofs "):
+				t.Errorf("the relay is not a copy in an EROFS image of its own: %q", l)
 			}
 		}
 		if after := listDir(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
