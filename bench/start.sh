@@ -25,8 +25,8 @@ img=oci:$work/image
 "$bin" run "$img" true # warm the rootfs cache
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every number below)"
-cmds=("$bin run --network none $img true" "$bin run --network nat $img true")
-names=("rungv run IMG true" "rungv run --network nat IMG true")
+cmds=("$bin run --network none $img true" "$bin run --network nat $img true" "$bin run --network none -p unix:$work/p.sock:80 $img true")
+names=("rungv run IMG true" "rungv run --network nat IMG true" "rungv run -p unix:SOCK:80 IMG true")
 if [ "$(id -u)" = 0 ]; then
 	cmds+=("$bin --network=none --ignore-cgroups do true")
 	names+=("runsc do true")
