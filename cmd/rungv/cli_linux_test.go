@@ -199,4 +199,13 @@ func TestUsageAndVersion(t *testing.T) {
 	if r := runRungv(t, asNobody, tmp, "", "--version"); r.code != 0 || !strings.Contains(r.stdout, "gvisor.dev/gvisor") {
 		t.Errorf("rungv --version: exit %d, %q", r.code, r.stdout)
 	}
+	// Help fits a terminal: 80 columns.
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"pool", "--help"}} {
+		r := runRungv(t, asNobody, tmp, "", args...)
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if len([]rune(l)) > 80 {
+				t.Errorf("rungv %v: a line of %d columns: %q", args, len([]rune(l)), l)
+			}
+		}
+	}
 }

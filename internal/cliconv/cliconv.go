@@ -7,6 +7,7 @@ package cliconv
 
 import (
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 
@@ -63,10 +64,26 @@ func Version(deps ...string) string {
 	return out
 }
 
+// HelpWidth is where help text wraps.
+const HelpWidth = 80
+
 // Apply gives app the shared conventions: a --version flag printing
-// Version(deps...), and usage errors (on the app and every command below
-// it, and unknown verbs) that exit with UsageExit.
+// Version(deps...), usage errors (on the app and every command below it,
+// and unknown verbs) that exit with UsageExit, and help wrapped at
+// HelpWidth columns.
 func Apply(app *cli.App, deps ...string) {
+	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
+		// Each flag's names on a line of their own and its usage wrapped
+		// below them: a table with a column for the names would be as wide
+		// as the longest of them.
+		for _, t := range []string{`{{template "visibleFlagCategoryTemplate" .}}`, `{{template "visibleFlagTemplate" .}}`} {
+			templ = strings.ReplaceAll(templ, t, `{{flagsHelp .VisibleFlags}}`)
+		}
+		cli.HelpPrinterCustom(w, templ, data, map[string]any{
+			"wrapAt":    func() int { return HelpWidth },
+			"flagsHelp": flagsHelp,
+		})
+	}
 	app.HideVersion = false
 	app.Version = Version(deps...)
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "%s %s\n", c.App.Name, c.App.Version) }
@@ -91,4 +108,26 @@ func usageError(name string) cli.OnUsageErrorFunc {
 		msg := strings.TrimSpace(err.Error())
 		return cli.Exit(fmt.Sprintf("%s: %s (see %s --help)", name, msg, name), UsageExit)
 	}
+}
+
+// flagsHelp renders flags as "   NAMES" lines, each followed by its usage
+// wrapped at HelpWidth and indented.
+func flagsHelp(flags []cli.Flag) string {
+	var b strings.Builder
+	for _, f := range flags {
+		names, usage, _ := strings.Cut(f.String(), "\t")
+		b.WriteString("\n   " + names)
+		line := "       "
+		for _, w := range strings.Fields(usage) {
+			if len(line)+1+len(w) > HelpWidth && strings.TrimSpace(line) != "" {
+				b.WriteString("\n" + line)
+				line = "       "
+			}
+			line += " " + w
+		}
+		if strings.TrimSpace(line) != "" {
+			b.WriteString("\n" + line)
+		}
+	}
+	return b.String()
 }
