@@ -25,12 +25,19 @@ var Command = &cli.Command{
 	ArgsUsage: "IMAGE [COMMAND] [ARG...]",
 	Description: `Runs IMAGE as one episode: gVisor's Sentry with the image's flattened
 EROFS rootfs (from the image cache), ext4lite volumes served by rungv's own
-gofer extension, and a user-space network. The process locks itself down
-(no_new_privs + seccomp) before guest code runs, works as any user (it makes
-its own user and network namespaces) and leaves nothing behind: no mount, no
-cgroup, no state directory, no process, even when SIGKILLed. SIGINT and
-SIGTERM are passed to the guest (a graceful stop); the exit status is the
-guest's (125: rungv itself failed).
+gofer extension, and a user-space network. The guest is treated as hostile
+(docs/security.md): rungv and its helpers lock themselves down (no
+capabilities, no_new_privs, a seccomp allowlist, Landlock) before guest code
+runs; it works as any user (it makes its own user and network namespaces)
+and leaves nothing behind: no mount, no cgroup, no state directory, no
+process, even when SIGKILLed (what a kill of all of it leaves, the next
+start sweeps). SIGINT and SIGTERM are passed to the guest (a graceful stop);
+the exit status is the guest's (125: rungv itself failed; 2: a usage error).
+
+Limits bound what the episode costs the host: --pids-limit (default 4096
+host tasks) always; -m and --cpus through a host cgroup (root, or a
+delegated cgroup v2 subtree), refused elsewhere unless --limits best-effort.
+--json's start event names what enforces each.
 
 Entrypoint, command, env, workdir and user merge with the image config as in
 docker run. --privileged (the default) gives the guest every capability of
