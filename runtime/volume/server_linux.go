@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -675,15 +676,33 @@ func (fd *openFD) Allocate(mode, off, length uint64) error {
 	if mode&unix.FALLOC_FL_KEEP_SIZE != 0 {
 		return nil
 	}
+	end, err := allocEnd(off, length)
+	if err != nil {
+		return err
+	}
 	h, err := fd.cfd.c.vol.fs.Stat(fd.cfd.ino)
 	if err != nil {
 		return errno(err)
 	}
-	if end := int64(off + length); end > h.Size {
+	if end > h.Size {
 		fd.cfd.wrote()
 		return errno(fd.cfd.c.vol.fs.SetAttrIno(fd.cfd.ino, ext4lite.SetAttr{Size: &end}))
 	}
 	return nil
+}
+
+// allocEnd is where an fallocate of length bytes at off ends: EFBIG past
+// what an off_t holds (the guest chooses both: a sum that wraps must not
+// become a small or negative size). A zero length (the Sentry refuses it
+// before it gets here) ends at 0: nothing grows.
+func allocEnd(off, length uint64) (int64, error) {
+	if length == 0 {
+		return 0, nil
+	}
+	if off > math.MaxInt64 || length > math.MaxInt64-off {
+		return 0, unix.EFBIG
+	}
+	return int64(off + length), nil
 }
 
 func (fd *openFD) Flush() error { return nil }

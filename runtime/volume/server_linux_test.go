@@ -41,3 +41,26 @@ func TestErrnoFormatLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocEnd: the guest chooses fallocate's offset and length; a sum that
+// wraps (or passes an off_t) is EFBIG, not a small or negative size.
+func TestAllocEnd(t *testing.T) {
+	for _, tc := range []struct {
+		off, length uint64
+		want        int64
+		err         error
+	}{
+		{0, 4096, 4096, nil},
+		{1 << 40, 1 << 20, 1<<40 + 1<<20, nil},
+		{1 << 30, 0, 0, nil},
+		{1<<63 - 1, 1, 0, unix.EFBIG},
+		{1 << 63, 1, 0, unix.EFBIG},
+		{1<<64 - 1, 2, 0, unix.EFBIG}, // wraps to 1
+		{4096, 1<<64 - 4096, 0, unix.EFBIG},
+	} {
+		got, err := allocEnd(tc.off, tc.length)
+		if got != tc.want || err != tc.err {
+			t.Errorf("allocEnd(%d, %d) = %d, %v; want %d, %v", tc.off, tc.length, got, err, tc.want, tc.err)
+		}
+	}
+}
