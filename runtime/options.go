@@ -39,6 +39,37 @@ const (
 	NetworkNAT NetworkMode = "nat"
 )
 
+// Isolation selects the walls rungv builds around the Sentry on the host,
+// beyond gVisor's own (the Sentry's seccomp filters and its platform).
+type Isolation string
+
+// Isolation modes.
+const (
+	// IsolationAuto (the default, "") uses the strongest mode this host
+	// allows: IsolationNamespaces where user namespaces can be made,
+	// otherwise IsolationSeccompOnly.
+	IsolationAuto Isolation = "auto"
+	// IsolationNamespaces runs the sandbox in user, network and PID
+	// namespaces of the episode's own, with a /proc of its own.
+	IsolationNamespaces Isolation = "namespaces"
+	// IsolationSeccompOnly makes no namespace: for hosts that refuse
+	// them (an unprivileged container or Kubernetes pod, a gVisor
+	// sandbox). The rootfs is an EROFS file the Sentry opens itself and
+	// the network is user-space; the host processes still lock down.
+	IsolationSeccompOnly Isolation = "seccomp-only"
+)
+
+// ParseIsolation parses --isolation.
+func ParseIsolation(s string) (Isolation, error) {
+	switch Isolation(s) {
+	case "", IsolationAuto:
+		return IsolationAuto, nil
+	case IsolationNamespaces, IsolationSeccompOnly:
+		return Isolation(s), nil
+	}
+	return "", fmt.Errorf("%w: --isolation %q: want auto, namespaces or seccomp-only", ErrBadOption, s)
+}
+
 // DefaultNATMaxRelays is the default of Options.NATMaxRelays.
 const DefaultNATMaxRelays = 256
 
@@ -146,6 +177,9 @@ type StartInfo struct {
 	// "pids"), what enforces it on the host: "cgroup v2", "cgroup v1",
 	// "rlimit (user namespace)", or "sentry only (best effort)".
 	Enforcement map[string]string
+	// Isolation is the mode the episode runs in (IsolationNamespaces or
+	// IsolationSeccompOnly), never IsolationAuto.
+	Isolation Isolation
 }
 
 // LimitsPolicy says what Run does when a limit cannot be enforced on the
@@ -207,6 +241,9 @@ type Options struct {
 	// (TCP connections and UDP flows; more are refused); 0 means
 	// DefaultNATMaxRelays.
 	NATMaxRelays int
+
+	// Isolation is the host-side isolation mode ("": IsolationAuto).
+	Isolation Isolation
 
 	// Platform is runsc's platform (systrap, ptrace, kvm); "" picks
 	// systrap, which needs no /dev/kvm.

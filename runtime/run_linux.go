@@ -51,6 +51,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := o.checkNAT(); err != nil {
 		return 0, err
 	}
+	if o.Isolation == IsolationSeccompOnly {
+		return 0, fmt.Errorf("%w: --isolation seccomp-only (being built)", ErrUnsupported)
+	}
 	sweepStale()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -417,7 +420,7 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		}
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
-	info := StartInfo{Enforcement: map[string]string{}}
+	info := StartInfo{Enforcement: map[string]string{}, Isolation: IsolationNamespaces}
 	if pids > 0 {
 		// RLIMIT_NPROC always (the kernel exempts only real root's
 		// tasks from it, and a cgroup holds those).

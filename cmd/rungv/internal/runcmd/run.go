@@ -105,6 +105,7 @@ Examples:
 		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
 		&cli.BoolFlag{Name: "allow-packet-socket-write", Usage: "allow writes on AF_PACKET sockets"},
 		&cli.BoolFlag{Name: "allow-suid", Usage: "honour set-user-ID and set-group-ID bits"},
+		&cli.StringFlag{Name: "isolation", Value: string(runtime.IsolationAuto), Usage: "host-side walls: auto (the strongest this host allows), namespaces (user, network and PID namespaces), seccomp-only (none: for unprivileged containers and pods)"},
 		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
@@ -129,12 +130,14 @@ func run(c *cli.Context) error {
 
 // event is one --json line.
 type event struct {
-	Event   string   `json:"event"` // start, volume-created, exit, error
-	Time    string   `json:"time"`
-	Image   string   `json:"image,omitempty"`
-	Network string   `json:"network,omitempty"`
-	Volumes []string `json:"volumes,omitempty"`
-	Limits  string   `json:"limits,omitempty"` // who enforces -m/--cpus
+	Event   string `json:"event"` // start, volume-created, exit, error
+	Time    string `json:"time"`
+	Image   string `json:"image,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Isolation is the mode the episode runs in (namespaces, seccomp-only).
+	Isolation string   `json:"isolation,omitempty"`
+	Volumes   []string `json:"volumes,omitempty"`
+	Limits    string   `json:"limits,omitempty"` // who enforces -m/--cpus
 	// Enforcement names what enforces each limit on the host.
 	Enforcement map[string]string `json:"enforcement,omitempty"`
 	Path        string            `json:"path,omitempty"`
@@ -297,6 +300,9 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	default:
 		return cli.Exit(fmt.Sprintf("rungv run: --limits %q: want strict or best-effort", l), 125)
 	}
+	if o.Isolation, err = runtime.ParseIsolation(c.String("isolation")); err != nil {
+		return cli.Exit("rungv run: "+err.Error(), 2)
+	}
 	o.CacheDir = c.String("cache-dir")
 	if rep.level >= 2 && o.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")
@@ -313,7 +319,7 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		}
 	}
 	o.OnStart = func(info runtime.StartInfo) {
-		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Volumes: vols, Limits: info.Limits, Enforcement: info.Enforcement}, "")
+		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Isolation: string(info.Isolation), Volumes: vols, Limits: info.Limits, Enforcement: info.Enforcement}, "")
 		if info.Limits != "" && rep.level >= 2 {
 			fmt.Fprintf(c.App.ErrWriter, "rungv: -m/--cpus enforced by: %s\n", info.Limits)
 		}
