@@ -70,6 +70,34 @@ func ParseIsolation(s string) (Isolation, error) {
 	return "", fmt.Errorf("%w: --isolation %q: want auto, namespaces or seccomp-only", ErrBadOption, s)
 }
 
+// PullPolicy says when an image named by a registry reference is fetched
+// from its registry rather than taken from the image cache, as docker
+// run --pull does.
+type PullPolicy string
+
+// Pull policies.
+const (
+	// PullMissing (the default, "") uses a name the cache knows (a local
+	// tag, or an image pulled before) and pulls only when it does not.
+	PullMissing PullPolicy = "missing"
+	// PullAlways fetches from the registry every time.
+	PullAlways PullPolicy = "always"
+	// PullNever never touches the network: a name the cache does not
+	// know is an error.
+	PullNever PullPolicy = "never"
+)
+
+// ParsePullPolicy parses --pull.
+func ParsePullPolicy(s string) (PullPolicy, error) {
+	switch PullPolicy(s) {
+	case "", PullMissing:
+		return PullMissing, nil
+	case PullAlways, PullNever:
+		return PullPolicy(s), nil
+	}
+	return "", fmt.Errorf("%w: --pull %q: want missing, always or never", ErrBadOption, s)
+}
+
 // DefaultNATMaxRelays is the default of Options.NATMaxRelays.
 const DefaultNATMaxRelays = 256
 
@@ -210,6 +238,8 @@ type Options struct {
 	// Image names the image as package image takes it: oci:DIR[:REF],
 	// docker-archive:TAR[:TAG], or a registry reference.
 	Image string
+	// Pull says when a registry reference is fetched ("": PullMissing).
+	Pull PullPolicy
 	// Args replace the image's Cmd when not empty.
 	Args []string
 	// Entrypoint replaces the image's Entrypoint when EntrypointSet
