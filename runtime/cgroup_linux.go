@@ -185,6 +185,43 @@ func (c *episodeCgroup) remove() {
 	}
 }
 
+// dirList is c's directories (nil for no cgroup).
+func (c *episodeCgroup) dirList() []string {
+	if c == nil {
+		return nil
+	}
+	return c.dirs
+}
+
+// removeWhenEmpty removes the cgroup once the kernel has let go of its
+// dead tasks (within a few milliseconds; at most 5 s): the host side's
+// last act with IsolationSeccompOnly, where it is not in the cgroup
+// itself.
+func (c *episodeCgroup) removeWhenEmpty() {
+	if c == nil {
+		return
+	}
+	for _, d := range c.dirs {
+		removeCgroupDir(d)
+	}
+}
+
+// removeCgroupDir removes an empty cgroup, polling from 0.5 ms up (a
+// fixed 10 ms would cost every root episode ~10 ms at its end), at most
+// 5 s.
+func removeCgroupDir(d string) {
+	wait := 500 * time.Microsecond
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(wait) {
+		if wait < 10*time.Millisecond {
+			wait *= 2
+		}
+		err := os.Remove(d)
+		if err == nil || errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
 // leaveCgroups prepares the supervisor's last act, which the returned func
 // does: it moves itself to the parent of each episode cgroup and removes
 // the cgroup, waiting up to 5 s for the kernel to let go of the episode's
@@ -206,19 +243,7 @@ func leaveCgroups() (leave func(), dirs []string) {
 				_, _ = procs[i].WriteString(self)
 				procs[i].Close()
 			}
-			// The kernel lets go of dead tasks within a millisecond or two:
-			// poll from 0.5 ms up (a fixed 10 ms cost every root episode
-			// ~10 ms at its end), at most 5 s.
-			wait := 500 * time.Microsecond
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(wait) {
-				if wait < 10*time.Millisecond {
-					wait *= 2
-				}
-				err := os.Remove(d)
-				if err == nil || errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
-					break
-				}
-			}
+			removeCgroupDir(d)
 		}
 	}, dirs
 }

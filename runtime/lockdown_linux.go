@@ -136,6 +136,30 @@ func hostProfile(nat bool, state string, supervisor []int, sockDirs []string) pr
 }
 
 // removeFileRules let a process remove files in dirs (published sockets).
+// directProfile is the host side's with IsolationSeccompOnly: the
+// host side's (hostProfile; the sandbox is its child, signalled as
+// sandbox) and what serving the volumes takes, since there is no gofer:
+// ext4lite's I/O on the volume files it holds (pread64 and pwrite64 are
+// base), lisafs's channels (memfd_create, ftruncate of the channel's
+// memory), and removing the episode's host cgroups, if any, once the
+// sandbox is gone.
+func directProfile(nat bool, state string, sandbox []int, sockDirs, cgroups []string) profile {
+	p := hostProfile(nat, state, sandbox, sockDirs)
+	p.name = "direct"
+	if nat {
+		p.name = "direct-nat"
+	}
+	p.extra = append(p.extra, unix.SYS_MEMFD_CREATE, unix.SYS_FTRUNCATE, unix.SYS_FALLOCATE,
+		unix.SYS_FSYNC, unix.SYS_FDATASYNC)
+	for _, d := range cgroups {
+		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
+	}
+	if len(cgroups) > 0 {
+		p.landlockCaps = []uintptr{unix.CAP_DAC_OVERRIDE}
+	}
+	return p
+}
+
 func removeFileRules(dirs []string) []fsRule {
 	var rules []fsRule
 	for _, d := range dirs {

@@ -374,6 +374,39 @@ func (n *natHost) serve() error {
 	return nil
 }
 
+// serveLink runs the netstack on the socket pair itself (IsolationSeccompOnly:
+// the sandbox has the other end as its eth0 link; no packet socket, no
+// veth). Call it once the sandbox holds that end.
+func (n *natHost) serveLink() error {
+	n.Child.Close()
+	fd, err := unix.Dup(int(n.conn.Fd()))
+	if err != nil {
+		return fmt.Errorf("nat: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	for _, opt := range []int{unix.SO_SNDBUF, unix.SO_RCVBUF} {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, natLinkBuf)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fd = fd
+	if n.closed {
+		unix.Close(fd)
+		return nil
+	}
+	st, err := n.newStack(fd)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	n.st = st
+	return nil
+}
+
+// natLinkBuf is SO_SNDBUF and SO_RCVBUF of the host side's end of a
+// seccomp-only episode's link: room for a few dozen full frames.
+const natLinkBuf = 4 << 20
+
 // serveOrReport is serve, reporting an error to w. A supervisor that
 // failed before sending the socket has reported why itself.
 func (n *natHost) serveOrReport(w io.Writer) {

@@ -51,8 +51,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := o.checkNAT(); err != nil {
 		return 0, err
 	}
-	if o.Isolation == IsolationSeccompOnly {
-		return 0, fmt.Errorf("%w: --isolation seccomp-only (being built)", ErrUnsupported)
+	var err error
+	if o.Isolation, err = resolveIsolation(o.Isolation); err != nil {
+		return 0, err
 	}
 	sweepStale()
 	var rnd [6]byte
@@ -171,6 +172,7 @@ type episode struct {
 	state     string
 	lock      *os.File // the state directory's, for the supervisor
 	runscArgs []string
+	ctx       context.Context
 }
 
 // prepare resolves the image and writes the bundle into state.
@@ -184,6 +186,9 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		return nil, err
 	}
 	defer f.Close()
+	if err := checkExecMount(f, img.RootfsPath, o.CacheDir); err != nil {
+		return nil, err
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -352,14 +357,125 @@ func hasVolume(ms []Mount) bool {
 	return false
 }
 
-// run starts the supervisor and waits for it.
+// run starts the episode in its isolation mode and waits for it.
 func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*os.File) (int, error) {
-	syncR, syncW, err := os.Pipe()
+	ep.ctx = ctx
+	var nat *natHost
+	var err error
+	if o.Network == NetworkNAT {
+		if nat, err = newNATHost(o.natConfig()); err != nil {
+			return 0, err
+		}
+		defer nat.Close()
+	}
+	lim, err := newEpisodeLimits(ep.id, o)
 	if err != nil {
 		return 0, err
 	}
-	defer syncW.Close()
-	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
+	lim.info.Isolation = o.Isolation
+	if o.OnStart != nil {
+		o.OnStart(lim.info)
+	}
+	if o.Isolation == IsolationSeccompOnly {
+		defer lim.cg.removeWhenEmpty()
+		return ep.runDirect(o, pub, vols, nat, lim, func(pid int) error {
+			if lim.cg != nil {
+				if err := lim.cg.add(pid); err != nil {
+					return fmt.Errorf("limits: host cgroup: %w", err)
+				}
+			}
+			if o.Lockdown {
+				if err := lockdownAs(directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())); err != nil {
+					return fmt.Errorf("lock down: %w", err)
+				}
+			}
+			pub.serve()
+			return nil
+		})
+	}
+	return ep.runSupervised(o, pub, vols, nat, lim)
+}
+
+// hostLimits is what bounds one episode on the host, and how.
+type hostLimits struct {
+	cg   *episodeCgroup // nil: none
+	info StartInfo
+	// pids is the pids limit (0: none); pidsRlimit the RLIMIT_NPROC to
+	// set where a user namespace of the episode's own counts it.
+	pids, pidsRlimit int
+}
+
+// newEpisodeLimits makes the episode's host cgroup where it may and
+// decides who enforces each limit, refusing (ErrLimits) what nothing
+// would enforce unless o.Limits is LimitsBestEffort.
+func newEpisodeLimits(id string, o *Options) (*hostLimits, error) {
+	pids := o.PidsLimit
+	if pids == 0 {
+		pids = DefaultPidsLimit
+	}
+	cg, err := newEpisodeCgroup(id, o.MemoryBytes, o.CPUs, max(pids, 0))
+	if err != nil {
+		return nil, fmt.Errorf("limits: host cgroup: %w", err)
+	}
+	lim := &hostLimits{cg: cg, info: StartInfo{Enforcement: map[string]string{}}}
+	refuse := func(err error) (*hostLimits, error) {
+		cg.remove()
+		return nil, err
+	}
+	if pids > 0 {
+		lim.pids = pids
+		userns := o.Isolation != IsolationSeccompOnly
+		if userns {
+			// RLIMIT_NPROC always (the kernel exempts only real root's
+			// tasks from it, and a cgroup holds those).
+			lim.pidsRlimit = pids
+		}
+		switch {
+		case cg.has("pids") && userns:
+			lim.info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
+		case cg.has("pids"):
+			lim.info.Enforcement["pids"] = cg.version
+		case !userns:
+			// No user namespace of the episode's own: RLIMIT_NPROC would
+			// count every process of the caller's uid (on the whole host,
+			// in a container without a user namespace of its own).
+			lim.info.Enforcement["pids"] = "none (seccomp-only without a host cgroup: the container's or pod's own pids limit applies)"
+		case os.Getuid() == 0 && o.Limits == LimitsBestEffort:
+			lim.info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
+		case os.Getuid() == 0:
+			return refuse(fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits))
+		default:
+			lim.info.Enforcement["pids"] = "rlimit (user namespace)"
+		}
+	}
+	if o.MemoryBytes > 0 || o.CPUs > 0 {
+		lim.info.Limits = "sentry"
+		if cg != nil {
+			lim.info.Limits += " + " + cg.desc
+		}
+		unenforced := false
+		for _, l := range []struct {
+			name, ctrl string
+			set        bool
+		}{{"memory", "memory", o.MemoryBytes > 0}, {"cpus", "cpu", o.CPUs > 0}} {
+			switch {
+			case !l.set:
+			case cg.has(l.ctrl):
+				lim.info.Enforcement[l.name] = cg.version
+			default:
+				lim.info.Enforcement[l.name] = "sentry only (best effort)"
+				unenforced = true
+			}
+		}
+		if unenforced && o.Limits != LimitsBestEffort {
+			return refuse(fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits))
+		}
+	}
+	return lim, nil
+}
+
+// setStdio gives cmd the episode's stdio.
+func setStdio(cmd *exec.Cmd, o *Options) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -378,14 +494,21 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 	if f, ok := cmd.Stdin.(*os.File); ok && isTerminal(f) {
 		cmd.Stdin = io.NopCloser(f)
 	}
+}
+
+// runSupervised starts the supervisor (IsolationNamespaces) and waits for
+// it.
+func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		lim.cg.remove()
+		return 0, err
+	}
+	defer syncW.Close()
+	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
+	setStdio(cmd, o)
 	cmd.ExtraFiles = []*os.File{syncR}
-	var nat *natHost
-	if o.Network == NetworkNAT {
-		if nat, err = newNATHost(o.natConfig()); err != nil {
-			syncR.Close()
-			return 0, err
-		}
-		defer nat.Close()
+	if nat != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
 	}
 	cmd.Env = os.Environ()
@@ -402,15 +525,7 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		js, _ := json.Marshal(paths)
 		cmd.Env = append(cmd.Env, volumePathsEnv+"="+string(js))
 	}
-	pids := o.PidsLimit
-	if pids == 0 {
-		pids = DefaultPidsLimit
-	}
-	cg, err := newEpisodeCgroup(ep.id, o.MemoryBytes, o.CPUs, max(pids, 0))
-	if err != nil {
-		syncR.Close()
-		return 0, fmt.Errorf("limits: host cgroup: %w", err)
-	}
+	cg := lim.cg
 	if cg != nil {
 		cmd.Env = append(cmd.Env, cg.env())
 		if err := writeStateJSON(ep.state, stateCgroups, cg.dirs); err != nil {
@@ -420,51 +535,8 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		}
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
-	info := StartInfo{Enforcement: map[string]string{}, Isolation: IsolationNamespaces}
-	if pids > 0 {
-		// RLIMIT_NPROC always (the kernel exempts only real root's
-		// tasks from it, and a cgroup holds those).
-		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(pids))
-		switch {
-		case cg.has("pids"):
-			info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
-		case os.Getuid() == 0 && o.Limits == LimitsBestEffort:
-			info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
-		case os.Getuid() == 0:
-			cg.remove()
-			syncR.Close()
-			return 0, fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits)
-		default:
-			info.Enforcement["pids"] = "rlimit (user namespace)"
-		}
-	}
-	if o.MemoryBytes > 0 || o.CPUs > 0 {
-		info.Limits = "sentry"
-		if cg != nil {
-			info.Limits += " + " + cg.desc
-		}
-		unenforced := false
-		for _, l := range []struct {
-			name, ctrl string
-			set        bool
-		}{{"memory", "memory", o.MemoryBytes > 0}, {"cpus", "cpu", o.CPUs > 0}} {
-			switch {
-			case !l.set:
-			case cg.has(l.ctrl):
-				info.Enforcement[l.name] = cg.version
-			default:
-				info.Enforcement[l.name] = "sentry only (best effort)"
-				unenforced = true
-			}
-		}
-		if unenforced && o.Limits != LimitsBestEffort {
-			cg.remove()
-			syncR.Close()
-			return 0, fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits)
-		}
-	}
-	if o.OnStart != nil {
-		o.OnStart(info)
+	if lim.pidsRlimit > 0 {
+		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(lim.pidsRlimit))
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
@@ -478,6 +550,9 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		syncR.Close()
 		if cg != nil {
 			cg.remove()
+		}
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+			return 0, fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
 		}
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
 	}
@@ -519,10 +594,10 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		select {
 		case s := <-sigs:
 			_ = cmd.Process.Signal(s)
-		case <-ctx.Done():
+		case <-ep.ctx.Done():
 			_ = cmd.Process.Kill()
 			<-done
-			return exitCode(cmd.ProcessState), ctx.Err()
+			return exitCode(cmd.ProcessState), ep.ctx.Err()
 		case err := <-done:
 			var ee *exec.ExitError
 			if err != nil && !errors.As(err, &ee) {
@@ -531,6 +606,24 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 			return exitCode(cmd.ProcessState), nil
 		}
 	}
+}
+
+// checkExecMount refuses an image file on a noexec mount: the Sentry maps
+// the image's programs straight from it (executable), so every guest
+// program would die of SIGSEGV at its first instruction.
+func checkExecMount(f *os.File, path, cacheDir string) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return nil // cannot tell: let the guest try
+	}
+	if st.Flags&unix.ST_NOEXEC == 0 {
+		return nil
+	}
+	where := "the image cache"
+	if cacheDir != "" {
+		where += " " + cacheDir
+	}
+	return fmt.Errorf("%w: %s is on a noexec mount (%s): the Sentry runs the image's programs from it; put %s on a mount that allows exec (--cache-dir or GVX_CACHE, e.g. a volume of the pod or container, or mount it without noexec: --tmpfs /tmp:exec)", ErrUnsupported, where, path, where)
 }
 
 // exitCode maps a wait status to a shell-style exit code.

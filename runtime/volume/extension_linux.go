@@ -50,6 +50,19 @@ func Annotations(i int, v Spec) map[string]string {
 }
 
 // specsOf lists the volumes a spec carries.
+// SpecsOf returns the volumes annotated in s, by guest path.
+func SpecsOf(s *specs.Spec) (map[string]Spec, error) {
+	list, err := specsOf(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Spec, len(list))
+	for _, v := range list {
+		out[v.Target] = v
+	}
+	return out, nil
+}
+
 func specsOf(s *specs.Spec) ([]Spec, error) {
 	var keys []string
 	for k := range s.Annotations {
@@ -88,7 +101,7 @@ var registerOnce sync.Once
 // Register adds the extension to runsc's gofer.
 func Register() {
 	registerOnce.Do(func() {
-		extension.Register(&Extension{SyncEvery: 2 * time.Second})
+		extension.Register(&Extension{SyncEvery: DefaultSyncEvery})
 	})
 }
 
@@ -178,21 +191,38 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 		if f == nil {
 			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s was not opened before the gofer locked down", v.Target)
 		}
-		ro := v.ReadOnly || readonly
-		fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: ro})
-		if err != nil {
-			return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)
+		if readonly {
+			v.ReadOnly = true
 		}
-		vol := NewVolume(fsys, ro, e.SyncEvery)
-		conn := NewConn(vol, func() {
-			_ = vol.Close()
-			_ = f.Close()
-		})
-		conn.MaxOpen = v.MaxOpen
-		return conn, ConnectionOpts(ro), nil
+		return Serve(f, v, e.SyncEvery)
 	}
 	return nil, lisafs.ConnectionOpts{}, nil
 }
+
+// Serve opens the ext4lite filesystem in f (the volume file, opened by
+// the runtime) and returns the lisafs connection that serves it as v
+// describes, and its options. The connection owns f: it syncs and closes
+// the filesystem and f when the Sentry unmounts it. syncEvery bounds what
+// a killed sandbox can lose. The gofer extension and the runtime's own
+// in-process server (seccomp-only episodes, which have no gofer) both
+// serve volumes through it.
+func Serve(f *os.File, v Spec, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly})
+	if err != nil {
+		return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)
+	}
+	vol := NewVolume(fsys, v.ReadOnly, syncEvery)
+	conn := NewConn(vol, func() {
+		_ = vol.Close()
+		_ = f.Close()
+	})
+	conn.MaxOpen = v.MaxOpen
+	return conn, ConnectionOpts(v.ReadOnly), nil
+}
+
+// DefaultSyncEvery is how often a served volume with unsynced writes is
+// synced.
+const DefaultSyncEvery = 2 * time.Second
 
 // SeccompRules implements extension.Extension: what ext4lite does on the
 // volume file.

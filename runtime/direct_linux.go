@@ -1,0 +1,405 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/control/client"
+	"gvisor.dev/gvisor/pkg/control/server"
+	"gvisor.dev/gvisor/pkg/lisafs"
+	"gvisor.dev/gvisor/pkg/unet"
+	"gvisor.dev/gvisor/pkg/urpc"
+	"gvisor.dev/gvisor/runsc/boot"
+	"gvisor.dev/gvisor/runsc/specutils"
+
+	"z.gfire.dev/gvx/runtime/volume"
+)
+
+// IsolationSeccompOnly: the sandbox started directly, with no namespace.
+//
+// runsc's own create path always puts its sandbox and gofer into new
+// mount, IPC, UTS, PID and network namespaces (and, unprivileged, a user
+// namespace): none of that can be made in an unprivileged container or
+// pod, or inside gVisor. So rungv starts runsc's sandbox process ("boot")
+// itself, as a child of this process, and gives it what runsc's create
+// would have given it, all as descriptors:
+//
+//	rungv run                 host side: serves volumes (ext4lite over
+//	│                         lisafs, in this process), NAT, published
+//	│                         ports; waits; locked down (profile "direct")
+//	└─ rungv boot             gVisor's Sentry: its own seccomp filters,
+//	   └─ systrap stubs       no_new_privs, no capability; --attached
+//
+//   - rootfs and the relay image: EROFS files opened here (--io-fds), as
+//     runsc's goferless mode does;
+//   - volumes: one socket pair per volume, whose other end this process
+//     serves with package volume (the file it opened and locked, never the
+//     path again); there is no gofer process;
+//   - network: loopback only, or for NAT an fd-based link on a SEQPACKET
+//     socket pair whose other end is the host side's NAT netstack (no
+//     veth, no packet socket, no namespace);
+//   - published ports: their socket pairs (--pass-fd), as in every mode;
+//   - its control server listens on a socket in the state directory
+//     (mode 0700), over which this process configures the network, starts
+//     the container and forwards signals.
+//
+// What is lost against IsolationNamespaces (docs/security.md): the Sentry
+// runs as the caller's uid in the caller's namespaces, with no chroot, so
+// only gVisor's seccomp filters (which allow no open of a path and no
+// socket of the host's) and the Sentry's own code stand between a guest
+// that broke the Sentry and the caller's files and network; and a host
+// cgroup (root) or the container's own limits are what bound its tasks.
+// Bind mounts of host directories need a gofer and are refused.
+
+// runDirect runs the prepared episode ep with IsolationSeccompOnly.
+func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+	globals, bundle, id, err := splitRunscArgs(ep.runscArgs)
+	if err != nil {
+		return 0, err
+	}
+	js, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return 0, err
+	}
+	var spec *specs.Spec
+	if err := json.Unmarshal(js, &spec); err != nil || spec == nil {
+		return 0, fmt.Errorf("seccomp-only: read the bundle's spec: %v", err)
+	}
+	var files fileList
+	defer files.closeAll()
+
+	specFile, err := os.Open(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return 0, err
+	}
+	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"))
+	args = append(args, "boot", "--bundle="+bundle, "--attached",
+		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
+
+	// The mounts, in the order of runsc's gofer mount configurations:
+	// the rootfs, then every spec mount that has one.
+	srv := lisafs.NewServer()
+	defer srv.Destroy()
+	var ioFDs, confs []string
+	// The rootfs annotations buildSpec wrote (boot.NewRootfsHint reads
+	// the same, and logs as it does).
+	if spec.Annotations[annRootfsType] != "erofs" || spec.Annotations[annRootfsSource] == "" {
+		return 0, errors.New("seccomp-only: the rootfs must be an EROFS image")
+	}
+	upper := specutils.MemoryOverlay
+	if spec.Root.Readonly || spec.Annotations[annRootfsOverlay] == "none" {
+		upper = specutils.NoOverlay
+	}
+	rootfs, err := os.Open(spec.Annotations[annRootfsSource])
+	if err != nil {
+		return 0, fmt.Errorf("seccomp-only: the rootfs image: %w", err)
+	}
+	ioFDs = append(ioFDs, files.add(rootfs))
+	confs = append(confs, specutils.GoferMountConf{Lower: specutils.Erofs, Upper: upper}.String())
+	volSpecs, err := volume.SpecsOf(spec)
+	if err != nil {
+		return 0, err
+	}
+	volFiles := volumeFilesByTarget(o.Mounts, vols)
+	var conns []*lisafs.Connection
+	for _, m := range spec.Mounts {
+		if !specutils.HasMountConfig(m) {
+			continue
+		}
+		if specutils.IsErofsMount(m) {
+			f, err := os.Open(m.Source)
+			if err != nil {
+				return 0, fmt.Errorf("seccomp-only: EROFS image %s: %w", m.Source, err)
+			}
+			ioFDs = append(ioFDs, files.add(f))
+			confs = append(confs, specutils.GoferMountConf{Lower: specutils.Erofs, Upper: specutils.NoOverlay}.String())
+			continue
+		}
+		v, ok := volSpecs[m.Destination]
+		f := volFiles[m.Destination]
+		if !ok || f == nil {
+			return 0, fmt.Errorf("%w: --mount %s: a bind mount of a host directory needs runsc's gofer, which --isolation seccomp-only does not have: use a volume, or --isolation namespaces where the host allows user namespaces", ErrUnsupported, m.Destination)
+		}
+		impl, opts, err := volume.Serve(f, v, volume.DefaultSyncEvery)
+		if err != nil {
+			return 0, err
+		}
+		delete(volFiles, m.Destination) // the connection owns it now
+		ours, theirs, err := unet.SocketPair(false)
+		if err != nil {
+			return 0, fmt.Errorf("seccomp-only: volume %s: %w", m.Destination, err)
+		}
+		conn, err := srv.CreateConnection(ours, m.Destination, opts, impl)
+		if err != nil {
+			ours.Close()
+			theirs.Close()
+			return 0, fmt.Errorf("seccomp-only: volume %s: %w", m.Destination, err)
+		}
+		conns = append(conns, conn)
+		fd, _ := theirs.Release()
+		ioFDs = append(ioFDs, files.add(os.NewFile(uintptr(fd), "volume "+m.Destination)))
+		confs = append(confs, specutils.GoferMountConf{Lower: specutils.Lisafs, Upper: specutils.NoOverlay}.String())
+	}
+	args = append(args, "--io-fds="+strings.Join(ioFDs, ","), "--gofer-mount-confs="+strings.Join(confs, ","))
+	if p := spec.Annotations[annRootfsUpperTar]; p != "" {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, "--rootfs-upper-tar-fd="+files.add(f))
+	}
+
+	// The control server's socket, in the state directory (0700).
+	ctlPath := filepath.Join(ep.state, "ctl")
+	ctlFD, err := server.CreateSocket(ctlPath)
+	if err != nil {
+		return 0, fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", ctlPath, err)
+	}
+	// Listening now (the control server listens again when it starts),
+	// so that the connection below waits in the backlog.
+	if err := unix.Listen(ctlFD, 16); err != nil {
+		unix.Close(ctlFD)
+		return 0, fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", ctlPath, err)
+	}
+	args = append(args, "--controller-fd="+files.add(os.NewFile(uintptr(ctlFD), "control")))
+	// Connected now, before this process locks down (no socket after
+	// that); the sandbox's control server accepts it once it runs.
+	ctl, err := client.ConnectTo(ctlPath)
+	if err != nil {
+		return 0, fmt.Errorf("seccomp-only: connect to the sandbox's control socket: %w", err)
+	}
+	defer ctl.Close()
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer syncR.Close()
+	args = append(args, "--start-sync-fd="+files.add(syncW))
+	for i, f := range pub.guestFiles() {
+		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", files.add(f), guestPassFD(i)))
+	}
+	var natLink *os.File
+	if nat != nil {
+		natLink = nat.Child
+	}
+	args = patchBootArgs(append(args, id))
+
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Args[0] = "runsc-sandbox"
+	setStdio(cmd, o)
+	cmd.ExtraFiles = files.files
+	cmd.Env = bootEnv()
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
+	if lim.pidsRlimit > 0 {
+		// Not the process's own limit: the child's, set between fork and
+		// exec would need cgo; so the process's, which the child inherits
+		// (this process makes no more processes of its own).
+		_ = unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(lim.pidsRlimit), Max: uint64(lim.pidsRlimit)})
+	}
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits:
+		// this goroutine keeps its thread until the child is gone.
+		goruntime.LockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			done <- cmd.Wait()
+		}
+	}()
+	if err := <-started; err != nil {
+		return 0, fmt.Errorf("seccomp-only: start the sandbox: %w", err)
+	}
+	files.closeAll() // the sandbox has them
+	pub.closeGuestFiles()
+	for _, c := range conns {
+		srv.StartConnection(c)
+	}
+	fail := func(err error) (int, error) {
+		_ = cmd.Process.Kill()
+		<-done
+		return 0, err
+	}
+	if err := start(cmd.Process.Pid); err != nil {
+		return fail(err)
+	}
+	var b [1]byte
+	if n, _ := syncR.Read(b[:]); n != 1 {
+		err := <-done
+		return 0, fmt.Errorf("seccomp-only: the sandbox failed to boot (%v)%s", err, bootLogTail(ep.state))
+	}
+	netArgs := directNetwork(natLink)
+	if err := ctl.Call(boot.ContMgrSetNetworkArgs, netArgs, nil); err != nil {
+		return fail(fmt.Errorf("seccomp-only: set up the guest's network: %w%s", err, bootLogTail(ep.state)))
+	}
+	if natLink != nil {
+		natLink.Close() // the sandbox has it
+		if err := nat.serveLink(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
+		return fail(fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(ep.state)))
+	}
+	code, err := waitGuest(cmd, done, func(s unix.Signal) {
+		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
+		if ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
+			_ = cmd.Process.Kill()
+		}
+	}, ep.ctx)
+	// The volumes' connections end with the sandbox's ends: each syncs
+	// and closes its volume then.
+	srv.Wait()
+	return code, err
+}
+
+// directNetwork is the guest's network as ContMgrSetNetworkArgs takes
+// it: loopback, and with NAT eth0 on link, slirp's layout.
+func directNetwork(link *os.File) *boot.CreateLinksAndRoutesArgs {
+	args := &boot.CreateLinksAndRoutesArgs{LoopbackLinks: []boot.LoopbackLink{boot.DefaultLoopbackLink}}
+	if link == nil {
+		return args
+	}
+	subnet := net.IPNet{IP: natGuestIP.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
+	args.FDBasedLinks = []boot.FDBasedLink{{
+		Name:                 natGuestIf,
+		MTU:                  natMTU,
+		Addresses:            []boot.IPWithPrefix{{Address: natGuestIP, PrefixLen: 24}},
+		Routes:               []boot.Route{{Destination: subnet}},
+		LinkAddress:          natGuestMAC,
+		Neighbors:            []boot.Neighbor{{IP: natGatewayIP, HardwareAddr: natHostMAC}, {IP: natDNSIP, HardwareAddr: natHostMAC}},
+		NumChannels:          1,
+		ProcessorsPerChannel: 1,
+		IsPacket:             []bool{false},
+		PreConfigured:        true,
+	}}
+	args.Defaultv4Gateway = boot.DefaultRoute{Name: natGuestIf, Route: boot.Route{
+		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: natGatewayIP}}
+	args.FilePayload = urpc.FilePayload{Files: []*os.File{link}}
+	return args
+}
+
+// splitRunscArgs splits what prepare made ("GLOBALS... run --bundle=B
+// ID") into its parts.
+func splitRunscArgs(a []string) (globals []string, bundle, id string, err error) {
+	for i, s := range a {
+		if s == "run" && i+2 < len(a)+0 && i+3 == len(a) {
+			b, ok := strings.CutPrefix(a[i+1], "--bundle=")
+			if ok {
+				return a[:i], b, a[i+2], nil
+			}
+		}
+	}
+	return nil, "", "", errors.New("rungv: internal: unexpected runsc arguments")
+}
+
+// volumeFilesByTarget maps each volume mount's guest path to the file
+// openVolumes opened for it (in mount order).
+func volumeFilesByTarget(ms []Mount, vols []*os.File) map[string]*os.File {
+	out := map[string]*os.File{}
+	i := 0
+	for _, m := range ms {
+		if m.Type == MountVolume && i < len(vols) {
+			out[m.Target] = vols[i]
+			i++
+		}
+	}
+	return out
+}
+
+// bootEnv is the sandbox's environment: none of the caller's (runsc's
+// create clears it too), only what the Go runtime may want.
+func bootEnv() []string {
+	var env []string
+	for _, k := range []string{"GOTRACEBACK", "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// bootLogTail is the end of the sandbox's log, for an error message.
+func bootLogTail(state string) string {
+	b, err := os.ReadFile(filepath.Join(state, "boot.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	var lines []string
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if bytes.Contains(l, []byte("FATAL")) || bytes.HasPrefix(l, []byte("W")) || bytes.HasPrefix(l, []byte("E")) {
+			lines = append(lines, string(l))
+		}
+	}
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; the sandbox's log says:\n  " + strings.Join(lines, "\n  ")
+}
+
+// fileList collects the descriptors handed to a child as ExtraFiles.
+type fileList struct{ files []*os.File }
+
+// add appends f and returns the descriptor number the child gets it as.
+func (l *fileList) add(f *os.File) string {
+	l.files = append(l.files, f)
+	return strconv.Itoa(2 + len(l.files))
+}
+
+func (l *fileList) closeAll() {
+	for _, f := range l.files {
+		f.Close()
+	}
+	l.files = nil
+}
+
+// waitGuest waits for the sandbox (done gets cmd.Wait's result) while
+// forwarding rungv's signals to the guest with signal; SIGTERM and SIGINT
+// start StopTimeout, after which the guest is killed. Cancelling ctx kills
+// it too.
+func waitGuest(cmd *exec.Cmd, done <-chan error, signalGuest func(unix.Signal), ctx context.Context) (int, error) {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	var grace <-chan time.Time
+	for {
+		select {
+		case s := <-sigs:
+			signalGuest(s.(syscall.Signal))
+			if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
+				grace = time.After(StopTimeout)
+			}
+		case <-grace:
+			signalGuest(unix.SIGKILL)
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-done
+			return exitCode(cmd.ProcessState), ctx.Err()
+		case err := <-done:
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				return 0, err
+			}
+			return exitCode(cmd.ProcessState), nil
+		}
+	}
+}
