@@ -87,7 +87,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
-	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"))
+	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"), "--panic-log="+filepath.Join(ep.state, "panic.log"))
 	args = append(args, "boot", "--bundle="+bundle, "--attached",
 		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
 
@@ -210,6 +210,11 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		// exec would need cgo; so the process's, which the child inherits
 		// (this process makes no more processes of its own).
 		_ = unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(lim.pidsRlimit), Max: uint64(lim.pidsRlimit)})
+	}
+	if inGVisor() {
+		if err := answerTaskSizeProbe(); err != nil {
+			return 0, err
+		}
 	}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
@@ -335,8 +340,16 @@ func bootEnv() []string {
 	return env
 }
 
-// bootLogTail is the end of the sandbox's log, for an error message.
+// bootLogTail is the end of the sandbox's log, for an error message: a
+// Go panic's first lines, or the log's warnings and errors.
 func bootLogTail(state string) string {
+	if b, err := os.ReadFile(filepath.Join(state, "panic.log")); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 12 {
+			lines = lines[:12]
+		}
+		return "; the sandbox panicked:\n  " + strings.Join(lines, "\n  ")
+	}
 	b, err := os.ReadFile(filepath.Join(state, "boot.log"))
 	if err != nil || len(b) == 0 {
 		return ""
