@@ -16,12 +16,12 @@ func IsDaemonCommand(arg0 string) bool {
 	return b == "dockerd-entrypoint.sh" || b == "dockerd"
 }
 
-// Args returns args with Flags appended when args is a daemon command
-// (IsDaemonCommand) followed by nothing but dockerd flags, as docker:dind
-// and its derivatives are run; each flag of Flags the caller already gave
-// (--iptables, --iptables=…) is kept as given. Any other command (the
-// entrypoint running another program, a shell) is returned unchanged.
-// args itself is never modified.
+// Args returns args with Flags appended (AddFlags) when args is a daemon
+// command (IsDaemonCommand) followed by nothing but words that start with
+// "-", as docker:dind and its derivatives are run. Any other command (the
+// entrypoint running another program, a shell, a flag with a separate
+// value such as -H fd://, which cannot be told from a program) is
+// returned unchanged. args itself is never modified.
 func Args(args []string) []string {
 	if len(args) == 0 || !IsDaemonCommand(args[0]) {
 		return args
@@ -31,11 +31,18 @@ func Args(args []string) []string {
 			return args // the entrypoint runs another command
 		}
 	}
-	out := append([]string{}, args...)
+	return append([]string{args[0]}, AddFlags(args[1:])...)
+}
+
+// AddFlags returns dockerd's flags with each of Flags appended that they
+// do not already set (--iptables, --iptables=… as given win), for a caller
+// that knows flags are dockerd's. flags itself is never modified.
+func AddFlags(flags []string) []string {
+	out := append([]string{}, flags...)
 	for _, f := range Flags {
 		name, _, _ := strings.Cut(f, "=")
 		given := false
-		for _, a := range args[1:] {
+		for _, a := range flags {
 			if a == name || strings.HasPrefix(a, name+"=") {
 				given = true
 			}

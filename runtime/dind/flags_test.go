@@ -16,6 +16,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"dockerd-entrypoint.sh", "--iptables", "--ip6tables=true"}, []string{"dockerd-entrypoint.sh", "--iptables", "--ip6tables=true"}},
 		{[]string{"dockerd-entrypoint.sh", "sh", "-c", "x"}, []string{"dockerd-entrypoint.sh", "sh", "-c", "x"}},
 		{[]string{"sh", "-c", "dockerd"}, []string{"sh", "-c", "dockerd"}},
+		{[]string{"dockerd", "-H", "fd://"}, []string{"dockerd", "-H", "fd://"}}, // fd:// could be a program
 		{[]string{"/usr/bin/dockerd-rootless.sh"}, []string{"/usr/bin/dockerd-rootless.sh"}},
 		{nil, nil},
 	} {
@@ -26,5 +27,15 @@ func TestArgs(t *testing.T) {
 		if !reflect.DeepEqual(in, tc.args) {
 			t.Errorf("Args modified its argument: %q", tc.args)
 		}
+	}
+}
+
+func TestAddFlags(t *testing.T) {
+	in := []string{"-H", "fd://", "--ip6tables=true"}
+	if got, want := AddFlags(in), []string{"-H", "fd://", "--ip6tables=true", "--iptables=false"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("AddFlags(%q) = %q, want %q", in, got, want)
+	}
+	if got := AddFlags(nil); !reflect.DeepEqual(got, Flags) {
+		t.Errorf("AddFlags(nil) = %q", got)
 	}
 }
