@@ -42,7 +42,7 @@ Examples:
 					return err
 				}
 				for _, r := range gone {
-					fmt.Fprintf(c.App.Writer, "removed %s (%s profile, %s)\n", r.Ref, r.Profile, shortDigest(r.Digest))
+					fmt.Fprintf(c.App.Writer, "removed %s (%s profile, %s)\n", image.FamiliarName(r.Ref), r.Profile, shortDigest(r.Digest))
 				}
 			}
 			return nil
