@@ -45,11 +45,10 @@ func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, sc
 			cacheDir = d
 		}
 	}
-	policy := image.PullPolicy(pull)
 	c, err := openCache(cacheDir)
 	var res *image.Result
 	if err == nil {
-		res, err = image.Get(ctx, c, ref, policy, image.Options{})
+		res, err = image.Get(ctx, c, ref, pull, image.Options{})
 	}
 	if err != nil && (c == nil || errors.Is(err, fs.ErrPermission)) {
 		// A shared cache this user may read but not fill (root's): a
@@ -65,7 +64,7 @@ func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, sc
 			return nil, fmt.Errorf("image cache: %w", err)
 		}
 		if res == nil {
-			res, err = image.Get(ctx, c, ref, policy, image.Options{})
+			res, err = image.Get(ctx, c, ref, pull, image.Options{})
 		}
 	}
 	if err != nil {
