@@ -44,6 +44,14 @@ type Options struct {
 	// MemoryLimit is how much file data the EROFS builder keeps in memory
 	// before spooling to the cache's tmp directory (erofs.Options).
 	MemoryLimit int64
+	// InsecureRegistries are registries (HOST[:PORT], as in the
+	// reference) spoken to over plain HTTP. Loopback, *.local and private
+	// (RFC 1918) addresses always are (go-containerregistry's rule).
+	InsecureRegistries []string
+	// Tags are local names (NAME[:TAG], see NormalizeName) Add also
+	// records for the image, in the same index update: `docker tag` in
+	// the cache. Resolve and the rest ignore them.
+	Tags []string
 }
 
 // Result describes an image in the cache.
@@ -63,6 +71,9 @@ type Result struct {
 	ConfigDigest string `json:"config_digest"` // image configuration digest
 	Layers       int    `json:"layers"`
 	Size         int64  `json:"size"` // bytes of the EROFS file
+	// Source is, for a local name (Options.Tags, Tag), the source the
+	// image was added from; empty for the entry of a source itself.
+	Source string `json:"source,omitempty"`
 	// Created is true when this call built the EROFS file; false when it
 	// was already in the cache (or another process built it meanwhile).
 	Created bool `json:"created"`
@@ -86,26 +97,22 @@ const (
 // exists it is reused without reading any layer. Safe to run from many
 // processes at once: one builds, the others wait and reuse its file.
 func Add(ctx context.Context, c *cache.Cache, src string, o Options) (*Result, error) {
-	s, err := ParseSource(src)
-	if err != nil {
-		return nil, err
-	}
 	prof := erofs.ProfileRuntime
+	var err error
 	if o.Profile != "" {
 		if prof, err = erofs.ParseProfile(o.Profile); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSource, err)
 		}
 	}
-	r := &resolver{src: s, want: DefaultPlatform(), keychain: o.Keychain, rt: o.Transport}
-	if o.Platform != "" {
-		if r.want, err = ParsePlatform(o.Platform); err != nil {
-			return nil, err
-		}
-		r.explicit = true
+	tags, err := normalizeNames(o.Tags)
+	if err != nil {
+		return nil, err
 	}
-	if r.keychain == nil {
-		r.keychain = authn.DefaultKeychain
+	r, err := newResolver(src, &o)
+	if err != nil {
+		return nil, err
 	}
+	s := r.src
 	img, err := r.resolve(ctx)
 	if err != nil {
 		return nil, err
@@ -190,10 +197,13 @@ func Add(ctx context.Context, c *cache.Cache, src string, o Options) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	objects := []string{key + extEROFS, key + extReport, cfgDigest.Hex + extConfig}
 	err = c.Update(func(ix *cache.Index) error {
-		ix.Entries[entryName(res.Ref, res.Profile)] = cache.Entry{
-			Objects: []string{key + extEROFS, key + extReport, cfgDigest.Hex + extConfig},
-			Meta:    meta,
+		ix.Entries[entryName(res.Ref, res.Profile)] = cache.Entry{Objects: objects, Meta: meta}
+		for _, t := range tags {
+			if _, err := putName(ix, t, res, objects); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

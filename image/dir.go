@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultCacheDir returns where the image cache lives when no directory is
-// given: $GVX_CACHE if set; /var/cache/gvx for root on Unix; else the
+// given: $GVX_CACHE_DIR or $GVX_CACHE if set (in that order, as rungv's
+// --cache-dir reads them); /var/cache/gvx for root on Unix; else the
 // user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on
 // Linux, ~/Library/Caches on macOS, %LocalAppData% on Windows) plus "gvx".
 func DefaultCacheDir() (string, error) {
@@ -15,8 +16,10 @@ func DefaultCacheDir() (string, error) {
 }
 
 func defaultCacheDir(getenv func(string) string, root bool) (string, error) {
-	if d := getenv("GVX_CACHE"); d != "" {
-		return d, nil
+	for _, env := range []string{"GVX_CACHE_DIR", "GVX_CACHE"} {
+		if d := getenv(env); d != "" {
+			return d, nil
+		}
 	}
 	if root {
 		return "/var/cache/gvx", nil

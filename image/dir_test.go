@@ -12,6 +12,11 @@ func TestDefaultCacheDir(t *testing.T) {
 	if d, err := DefaultCacheDir(); err != nil || d != "/srv/gvx-cache" {
 		t.Errorf("with GVX_CACHE: %q %v", d, err)
 	}
+	t.Setenv("GVX_CACHE_DIR", "/srv/rungv-cache")
+	if d, err := DefaultCacheDir(); err != nil || d != "/srv/rungv-cache" {
+		t.Errorf("with GVX_CACHE_DIR and GVX_CACHE: %q %v (want GVX_CACHE_DIR's, as rungv --cache-dir)", d, err)
+	}
+	t.Setenv("GVX_CACHE_DIR", "")
 	t.Setenv("GVX_CACHE", "")
 	xdg := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", xdg)

@@ -41,6 +41,19 @@
 // drops index entries and GC deletes what no entry names. Concurrent Adds
 // of one image from many processes build it once (cache.Pin.Ensure).
 //
+// # Local names and pull policies
+//
+// Options.Tags (gvx-vol image add --tag) and Tag (gvx-vol image tag)
+// record a registry-style name, normalised as Docker does (NormalizeName:
+// "docker:dind" is docker.io/library/docker:dind), for an image in the
+// cache, in the same index. Get resolves a source under a PullPolicy, as
+// docker run --pull: PullMissing (the default) takes a registry reference
+// the cache knows (Lookup: a name, or an image added before) from the
+// index with no network and fetches only unknown ones; PullNever never
+// fetches; PullAlways always does. Resolve exposes the one resolver (the
+// platform rules above) to callers that need the image itself, such as
+// the golden build's pulls.
+//
 // # Trust boundary
 //
 // Registries, layouts and archives are untrusted: digests are parsed

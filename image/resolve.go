@@ -26,12 +26,75 @@ const refNameAnnotation = "org.opencontainers.image.ref.name"
 // maxIndexDepth bounds indexes nested in indexes.
 const maxIndexDepth = 4
 
+// resolver is the one place a source is turned into an image for a
+// platform: Add and Resolve (and so gvx-vol image add, rungv and
+// build-golden's pulls) all go through it.
 type resolver struct {
 	src      *Source
 	want     v1.Platform
 	explicit bool // want came from the caller, not DefaultPlatform
 	keychain authn.Keychain
 	rt       http.RoundTripper
+	digest   v1.Hash // what the registry named: the manifest or index digest
+}
+
+// newResolver parses src and o's platform, credentials and registries.
+func newResolver(src string, o *Options) (*resolver, error) {
+	s, err := ParseSource(src)
+	if err != nil {
+		return nil, err
+	}
+	if s.Transport == Registry && slices.Contains(o.InsecureRegistries, s.ref.Context().RegistryStr()) {
+		if s.ref, err = name.ParseReference(s.Ref, name.Insecure); err != nil {
+			return nil, fmt.Errorf("%w: %q: %v", ErrBadSource, src, err)
+		}
+	}
+	r := &resolver{src: s, want: DefaultPlatform(), keychain: o.Keychain, rt: o.Transport}
+	if o.Platform != "" {
+		if r.want, err = ParsePlatform(o.Platform); err != nil {
+			return nil, err
+		}
+		r.explicit = true
+	}
+	if r.keychain == nil {
+		r.keychain = authn.DefaultKeychain
+	}
+	return r, nil
+}
+
+// Resolved is the image a source names, picked for a platform but neither
+// flattened nor cached.
+type Resolved struct {
+	// Source is the parsed source.
+	Source *Source
+	// Image is the image for the platform.
+	Image v1.Image
+	// Digest is the digest of what the source named: for a registry, the
+	// manifest's, or the index's for a multi-platform image (what docker
+	// pull reports); for layouts and archives, the image manifest's.
+	Digest v1.Hash
+}
+
+// Resolve finds the image src names for o.Platform (see Options), with the
+// same rules and errors as Add (a *PlatformError for a platform an index
+// lacks), without reading its layers. Registry blobs read later through
+// Image are checked against their digests by go-containerregistry.
+func Resolve(ctx context.Context, src string, o Options) (*Resolved, error) {
+	r, err := newResolver(src, &o)
+	if err != nil {
+		return nil, err
+	}
+	img, err := r.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := r.digest
+	if d.Hex == "" {
+		if d, err = img.Digest(); err != nil {
+			return nil, r.wrap(err)
+		}
+	}
+	return &Resolved{Source: r.src, Image: img, Digest: d}, nil
 }
 
 // resolve finds the one image src names for r.want.
@@ -75,6 +138,7 @@ func (r *resolver) registry(ctx context.Context) (v1.Image, error) {
 	if err != nil {
 		return nil, r.wrap(err)
 	}
+	r.digest = desc.Digest
 	switch {
 	case desc.MediaType.IsIndex():
 		idx, err := desc.ImageIndex()

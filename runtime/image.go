@@ -30,11 +30,15 @@ type Image struct {
 }
 
 // resolveImage turns an image reference (anything package image takes:
-// oci:DIR[:REF], docker-archive:TAR[:TAG], a registry reference) into an
-// EROFS rootfs in the cache at cacheDir ("" means image.DefaultCacheDir).
-// When that cache cannot be written (a user without a home), the rootfs
-// is built into scratchDir, which goes with the episode.
-func resolveImage(ctx context.Context, ref, cacheDir, scratchDir string) (*Image, error) {
+// oci:DIR[:REF], docker-archive:TAR[:TAG], a registry reference or a local
+// name) into an EROFS rootfs in the cache at cacheDir ("" means
+// image.DefaultCacheDir), under the pull policy (image.Get): a registry
+// reference the cache knows is taken from it with no network unless pull
+// is PullAlways, and PullNever never fetches. A name the cache knows
+// needs only read access to it; when the cache cannot be written (a user
+// without a home, root's shared cache), anything else is built into
+// scratchDir, which goes with the episode.
+func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, scratchDir string) (*Image, error) {
 	if cacheDir == "" {
 		d, err := image.DefaultCacheDir()
 		if err == nil {
@@ -42,18 +46,26 @@ func resolveImage(ctx context.Context, ref, cacheDir, scratchDir string) (*Image
 		}
 	}
 	c, err := openCache(cacheDir)
-	if err != nil {
-		if c, err = openCache(filepath.Join(scratchDir, "cache")); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
+	var res *image.Result
+	if err == nil {
+		res, err = image.Get(ctx, c, ref, pull, image.Options{})
 	}
-	res, err := image.Add(ctx, c, ref, image.Options{})
-	if errors.Is(err, fs.ErrPermission) {
-		// A shared cache this user may read but not fill (root's).
+	if err != nil && (c == nil || errors.Is(err, fs.ErrPermission)) {
+		// A shared cache this user may read but not fill (root's): a
+		// name it knows still resolves from it; anything else is built,
+		// and the relay image always is, in the episode's own cache.
+		res = nil
+		if shared, serr := cache.Open(cacheDir); serr == nil && pull != PullAlways {
+			if r, lerr := image.Lookup(shared, ref, ""); lerr == nil {
+				res, err = r, nil
+			}
+		}
 		if c, err = openCache(filepath.Join(scratchDir, "cache")); err != nil {
 			return nil, fmt.Errorf("image cache: %w", err)
 		}
-		res, err = image.Add(ctx, c, ref, image.Options{})
+		if res == nil {
+			res, err = image.Get(ctx, c, ref, pull, image.Options{})
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/runtime/egress"
 )
 
@@ -72,30 +73,29 @@ func ParseIsolation(s string) (Isolation, error) {
 
 // PullPolicy says when an image named by a registry reference is fetched
 // from its registry rather than taken from the image cache, as docker
-// run --pull does.
-type PullPolicy string
+// run --pull does. It is package image's type (image.Get applies it), so
+// rungv, the SDK and build-golden name the concept once.
+type PullPolicy = image.PullPolicy
 
 // Pull policies.
 const (
 	// PullMissing (the default, "") uses a name the cache knows (a local
 	// tag, or an image pulled before) and pulls only when it does not.
-	PullMissing PullPolicy = "missing"
+	PullMissing = image.PullMissing
 	// PullAlways fetches from the registry every time.
-	PullAlways PullPolicy = "always"
+	PullAlways = image.PullAlways
 	// PullNever never touches the network: a name the cache does not
 	// know is an error.
-	PullNever PullPolicy = "never"
+	PullNever = image.PullNever
 )
 
 // ParsePullPolicy parses --pull.
 func ParsePullPolicy(s string) (PullPolicy, error) {
-	switch PullPolicy(s) {
-	case "", PullMissing:
-		return PullMissing, nil
-	case PullAlways, PullNever:
-		return PullPolicy(s), nil
+	p, err := image.ParsePullPolicy(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: --pull %q: want missing, always or never", ErrBadOption, s)
 	}
-	return "", fmt.Errorf("%w: --pull %q: want missing, always or never", ErrBadOption, s)
+	return p, nil
 }
 
 // DefaultNATMaxRelays is the default of Options.NATMaxRelays.

@@ -177,7 +177,7 @@ type episode struct {
 
 // prepare resolves the image and writes the bundle into state.
 func prepare(ctx context.Context, o *Options, state, id string) (*episode, error) {
-	img, err := resolveImage(ctx, o.Image, o.CacheDir, state)
+	img, err := resolveImage(ctx, o.Image, o.Pull, o.CacheDir, state)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"z.gfire.dev/gvx/runtime/dind"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -61,43 +62,14 @@ func processArgs(o *Options, img *Image) ([]string, error) {
 	return args, nil
 }
 
-// dockerdFlags are what a Docker daemon needs in the Sentry: its netstack
-// has no MASQUERADE target ("MASQUERADE revision 0 not supported" even
-// with legacy iptables), so dockerd must not program iptables. The default
-// bridge still works for containers, without NAT to the outside.
-var dockerdFlags = []string{"--iptables=false", "--ip6tables=false"}
-
-// dindArgs appends dockerdFlags to a privileged episode whose command starts
-// a Docker daemon the way docker:dind does: dockerd-entrypoint.sh (or
-// dockerd) followed by nothing but dockerd flags. A flag the caller gave
-// (--iptables…, --ip6tables…) is kept as given; any other command is left
-// alone.
+// dindArgs adds what a Docker daemon needs in the Sentry (dind.Args) to a
+// privileged episode's command; an unprivileged one cannot run dockerd and
+// is left alone.
 func dindArgs(args []string, privileged bool) []string {
-	if !privileged || len(args) == 0 {
+	if !privileged {
 		return args
 	}
-	if b := path.Base(args[0]); b != "dockerd-entrypoint.sh" && b != "dockerd" {
-		return args
-	}
-	for _, a := range args[1:] {
-		if !strings.HasPrefix(a, "-") {
-			return args // the entrypoint runs another command
-		}
-	}
-	out := append([]string{}, args...)
-	for _, f := range dockerdFlags {
-		name, _, _ := strings.Cut(f, "=")
-		given := false
-		for _, a := range args[1:] {
-			if a == name || strings.HasPrefix(a, name+"=") {
-				given = true
-			}
-		}
-		if !given {
-			out = append(out, f)
-		}
-	}
-	return out
+	return dind.Args(args)
 }
 
 // mergeEnv returns the image's environment overridden by extra, with PATH,

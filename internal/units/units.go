@@ -34,3 +34,9 @@ func ParseSize(s string) (int64, error) {
 	}
 	return int64(v), nil
 }
+
+// FormatSize renders n bytes with a binary prefix ("1.5 GiB"), as gvx's
+// commands print sizes.
+func FormatSize(n int64) string {
+	return unitconv.FormatPrefix(float64(n), unitconv.IEC, 1) + "B"
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dsnet/golib/unitconv"
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/internal/units"
@@ -41,10 +40,9 @@ func ExitCode(err error) int {
 // (units.ParseSize).
 func ParseSize(s string) (int64, error) { return units.ParseSize(s) }
 
-// FormatSize renders n bytes with a binary prefix ("1.5 GiB").
-func FormatSize(n int64) string {
-	return unitconv.FormatPrefix(float64(n), unitconv.IEC, 1) + "B"
-}
+// FormatSize renders n bytes with a binary prefix ("1.5 GiB";
+// units.FormatSize).
+func FormatSize(n int64) string { return units.FormatSize(n) }
 
 // PrintJSON writes v as indented JSON followed by a newline.
 func PrintJSON(w io.Writer, v any) error {

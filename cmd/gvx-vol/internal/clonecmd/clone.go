@@ -27,7 +27,7 @@ func command() *cli.Command {
 	return &cli.Command{
 		Name:      "clone",
 		Usage:     "clone a golden volume copy-on-write (an episode's reset), once or N times",
-		ArgsUsage: "SRC DST | --count N SRC DIR/ep-%04d.ext4 | --probe DIR...",
+		ArgsUsage: "SRC DST | -n N SRC PATTERN | --probe DIR...",
 		Description: `Makes DST a reflink clone of SRC: DST shares SRC's blocks until either is
 written, so a clone of a 16 GiB volume takes a few milliseconds and no
 space; only the 4 KiB blocks an episode changes cost space. This is

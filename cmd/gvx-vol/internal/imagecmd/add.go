@@ -17,7 +17,7 @@ func addCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
 		Usage:     "pull or read an image and store it flattened as EROFS in the cache",
-		ArgsUsage: "SOURCE",
+		ArgsUsage: "[--tag NAME[:TAG]]... SOURCE",
 		Description: `SOURCE is one of
    REGISTRY/REPO[:TAG|@DIGEST]   a registry reference (credentials from the
                                  docker config: $DOCKER_CONFIG or ~/.docker)
@@ -34,13 +34,23 @@ named; adding it again, or from several processes at once, reuses the same
 file. --json prints digest, erofs (the image file), config (its
 configuration as JSON) and the rest of the record.
 
+--tag records a local name for the image as well, as docker tag does:
+rungv run NAME, the SDK's OCIImage and build-golden's --daemon-image then
+find it in the cache without any network (unless --pull always). Names are
+normalised as Docker does: docker:dind is docker.io/library/docker:dind.
+Registries on loopback, *.local and private addresses are spoken to over
+plain HTTP; --insecure-registry HOST[:PORT] adds others.
+
 Examples:
    gvx-vol image add docker.io/library/docker:dind
+   gvx-vol image add --tag docker:dind oci:./dind-layout
    gvx-vol image add --json oci:./layout:latest | jq -r .erofs`,
 		Flags: []cli.Flag{
 			cacheFlag(),
 			&cli.StringFlag{Name: "profile", Value: "runtime", Usage: "`PROFILE`: runtime (what gVisor mounts) or full (inline data, xattrs)"},
 			&cli.StringFlag{Name: "platform", Usage: "`OS/ARCH[/VARIANT]` to pick from multi-platform images (default linux/<this machine's arch>)"},
+			&cli.StringSliceFlag{Name: "tag", Aliases: []string{"t"}, Usage: "also name the image `NAME[:TAG]` in the cache (repeatable)"},
+			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "pull from `HOST[:PORT]` over plain HTTP"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 		},
 		Action: runAdd,
@@ -55,7 +65,8 @@ func runAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := image.Options{Profile: c.String("profile"), Platform: c.String("platform")}
+	opts := image.Options{Profile: c.String("profile"), Platform: c.String("platform"),
+		Tags: c.StringSlice("tag"), InsecureRegistries: c.StringSlice("insecure-registry")}
 	var bar *progressbar.ProgressBar
 	if stderrIsTerminal() {
 		opts.Progress = func(done, total int64) {
@@ -103,5 +114,8 @@ func runAdd(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "%s %s (%s%s profile, %d layers, %s)\n  digest: %s\n  erofs:  %s\n  config: %s\n",
 		verb, res.Ref, platform, res.Profile, res.Layers, cliutil.FormatSize(res.Size), res.Digest, res.EROFS, res.Config)
+	for _, t := range opts.Tags {
+		fmt.Fprintf(c.App.Writer, "  tagged: %s\n", t)
+	}
 	return nil
 }

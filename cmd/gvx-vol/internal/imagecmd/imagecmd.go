@@ -25,22 +25,28 @@ layers in order (whiteouts, opaque directories) and stores the result under
 the digest of its layer chain, with the image's configuration (env,
 entrypoint, cmd, workdir, user, ports) beside it as JSON.
 
-The cache directory is --cache, else $GVX_CACHE, else /var/cache/gvx for
-root and $XDG_CACHE_HOME/gvx (~/.cache/gvx) for others.
+"image add --tag" and "image tag" give an image a local name (docker:dind)
+that rungv run, the SDK and build-golden resolve from the cache with no
+network.
+
+The cache directory is --cache, else $GVX_CACHE_DIR or $GVX_CACHE (as rungv
+reads them), else /var/cache/gvx for root and $XDG_CACHE_HOME/gvx
+(~/.cache/gvx) for others.
 
 Examples:
    gvx-vol image add docker.io/library/docker:dind
    gvx-vol image add --platform linux/arm64 --json localhost:5000/app:v1
    gvx-vol image add oci:./busybox-layout
+   gvx-vol image add --tag docker:dind oci:./dind-layout
    gvx-vol image add docker-archive:app.tar:app:v1
    gvx-vol image ls
    gvx-vol image rm localhost:5000/app:v1 && gvx-vol image gc`,
-		Subcommands: []*cli.Command{addCommand(), lsCommand(), rmCommand(), gcCommand()},
+		Subcommands: []*cli.Command{addCommand(), tagCommand(), lsCommand(), rmCommand(), gcCommand()},
 	}}
 }
 
 func cacheFlag() cli.Flag {
-	return &cli.StringFlag{Name: "cache", Usage: "cache `DIR` (default: $GVX_CACHE, /var/cache/gvx for root, else ~/.cache/gvx)"}
+	return &cli.StringFlag{Name: "cache", Usage: "cache `DIR` (default: $GVX_CACHE_DIR, $GVX_CACHE, /var/cache/gvx for root, else ~/.cache/gvx)"}
 }
 
 // openCache opens the --cache directory or the default one.
@@ -49,13 +55,13 @@ func openCache(c *cli.Context) (*cache.Cache, error) {
 	if dir == "" {
 		d, err := image.DefaultCacheDir()
 		if err != nil {
-			return nil, fmt.Errorf("no cache directory: %w (pass --cache DIR or set GVX_CACHE)", err)
+			return nil, fmt.Errorf("no cache directory: %w (pass --cache DIR or set GVX_CACHE_DIR)", err)
 		}
 		dir = d
 	}
 	cc, err := cache.Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w (pass --cache DIR or set GVX_CACHE to use another directory)", err)
+		return nil, fmt.Errorf("%w (pass --cache DIR or set GVX_CACHE_DIR to use another directory)", err)
 	}
 	return cc, nil
 }

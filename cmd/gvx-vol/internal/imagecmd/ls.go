@@ -16,9 +16,11 @@ func lsCommand() *cli.Command {
 		Name:      "ls",
 		Usage:     "list the images in the cache",
 		ArgsUsage: " ",
-		Description: `Lists every image added to the cache: its source, profile, platform, the
-cache digest of its flattened form, its size and when it was added. --json
-prints the full records, with the paths of the EROFS and config files.
+		Description: `Lists every image added to the cache: its source or local name (as Docker
+prints it: docker:dind), profile, platform, the cache digest of its
+flattened form, its size and when it was added; a local name's SOURCE is
+where its image came from. --json prints the full records, with the paths
+of the EROFS and config files.
 
 Examples:
    gvx-vol image ls
@@ -46,14 +48,14 @@ Examples:
 				return cliutil.PrintJSON(c.App.Writer, list)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "REF\tPROFILE\tPLATFORM\tDIGEST\tSIZE\tADDED")
+			fmt.Fprintln(tw, "REF\tPROFILE\tPLATFORM\tDIGEST\tSIZE\tADDED\tSOURCE")
 			for _, r := range list {
 				size := cliutil.FormatSize(r.Size)
 				if r.EROFS == "" {
 					size = "missing"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref, r.Profile, r.Platform,
-					shortDigest(r.Digest), size, r.Added.Local().Format("2006-01-02 15:04"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", image.FamiliarName(r.Ref), r.Profile, r.Platform,
+					shortDigest(r.Digest), size, r.Added.Local().Format("2006-01-02 15:04"), r.Source)
 			}
 			return tw.Flush()
 		},

@@ -15,9 +15,10 @@ func rmCommand() *cli.Command {
 		Usage:     "remove images from the cache's index (gc frees their files)",
 		ArgsUsage: "REF...",
 		Description: `Removes each REF (a SOURCE as given to "image add", in any spelling that
-resolves to the same image, or a cache digest from "image ls --json") from
-the index, in every profile unless --profile says which. The files stay
-until "gvx-vol image gc", and are kept as long as another REF uses them.
+resolves to the same image, a local name, or a cache digest from "image ls
+--json": every entry of that image) from the index, in every profile unless
+--profile says which. The files stay until "gvx-vol image gc", and are kept
+as long as another REF or name uses them.
 
 Examples:
    gvx-vol image rm localhost:5000/app:v1
@@ -41,7 +42,7 @@ Examples:
 					return err
 				}
 				for _, r := range gone {
-					fmt.Fprintf(c.App.Writer, "removed %s (%s profile, %s)\n", r.Ref, r.Profile, shortDigest(r.Digest))
+					fmt.Fprintf(c.App.Writer, "removed %s (%s profile, %s)\n", image.FamiliarName(r.Ref), r.Profile, shortDigest(r.Digest))
 				}
 			}
 			return nil

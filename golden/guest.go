@@ -1,4 +1,4 @@
-package goldencmd
+package golden
 
 import (
 	"bufio"
@@ -6,11 +6,13 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"z.gfire.dev/gvx/runtime/dind"
 )
 
-// The guest side of build-golden is one POSIX shell script run as the
-// daemon image's entrypoint (sh -c): it starts the daemon through the
-// image's dockerd-entrypoint.sh (as docker:dind's own entrypoint does),
+// The guest side of Build is one POSIX shell script run as the daemon
+// image's entrypoint (sh -c): it starts the daemon with the image's own
+// daemon command (daemonCommand: docker:dind's dockerd-entrypoint.sh),
 // waits for `docker info`, loads the tars with the image's docker CLI,
 // lists the images, and stops the daemon with SIGTERM so it flushes and
 // unmounts its state cleanly before the volume is compacted. It reports
@@ -49,18 +51,26 @@ func daemonFlags(extra []string) []string {
 	return append(append([]string(nil), extra...), "--host="+guestSocket)
 }
 
+// daemonArgv is the whole daemon command line: command, daemonFlags(extra)
+// and what the Sentry needs (dind.AddFlags: the same flags rungv run adds
+// to a docker:dind command; a flag extra gives wins).
+func daemonArgv(command, extra []string) []string {
+	return append(append([]string(nil), command...), dind.AddFlags(daemonFlags(extra))...)
+}
+
 // stopSecs is how long the daemon may take to stop.
 const stopSecs = 60
 
-// guestScript returns the script for these loads (guest paths) and extra
-// dockerd flags, waiting at most readySecs for the daemon.
-func guestScript(loads, daemonArgs []string, readySecs int) string {
+// guestScript returns the script that starts the daemon with command
+// (daemonCommand) and extra dockerd flags, waits at most readySecs for it
+// and loads loads (guest paths).
+func guestScript(command, loads, daemonArgs []string, readySecs int) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("set -u")
 	w("log=/tmp/gvx-golden-dockerd.log")
 	w("fail() { echo %s \"$1\"; tail -n 40 \"$log\" 2>/dev/null; kill -TERM \"$pid\" 2>/dev/null; exit 3; }", tagFail)
-	w("dockerd-entrypoint.sh %s >\"$log\" 2>&1 &", shellQuote(daemonFlags(daemonArgs)...))
+	w("%s >\"$log\" 2>&1 &", shellQuote(daemonArgv(command, daemonArgs)...))
 	w("pid=$!")
 	w("i=0")
 	w("until docker info >/dev/null 2>&1; do")

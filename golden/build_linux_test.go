@@ -1,10 +1,10 @@
-package goldencmd
+package golden
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,15 +15,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/runtime/runtimetest"
 )
 
 var (
+	setupDir string
 	rungvBin string
 	standIn  string // the stand-in daemon image
 	setupErr error
@@ -63,10 +65,7 @@ image) while read -r l; do echo "GVX-IMAGE $l"; done </var/lib/docker/images ;;
 esac
 `
 
-var (
-	setupOnce sync.Once
-	setupDir  string
-)
+var setupOnce sync.Once
 
 // TestMain removes what setup built. Setup runs on the first need, not
 // here: fuzzing workers run this binary too and need no rungv.
@@ -78,25 +77,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// setup builds rungv and the stand-in daemon image (whose entrypoint is
+// the stand-in dockerd-entrypoint.sh, by its full path, as docker:dind's
+// is by name) in a directory every user may read.
 func setup() {
-	dir, err := os.MkdirTemp("", "gvx-golden-test-")
-	if err != nil {
-		setupErr = err
-		return
-	}
-	setupDir = dir
-	rungvBin = filepath.Join(dir, "rungv")
-	build := exec.Command("go", "build", "-o", rungvBin, "z.gfire.dev/gvx/cmd/rungv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		setupErr = fmt.Errorf("go build rungv: %v\n%s", err, out)
-		return
-	}
-	img := filepath.Join(dir, "standin")
-	setupErr = runtimetest.Busybox(img, v1.Config{Env: []string{"PATH=/usr/local/bin:/bin"}},
+	env, err := runtimetest.NewEnv("gvx-golden-test-", v1.Config{
+		Entrypoint: []string{"/usr/local/bin/dockerd-entrypoint.sh"},
+		Env:        []string{"PATH=/usr/local/bin:/bin"},
+	},
 		runtimetest.File{Path: "usr/local/bin/dockerd-entrypoint.sh", Mode: 0o755, Body: standInDaemon},
 		runtimetest.File{Path: "usr/local/bin/docker", Mode: 0o755, Body: standInDocker})
-	standIn = "oci:" + img
+	setupDir, rungvBin, standIn, setupErr = env.Dir, env.Rungv, env.ImageRef, err
 }
 
 func need(t *testing.T) {
@@ -117,16 +108,6 @@ func need(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 }
 
-// runCLI runs "gvx-vol build-golden ARGS..." in-process and returns its
-// stdout, stderr and error.
-func runCLI(args ...string) (string, string, error) {
-	var out, errb bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: Commands(), Writer: &out, ErrWriter: &errb,
-		ExitErrHandler: func(*cli.Context, error) {}}
-	err := app.Run(append([]string{"gvx-vol", "build-golden"}, args...))
-	return out.String(), errb.String(), err
-}
-
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 func dirNames(t *testing.T, dir string) []string {
@@ -142,7 +123,13 @@ func dirNames(t *testing.T, dir string) []string {
 	return n
 }
 
-func TestBuildGoldenPipeline(t *testing.T) {
+// TestBuildPipeline: Build as a library, with the stand-in daemon image:
+// two --load tars from two directories and one pull from the registry on
+// loopback, no daemon flags given. The daemon is started with the image's
+// own entrypoint, with the Sentry's flags (as rungv run adds them) and the
+// guest socket; the summary, the progress, the volume (ext4lite's check,
+// e2fsck -fn) and the directory next to Out are as promised.
+func TestBuildPipeline(t *testing.T) {
 	need(t)
 	dir := t.TempDir()
 	tars := t.TempDir()
@@ -161,23 +148,21 @@ func TestBuildGoldenPipeline(t *testing.T) {
 	dg, _ := img.Digest()
 
 	out := filepath.Join(dir, "golden.ext4")
-	stdout, stderr, err := runCLI("--rungv", rungvBin, "--daemon-image", standIn, "--load", a, "--load", b, "--pull", ref,
-		"--daemon-arg=--iptables=false", "--size", "256M", "--timeout", "2m", "--json", out)
+	var logb bytes.Buffer
+	sum, err := Build(context.Background(), Options{Out: out, Rungv: rungvBin, DaemonImage: standIn,
+		Loads: []string{a, b}, Pulls: []string{ref}, Size: 256 << 20, Log: &logb})
+	stderr := logb.String()
 	if err != nil {
-		t.Fatalf("build-golden: %v\nstderr:\n%s", err, stderr)
+		t.Fatalf("Build: %v\nlog:\n%s", err, stderr)
 	}
-	for _, want := range []string{"pull " + ref + ": 2 layers, ", "daemon ready in", "load /gvx-golden/load/0/alpha.tar", "Loaded image: beta:latest", "Loaded image: " + ref, "daemon stopped (status 0)", "compacting"} {
+	for _, want := range []string{"pull " + ref + ": 2 layers, ", "(" + standIn + ": /usr/local/bin/dockerd-entrypoint.sh)", "daemon ready in", "load /gvx-golden/load/0/alpha.tar", "Loaded image: beta:latest", "Loaded image: " + ref, "daemon stopped (status 0)", "compacting"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr)
 		}
 	}
-	var sum Summary
-	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
-		t.Fatalf("%v: %s", err, stdout)
-	}
 	want := []Image{{Ref: "alpha:latest", ID: "sha256:" + sha(bodyA), Size: "1kB"}, {Ref: "beta:latest", ID: "sha256:" + sha(bodyB), Size: "1kB"},
 		{Ref: ref, ID: id.String(), Digest: dg.String(), Size: "2kB"}}
-	if fmt.Sprint(sum.Images) != fmt.Sprint(want) || sum.Volume != out || sum.SizeBytes != 256<<20 {
+	if fmt.Sprint(sum.Images) != fmt.Sprint(want) || sum.Volume != out || sum.SizeBytes != 256<<20 || sum.DaemonImage != standIn || !strings.HasPrefix(sum.DaemonDigest, "sha256:") || sum.Seconds <= 0 {
 		t.Errorf("summary %+v, want images %+v", sum, want)
 	}
 	if sum.UsedBytes <= int64(len(bodyA)) || sum.AllocatedBytes <= 0 || sum.AllocatedBytes > sum.UsedBytes+1<<20 {
@@ -194,7 +179,7 @@ func TestBuildGoldenPipeline(t *testing.T) {
 	if rep, err := v.Check(nil); err != nil || !rep.Clean() {
 		t.Fatalf("check: %v %v", err, rep.Err())
 	}
-	for name, want := range map[string]string{"shutdown": "clean\n", "args": "--iptables=false --host=unix:///var/run/docker.sock\n", "image/alpha.tar": string(bodyA)} {
+	for name, want := range map[string]string{"shutdown": "clean\n", "args": "--host=unix:///var/run/docker.sock --iptables=false --ip6tables=false\n", "image/alpha.tar": string(bodyA)} {
 		f, err := v.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -212,10 +197,11 @@ func TestBuildGoldenPipeline(t *testing.T) {
 	}
 }
 
-// TestBuildGoldenFailures: a failing load, a daemon image without a
-// daemon, and an existing OUT each fail with a clear error, leaving no OUT
-// and no temporary file (an existing OUT untouched).
-func TestBuildGoldenFailures(t *testing.T) {
+// TestBuildFailures: a failing load, a daemon image without a daemon, a
+// missing pull and bad options each fail with a clear error, leaving no
+// Out and no temporary file; bad options are ErrBadOption, and an existing
+// Out is ErrExists and stays untouched.
+func TestBuildFailures(t *testing.T) {
 	need(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.tar")
@@ -226,21 +212,25 @@ func TestBuildGoldenFailures(t *testing.T) {
 	reg := testRegistry(t)
 	cases := []struct {
 		name string
-		args []string
+		o    Options
 		want string
+		is   error
 	}{
-		{"failing load", []string{"--daemon-image", standIn, "--load", bad}, "docker load -i /gvx-golden/load/0/bad.tar:"},
-		{"missing tar", []string{"--daemon-image", standIn, "--load", filepath.Join(dir, "none.tar")}, "no such file"},
-		{"no daemon", []string{"--daemon-image", "oci:" + filepath.Join(dir, "nothing")}, "run the daemon image"},
-		{"pull of a missing image", []string{"--daemon-image", standIn, "--pull", reg + "/gvx/none:v1"}, "--pull " + reg + "/gvx/none:v1: GET "},
-		{"bad reference", []string{"--daemon-image", standIn, "--pull", "Bad:Ref!"}, `--pull "Bad:Ref!": not an image reference`},
-		{"bad platform", []string{"--daemon-image", standIn, "--platform", "linux"}, "--platform: "},
+		{"failing load", Options{DaemonImage: standIn, Loads: []string{bad}}, "docker load -i /gvx-golden/load/0/bad.tar:", nil},
+		{"missing tar", Options{DaemonImage: standIn, Loads: []string{filepath.Join(dir, "none.tar")}}, "no such file", nil},
+		{"no daemon image", Options{DaemonImage: "oci:" + filepath.Join(dir, "nothing")}, "daemon image oci:" + filepath.Join(dir, "nothing") + ": image: not found", image.ErrNotFound},
+		{"unknown local name", Options{DaemonImage: "docker:dind", DaemonPull: image.PullNever}, "gvx-vol image add --tag docker:dind SOURCE", image.ErrNotCached},
+		{"pull of a missing image", Options{DaemonImage: standIn, Pulls: []string{reg + "/gvx/none:v1"}}, "pull " + reg + "/gvx/none:v1: image: not found", image.ErrNotFound},
+		{"bad reference", Options{DaemonImage: standIn, Pulls: []string{"Bad:Ref!"}}, `pull "Bad:Ref!": not an image reference`, ErrBadOption},
+		{"bad platform", Options{DaemonImage: standIn, Platform: "linux"}, "platform \"linux\"", ErrBadOption},
+		{"bad pull policy", Options{DaemonImage: standIn, DaemonPull: "sometimes"}, "want missing, always or never", ErrBadOption},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, stderr, err := runCLI(append(append([]string{"--rungv", rungvBin, "--size", "64M", "--ready-timeout", "20s", "--timeout", "2m"}, c.args...), out)...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err %v, want %q\nstderr:\n%s", err, c.want, stderr)
+			c.o.Out, c.o.Rungv, c.o.Size, c.o.ReadyTimeout = out, rungvBin, 64<<20, 20*time.Second
+			_, err := Build(context.Background(), c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) || c.is != nil && !errors.Is(err, c.is) {
+				t.Fatalf("err %v, want %q (%v)", err, c.want, c.is)
 			}
 			if names := dirNames(t, dir); strings.Join(names, " ") != "bad.tar" {
 				t.Errorf("left behind: %v", names)
@@ -250,10 +240,10 @@ func TestBuildGoldenFailures(t *testing.T) {
 	if err := os.WriteFile(out, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runCLI("--rungv", rungvBin, "--daemon-image", standIn, out); err == nil || !strings.Contains(err.Error(), "--force") {
-		t.Errorf("existing OUT: %v", err)
+	if _, err := Build(context.Background(), Options{Out: out, Rungv: rungvBin, DaemonImage: standIn}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), out) {
+		t.Errorf("existing Out: %v", err)
 	}
 	if b, _ := os.ReadFile(out); string(b) != "keep" {
-		t.Error("existing OUT changed")
+		t.Error("existing Out changed")
 	}
 }

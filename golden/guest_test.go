@@ -1,10 +1,12 @@
-package goldencmd
+package golden
 
 import (
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"z.gfire.dev/gvx/image"
 )
 
 // TestShellQuote runs quoted words through a real shell.
@@ -30,7 +32,7 @@ func TestGuestScriptSyntax(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh here")
 	}
-	s := guestScript([]string{"/gvx-golden/load/0/it's.tar"}, []string{"--iptables=false"}, 10)
+	s := guestScript([]string{"/usr/local/bin/dockerd-entrypoint.sh"}, []string{"/gvx-golden/load/0/it's.tar"}, []string{"--iptables=false"}, 10)
 	if out, err := exec.Command(sh, "-n", "-c", s).CombinedOutput(); err != nil {
 		t.Fatalf("sh -n: %v %s\n%s", err, out, s)
 	}
@@ -49,6 +51,38 @@ func TestDaemonFlags(t *testing.T) {
 	} {
 		if got := daemonFlags(c.in); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestDaemonArgv: a dind entrypoint gets the Sentry's flags (as rungv run
+// adds them) after the caller's, unless the caller gave them.
+func TestDaemonArgv(t *testing.T) {
+	for _, c := range []struct{ cmd, extra, want []string }{
+		{[]string{"dockerd-entrypoint.sh"}, nil, []string{"dockerd-entrypoint.sh", "--host=unix:///var/run/docker.sock", "--iptables=false", "--ip6tables=false"}},
+		{[]string{"dockerd"}, []string{"--iptables=true", "-H", "fd://"}, []string{"dockerd", "--iptables=true", "-H", "fd://", "--ip6tables=false"}},
+	} {
+		if got := daemonArgv(c.cmd, c.extra); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q %q: %q, want %q", c.cmd, c.extra, got, c.want)
+		}
+	}
+}
+
+// TestDaemonCommand: docker:dind's entrypoint (by any path, with a Cmd of
+// flags) is what starts the daemon; anything else falls back to
+// dockerd-entrypoint.sh.
+func TestDaemonCommand(t *testing.T) {
+	for _, c := range []struct {
+		entry, cmd, want []string
+	}{
+		{[]string{"dockerd-entrypoint.sh"}, nil, []string{"dockerd-entrypoint.sh"}},
+		{[]string{"/usr/local/bin/dockerd-entrypoint.sh"}, []string{"--tls=false"}, []string{"/usr/local/bin/dockerd-entrypoint.sh", "--tls=false"}},
+		{[]string{"dockerd"}, []string{"sh"}, []string{"dockerd"}},
+		{nil, []string{"sh"}, []string{"dockerd-entrypoint.sh"}},
+		{[]string{"/bin/tini", "--"}, nil, []string{"dockerd-entrypoint.sh"}},
+	} {
+		if got := daemonCommand(&image.Config{Entrypoint: c.entry, Cmd: c.cmd}); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("entrypoint %q cmd %q: %q, want %q", c.entry, c.cmd, got, c.want)
 		}
 	}
 }
