@@ -27,10 +27,28 @@ type FieldError struct {
 	Err   error
 }
 
-func (e *FieldError) Error() string { return "spec: " + e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 // Unwrap returns ErrInvalid and Err.
 func (e *FieldError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// Rename returns err with the Field of each *FieldError in it (err itself,
+// or one that errors.Join joined) replaced by name(Field): the name a front
+// gives the field, a flag (--mount) or a Go field (Config.Mounts[0]).
+// Other errors are returned as they are.
+func Rename(err error, name func(field string) string) error {
+	if fe, ok := err.(*FieldError); ok {
+		return &FieldError{Field: name(fe.Field), Err: fe.Err}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, x := range j.Unwrap() {
+			out = append(out, Rename(x, name))
+		}
+		return errors.Join(out...)
+	}
+	return err
+}
 
 // Validate checks every field of s and returns the problems found, each a
 // *FieldError naming its field, joined (errors.Join); nil if s is valid.
@@ -190,7 +208,7 @@ func (v *validator) network(s *Spec) {
 			set  bool
 		}{{"egress", len(s.Egress) > 0}, {"allow_host_ports", len(s.AllowHostPorts) > 0}, {"nat_max_relays", s.NATMaxRelays != 0}} {
 			if f.set {
-				v.bad(f.name, "needs \"network\": \"nat\"")
+				v.bad(f.name, "needs network nat")
 			}
 		}
 	}

@@ -42,9 +42,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{func(s *Spec) { s.Ports[1].HostAddr = "127.0.0.1:65536" }, "ports[1].host_addr", "IP:PORT"},
 		{func(s *Spec) { s.Ports[1].GuestPort = 0 }, "ports[1].guest_port", "1 to 65535"},
 		{func(s *Spec) { s.Network = "bridge" }, "network", "want none or nat"},
-		{func(s *Spec) { s.Network = NetworkNone }, "egress", `needs "network": "nat"`},
-		{func(s *Spec) { s.Network, s.Egress = "", nil }, "allow_host_ports", `needs "network": "nat"`},
-		{func(s *Spec) { s.Network, s.Egress, s.AllowHostPorts = "", nil, nil }, "nat_max_relays", `needs "network": "nat"`},
+		{func(s *Spec) { s.Network = NetworkNone }, "egress", "needs network nat"},
+		{func(s *Spec) { s.Network, s.Egress = "", nil }, "allow_host_ports", "needs network nat"},
+		{func(s *Spec) { s.Network, s.Egress, s.AllowHostPorts = "", nil, nil }, "nat_max_relays", "needs network nat"},
 		{func(s *Spec) { s.Egress = []string{"allow=10.0.0.0/8", "allow=example.com"} }, "egress[1]", "allow=CIDR"},
 		{func(s *Spec) { s.AllowHostPorts = []int{0} }, "allow_host_ports[0]", "not in 1..65535"},
 		{func(s *Spec) { s.NATMaxRelays = -1 }, "nat_max_relays", "positive"},
@@ -81,7 +81,7 @@ func TestValidateReportsAll(t *testing.T) {
 	s := &Spec{Version: Version, Workdir: "rel", Limits: Limits{CPUs: -1}}
 	err := s.Validate()
 	for _, f := range []string{"image", "workdir", "limits.cpus"} {
-		if !strings.Contains(err.Error(), "spec: "+f+":") {
+		if !strings.Contains(err.Error(), f+":") {
 			t.Errorf("%v does not name %s", err, f)
 		}
 	}
@@ -102,5 +102,22 @@ func TestClone(t *testing.T) {
 	}
 	if e := (&Spec{}).Clone().Entrypoint; e != nil {
 		t.Error("Clone turned the image's entrypoint into a cleared one")
+	}
+}
+
+func TestRename(t *testing.T) {
+	s := &Spec{Version: Version, Workdir: "rel", Limits: Limits{CPUs: -1}}
+	err := Rename(s.Validate(), func(f string) string { return "--" + f })
+	for _, f := range []string{"--image:", "--workdir:", "--limits.cpus:"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%v does not name %s", err, f)
+		}
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("renamed %v is no longer ErrInvalid", err)
+	}
+	plain := errors.New("x")
+	if Rename(plain, strings.ToUpper) != plain || Rename(nil, strings.ToUpper) != nil {
+		t.Error("Rename changed an error without fields")
 	}
 }
