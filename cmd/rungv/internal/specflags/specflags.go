@@ -124,7 +124,9 @@ func Whole(c *cli.Context, verb, source string, read func() (*spec.Spec, error))
 // validating it (Spec does). Relative host paths are made absolute.
 func FromFlags(c *cli.Context) (*spec.Spec, error) {
 	s := spec.New(c.Args().First())
-	s.Args = c.Args().Tail()
+	if tail := c.Args().Tail(); len(tail) > 0 {
+		s.Args = tail
+	}
 	s.Workdir = c.String("workdir")
 	s.User = c.String("user")
 	s.Network = spec.NetworkMode(c.String("network"))
