@@ -4,6 +4,7 @@ package runcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -160,7 +161,13 @@ func runEpisode(c *cli.Context) error {
 	start := time.Now()
 	err := runEpisodeReport(c, rep)
 	var ec cli.ExitCoder
+	var usage *specflags.UsageError
 	switch {
+	case errors.As(err, &usage):
+		rep.emit(event{Event: "error", Error: usage.Error(), Seconds: time.Since(start).Seconds()}, "")
+		if rep.json { // the error is in the event; keep the exit status
+			return cli.Exit("", usage.ExitCode())
+		}
 	case err == nil:
 		code := 0
 		rep.emit(event{Event: "exit", ExitCode: &code, Seconds: time.Since(start).Seconds()}, "")
@@ -204,7 +211,7 @@ func episodeSpec(c *cli.Context) (*spec.Spec, error) {
 	if fd <= 2 {
 		return nil, specflags.Usage(verb, "--spec-fd %d: standard input, output and error are the guest's; pass the spec on another descriptor", fd)
 	}
-	return specflags.Whole(c, verb, fmt.Sprintf("--spec-fd %d", fd), func() (*spec.Spec, error) {
+	return specflags.Whole(c, verb, fmt.Sprintf("--spec-fd %d", fd), fmt.Sprintf("--spec-fd %d", fd), func() (*spec.Spec, error) {
 		f := os.NewFile(uintptr(fd), "spec-fd")
 		if f == nil {
 			return nil, fmt.Errorf("not an open descriptor")

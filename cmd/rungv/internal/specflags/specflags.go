@@ -66,9 +66,18 @@ func episodeFlags() []string {
 	return names
 }
 
-// Usage is a usage error of verb, exit status 2.
+// UsageError is a usage error: a flag, an argument or a spec that is
+// wrong, found before any episode starts. It exits with status 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// ExitCode is cliconv.UsageExit.
+func (e *UsageError) ExitCode() int { return cliconv.UsageExit }
+
+// Usage is a usage error of verb.
 func Usage(verb, format string, a ...any) error {
-	return cli.Exit(verb+": "+fmt.Sprintf(format, a...), cliconv.UsageExit)
+	return &UsageError{Msg: verb + ": " + fmt.Sprintf(format, a...)}
 }
 
 // Spec returns the episode c describes: read from --spec FILE when it is
@@ -95,12 +104,13 @@ func Spec(c *cli.Context, verb string) (*spec.Spec, error) {
 // FromFile reads the spec in file, refusing episode flags and arguments
 // beside it: the file is the whole episode.
 func FromFile(c *cli.Context, verb, file string) (*spec.Spec, error) {
-	return Whole(c, verb, "--spec "+file, func() (*spec.Spec, error) { return spec.ReadFile(file) })
+	return Whole(c, verb, "--spec", "--spec "+file, func() (*spec.Spec, error) { return spec.ReadFile(file) })
 }
 
 // Whole reads a whole spec with read, from source ("--spec FILE",
-// "--spec-fd 4"), refusing episode flags and arguments beside it.
-func Whole(c *cli.Context, verb, source string, read func() (*spec.Spec, error)) (*spec.Spec, error) {
+// "--spec-fd 4"), refusing episode flags and arguments beside it. Errors
+// of read are prefixed with flag.
+func Whole(c *cli.Context, verb, flag, source string, read func() (*spec.Spec, error)) (*spec.Spec, error) {
 	var beside []string
 	for _, n := range episodeFlags() {
 		if c.IsSet(n) {
@@ -115,7 +125,7 @@ func Whole(c *cli.Context, verb, source string, read func() (*spec.Spec, error))
 	}
 	s, err := read()
 	if err != nil {
-		return nil, Usage(verb, "%s: %v", source, err)
+		return nil, Usage(verb, "%s: %v", flag, err)
 	}
 	return s, nil
 }
