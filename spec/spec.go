@@ -1,6 +1,10 @@
 package spec
 
-import "slices"
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+)
 
 // Version is the spec version this package reads and writes. A spec of
 // any other version is refused (Parse), so a reader never half-understands
@@ -100,6 +104,34 @@ func (s *Spec) Clone() *Spec {
 	c.Egress = slices.Clone(s.Egress)
 	c.AllowHostPorts = slices.Clone(s.AllowHostPorts)
 	return &c
+}
+
+// AbsPaths makes the host paths of s (mount sources, published sockets)
+// absolute, relative to the working directory: what a front does with the
+// paths its user gave before the spec leaves the process.
+func (s *Spec) AbsPaths() error {
+	abs := func(field string, p *string) error {
+		if *p == "" || filepath.IsAbs(*p) {
+			return nil
+		}
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			return &FieldError{Field: field, Err: fmt.Errorf("%q: %w", *p, err)}
+		}
+		*p = a
+		return nil
+	}
+	for i := range s.Mounts {
+		if err := abs(fmt.Sprintf("mounts[%d].source", i), &s.Mounts[i].Source); err != nil {
+			return err
+		}
+	}
+	for i := range s.Ports {
+		if err := abs(fmt.Sprintf("ports[%d].host_socket", i), &s.Ports[i].HostSocket); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MountType is the kind of a Mount.

@@ -3,6 +3,8 @@ package spec
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -119,5 +121,23 @@ func TestRename(t *testing.T) {
 	plain := errors.New("x")
 	if Rename(plain, strings.ToUpper) != plain || Rename(nil, strings.ToUpper) != nil {
 		t.Error("Rename changed an error without fields")
+	}
+}
+
+func TestAbsPaths(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, _ := os.Getwd()
+	s := New("oci:/img")
+	s.Mounts = []Mount{{Type: MountVolume, Source: "v,1=x.ext4", Target: "/d"}, {Type: MountBind, Source: "/abs", Target: "/b"}, {Type: MountTmpfs, Target: "/t"}}
+	s.Ports = []Port{{HostSocket: "d.sock", GuestPort: 1}, {HostAddr: "127.0.0.1:1", GuestPort: 2}}
+	if err := s.AbsPaths(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Mounts[0].Source != filepath.Join(wd, "v,1=x.ext4") || s.Mounts[1].Source != "/abs" || s.Mounts[2].Source != "" ||
+		s.Ports[0].HostSocket != filepath.Join(wd, "d.sock") || s.Ports[1].HostSocket != "" {
+		t.Errorf("AbsPaths: %+v %+v", s.Mounts, s.Ports)
+	}
+	if err := s.Validate(); err != nil {
+		t.Error(err)
 	}
 }

@@ -3,7 +3,6 @@ package gvx
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -42,7 +41,7 @@ func (c *Config) Spec() (*spec.Spec, error) {
 	s.Env = append(s.Env, c.Envv...)
 	s.Workdir, s.User = c.Workdir, c.User
 	for i, m := range c.Mounts {
-		sm := spec.Mount{Target: m.GuestPath, ReadOnly: m.ReadOnly}
+		sm := spec.Mount{Source: m.ImagePath, Target: m.GuestPath, ReadOnly: m.ReadOnly}
 		switch m.Kind {
 		case MountVolume:
 			sm.Type = spec.MountVolume
@@ -53,25 +52,10 @@ func (c *Config) Spec() (*spec.Spec, error) {
 		default:
 			return nil, fmt.Errorf("gvx: Config.Mounts[%d].Kind: unknown MountKind %d", i, int(m.Kind))
 		}
-		if m.ImagePath != "" {
-			p, err := filepath.Abs(m.ImagePath)
-			if err != nil {
-				return nil, fmt.Errorf("gvx: Config.Mounts[%d].ImagePath: %w", i, err)
-			}
-			sm.Source = p
-		}
 		s.Mounts = append(s.Mounts, sm)
 	}
-	for i, p := range c.Ports {
-		sp := spec.Port{HostAddr: p.HostAddr, GuestPort: p.GuestPort}
-		if p.HostSocket != "" {
-			hs, err := filepath.Abs(p.HostSocket)
-			if err != nil {
-				return nil, fmt.Errorf("gvx: Config.Ports[%d].HostSocket: %w", i, err)
-			}
-			sp.HostSocket = hs
-		}
-		s.Ports = append(s.Ports, sp)
+	for _, p := range c.Ports {
+		s.Ports = append(s.Ports, spec.Port{HostSocket: p.HostSocket, HostAddr: p.HostAddr, GuestPort: p.GuestPort})
 	}
 	s.Egress = append(s.Egress, c.Egress...)
 	s.AllowHostPorts = append(s.AllowHostPorts, c.AllowHostPorts...)
@@ -80,6 +64,9 @@ func (c *Config) Spec() (*spec.Spec, error) {
 	s.Limits = spec.Limits{MemoryBytes: r.MemoryBytes, CPUs: float64(r.CPUMillis) / 1000, Pids: max(r.PidsLimit, -1)}
 	if r.BestEffort {
 		s.Limits.Policy = spec.LimitsBestEffort
+	}
+	if err := s.AbsPaths(); err != nil {
+		return nil, fmt.Errorf("gvx: %w", spec.Rename(err, configField))
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("gvx: %w", spec.Rename(err, configField))

@@ -187,10 +187,9 @@ func TestPoolCLIKillAfter(t *testing.T) {
 	}
 }
 
-// TestPoolCLIMountSize: an extra --mount keeps its size= (the pool once
-// dropped it and the missing volume came out 32 GiB), and a quoted CSV
-// field carries a path with "," and "=" through the pool to rungv run.
-func TestPoolCLIMountSize(t *testing.T) {
+// needSandbox skips t where no rootless sandbox can run.
+func needSandbox(t *testing.T) {
+	t.Helper()
 	if setupErr != nil {
 		t.Skip(setupErr)
 	}
@@ -199,13 +198,27 @@ func TestPoolCLIMountSize(t *testing.T) {
 			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
 		}
 	}
-	dir := t.TempDir()
+}
+
+// emptyGolden makes an empty 64 MiB golden volume in dir.
+func emptyGolden(t *testing.T, dir string) string {
+	t.Helper()
 	golden := filepath.Join(dir, "golden.ext4")
 	v, err := ext4lite.Create(golden, 64<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.Close()
+	return golden
+}
+
+// TestPoolCLIMountSize: an extra --mount keeps its size= (the pool once
+// dropped it and the missing volume came out 32 GiB), and a quoted CSV
+// field carries a path with "," and "=" through the pool to rungv run.
+func TestPoolCLIMountSize(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	golden := emptyGolden(t, dir)
 	extra := filepath.Join(dir, "extra,1=x.ext4")
 	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
 		"-n", "1", "--json", "--mount", `type=volume,"src=`+extra+`",dst=/extra,size=80m`,
@@ -219,7 +232,7 @@ func TestPoolCLIMountSize(t *testing.T) {
 	if err != nil || st.Size() != 80<<20 {
 		t.Fatalf("the extra volume: %v, %v; want a file of 80 MiB (%s)", st, err, out)
 	}
-	v, err = ext4lite.Open(extra, &ext4lite.Options{ReadOnly: true})
+	v, err := ext4lite.Open(extra, &ext4lite.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,24 +285,12 @@ func TestPoolCLIRefuses(t *testing.T) {
 // default policy (a server on the host's 127.0.0.1 is refused through
 // 10.0.2.2) and take --allow-host-port like rungv run.
 func TestPoolCLIEgress(t *testing.T) {
-	if setupErr != nil {
-		t.Skip(setupErr)
-	}
-	if os.Getuid() != 0 {
-		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
-		}
-	}
+	needSandbox(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-secret") }))
 	defer srv.Close()
 	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
 	dir := t.TempDir()
-	golden := filepath.Join(dir, "golden.ext4")
-	v, err := ext4lite.Create(golden, 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
+	golden := emptyGolden(t, dir)
 	for _, c := range []struct {
 		flags []string
 		want  string

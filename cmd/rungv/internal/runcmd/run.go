@@ -45,7 +45,8 @@ dockerd-entrypoint.sh command also gets --iptables=false --ip6tables=false
 (the Sentry's netstack has no MASQUERADE).
 
 --mount type=volume,src=FILE.ext4,dst=PATH[,readonly][,size=32G] mounts an
-ext4lite volume; a missing FILE is created (sparse, size= or 32G).
+ext4lite volume; a missing FILE is created (sparse, size= or 32G). As in
+docker, --mount is CSV: quote a field that holds a comma ("src=/a,b").
 -p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket that
 rungv creates (mode 0600; an existing path is refused unless it is a stale
 socket of yours) and removes at the end; the guest gets each connection as
@@ -67,6 +68,14 @@ first nameserver (reached even on the host's loopback). --nat-max-relays
 bounds the guest's open connections and UDP flows. --network none gives
 loopback only and the strictest host lockdown.
 
+The flags build one episode spec (docs/runtime.md, "The episode spec"), the
+JSON value the Go SDK sends on --spec-fd. --spec FILE reads a whole one
+instead; an episode flag, IMAGE or COMMAND beside it is a usage error (the
+file is the whole episode), while host-side flags (--json, --log-level,
+--cache-dir, --debug-log) still apply. --pull missing (the default) takes
+IMAGE from the cache when it is there, always fetches it, never stays
+offline.
+
 Examples:
    # a golden /var/lib/docker: a docker:dind seed on a new volume
    rungv run -p unix:/srv/rl-snapshots/seed.sock:2375 \
@@ -82,7 +91,8 @@ Examples:
        -e DOCKER_TLS_CERTDIR= docker:dind --tls=false
 
    rungv run oci:./busybox-layout echo hi
-   rungv run --network none --json oci:./img sh -c 'exit 3'   # events as JSON on stderr`,
+   rungv run --network none --json oci:./img sh -c 'exit 3'   # events as JSON on stderr
+   rungv run --spec episode.json                              # the whole episode in a file`,
 	Flags: append(specflags.Flags(),
 		&cli.IntFlag{Name: "spec-fd", Value: -1, Usage: "read the whole episode as a JSON spec from this open file descriptor `N` (a pipe; what the Go SDK uses), as --spec does from a file"},
 		&cli.BoolFlag{Name: "rm", Usage: "remove the episode when it exits (always done; accepted for docker compatibility)"},

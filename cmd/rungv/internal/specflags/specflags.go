@@ -6,7 +6,6 @@ package specflags
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -185,11 +184,6 @@ func FromFlags(c *cli.Context) (*spec.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m.Source != "" {
-			if m.Source, err = filepath.Abs(m.Source); err != nil {
-				return nil, fmt.Errorf("--mount %q: %w", arg, err)
-			}
-		}
 		s.Mounts = append(s.Mounts, m)
 	}
 	for _, arg := range c.StringSlice("publish") {
@@ -197,12 +191,10 @@ func FromFlags(c *cli.Context) (*spec.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.HostSocket != "" {
-			if p.HostSocket, err = filepath.Abs(p.HostSocket); err != nil {
-				return nil, fmt.Errorf("-p %q: %w", arg, err)
-			}
-		}
 		s.Ports = append(s.Ports, p)
+	}
+	if err := s.AbsPaths(); err != nil {
+		return nil, spec.Rename(err, FlagOf)
 	}
 	s.Egress = c.StringSlice("egress")
 	s.AllowHostPorts = c.IntSlice("allow-host-port")
