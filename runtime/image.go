@@ -48,7 +48,7 @@ func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, sc
 	c, err := openCache(cacheDir)
 	var res *image.Result
 	if err == nil {
-		res, err = image.Get(ctx, c, ref, pull, image.Options{})
+		res, err = image.Get(ctx, c, ref, image.PullPolicy(pull), image.Options{})
 	}
 	if err != nil && (c == nil || errors.Is(err, fs.ErrPermission)) {
 		// A shared cache this user may read but not fill (root's): a
@@ -64,7 +64,7 @@ func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, sc
 			return nil, fmt.Errorf("image cache: %w", err)
 		}
 		if res == nil {
-			res, err = image.Get(ctx, c, ref, pull, image.Options{})
+			res, err = image.Get(ctx, c, ref, image.PullPolicy(pull), image.Options{})
 		}
 	}
 	if err != nil {

@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
-	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Errors returned by the runtime.
@@ -23,13 +21,38 @@ var (
 	ErrBadOption = errors.New("rungv: bad option")
 )
 
-// NetworkMode selects the guest's network.
-type NetworkMode string
+// The episode's vocabulary is package spec's (one name per concept from
+// the SDK to the sandbox); these aliases keep runtime's names for it.
+type (
+	// NetworkMode selects the guest's network (spec.NetworkMode).
+	NetworkMode = spec.NetworkMode
+	// Isolation selects the walls rungv builds around the Sentry on the
+	// host, beyond gVisor's own (spec.Isolation).
+	Isolation = spec.Isolation
+	// PullPolicy says when an image named by a registry reference is
+	// fetched from its registry rather than taken from the image cache
+	// (spec.PullPolicy).
+	PullPolicy = spec.PullPolicy
+	// MountType is the kind of a Mount (spec.MountType).
+	MountType = spec.MountType
+	// Mount is one filesystem mounted into the guest (spec.Mount): Source
+	// is the host path (volume file or directory; empty for tmpfs), Target
+	// the absolute guest path. Size is the size of the volume
+	// CreateMissingVolume makes when Source does not exist (0:
+	// DefaultVolumeSize); AllowForeignOwner lets a volume file owned by
+	// another uid than the caller's be mounted; MaxOpen bounds the files
+	// the guest may hold open on the volume (0: volume.DefaultMaxOpen),
+	// past which opens fail with ENFILE.
+	Mount = spec.Mount
+	// LimitsPolicy says what Run does when a limit cannot be enforced
+	// on the host (spec.LimitsPolicy).
+	LimitsPolicy = spec.LimitsPolicy
+)
 
 // Network modes.
 const (
 	// NetworkNone gives the guest a loopback interface only.
-	NetworkNone NetworkMode = "none"
+	NetworkNone = spec.NetworkNone
 	// NetworkNAT gives the guest slirp's layout (eth0 10.0.2.15/24,
 	// gateway 10.0.2.2 = the host's 127.0.0.1 on Options.AllowHostPorts
 	// only, DNS 10.0.2.3 = the host's nameserver) with outbound TCP and
@@ -37,164 +60,49 @@ const (
 	// egress policy allows: by default the outside world only
 	// (Options.Egress; runtime/nat_linux.go; docs/runtime.md
 	// "Networking").
-	NetworkNAT NetworkMode = "nat"
+	NetworkNAT = spec.NetworkNAT
 )
-
-// Isolation selects the walls rungv builds around the Sentry on the host,
-// beyond gVisor's own (the Sentry's seccomp filters and its platform).
-type Isolation string
 
 // Isolation modes.
 const (
 	// IsolationAuto (the default, "") uses the strongest mode this host
 	// allows: IsolationNamespaces where user namespaces can be made,
 	// otherwise IsolationSeccompOnly.
-	IsolationAuto Isolation = "auto"
+	IsolationAuto = spec.IsolationAuto
 	// IsolationNamespaces runs the sandbox in user, network and PID
 	// namespaces of the episode's own, with a /proc of its own.
-	IsolationNamespaces Isolation = "namespaces"
+	IsolationNamespaces = spec.IsolationNamespaces
 	// IsolationSeccompOnly makes no namespace: for hosts that refuse
 	// them (an unprivileged container or Kubernetes pod, a gVisor
 	// sandbox). The rootfs is an EROFS file the Sentry opens itself and
 	// the network is user-space; the host processes still lock down.
-	IsolationSeccompOnly Isolation = "seccomp-only"
+	IsolationSeccompOnly = spec.IsolationSeccompOnly
 )
-
-// ParseIsolation parses --isolation.
-func ParseIsolation(s string) (Isolation, error) {
-	switch Isolation(s) {
-	case "", IsolationAuto:
-		return IsolationAuto, nil
-	case IsolationNamespaces, IsolationSeccompOnly:
-		return Isolation(s), nil
-	}
-	return "", fmt.Errorf("%w: --isolation %q: want auto, namespaces or seccomp-only", ErrBadOption, s)
-}
-
-// PullPolicy says when an image named by a registry reference is fetched
-// from its registry rather than taken from the image cache, as docker
-// run --pull does. It is package image's type (image.Get applies it), so
-// rungv, the SDK and build-golden name the concept once.
-type PullPolicy = image.PullPolicy
 
 // Pull policies.
 const (
 	// PullMissing (the default, "") uses a name the cache knows (a local
 	// tag, or an image pulled before) and pulls only when it does not.
-	PullMissing = image.PullMissing
+	PullMissing = spec.PullMissing
 	// PullAlways fetches from the registry every time.
-	PullAlways = image.PullAlways
+	PullAlways = spec.PullAlways
 	// PullNever never touches the network: a name the cache does not
 	// know is an error.
-	PullNever = image.PullNever
+	PullNever = spec.PullNever
 )
-
-// ParsePullPolicy parses --pull.
-func ParsePullPolicy(s string) (PullPolicy, error) {
-	p, err := image.ParsePullPolicy(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: --pull %q: want missing, always or never", ErrBadOption, s)
-	}
-	return p, nil
-}
 
 // DefaultNATMaxRelays is the default of Options.NATMaxRelays.
 const DefaultNATMaxRelays = 256
 
-// MountType is the kind of a Mount.
-type MountType string
-
 // Mount types.
 const (
 	// MountVolume is an ext4 volume file served by ext4lite.
-	MountVolume MountType = "volume"
+	MountVolume = spec.MountVolume
 	// MountBind is a host directory.
-	MountBind MountType = "bind"
+	MountBind = spec.MountBind
 	// MountTmpfs is an empty in-memory filesystem.
-	MountTmpfs MountType = "tmpfs"
+	MountTmpfs = spec.MountTmpfs
 )
-
-// Mount is one filesystem mounted into the guest.
-type Mount struct {
-	Type     MountType
-	Source   string // host path (volume file or directory); empty for tmpfs
-	Target   string // absolute guest path
-	ReadOnly bool
-	// Size is the size of the volume CreateMissingVolume makes when
-	// Source does not exist (0: DefaultVolumeSize). Volumes only.
-	Size int64
-	// AllowForeignOwner lets a volume file owned by another uid than the
-	// caller's be mounted (--mount …,allow-foreign). Volumes only.
-	AllowForeignOwner bool
-	// MaxOpen bounds the files (and directories) the guest may hold open
-	// on the volume at once, what its server's memory grows with (0:
-	// volume.DefaultMaxOpen, 65536; --mount …,max-open=N). Past it, opens
-	// fail with ENFILE. Volumes only.
-	MaxOpen int64
-}
-
-// ParseMount parses docker's --mount syntax:
-// "type=volume,src=FILE,dst=PATH[,readonly]".
-func ParseMount(s string) (Mount, error) {
-	var m Mount
-	for _, kv := range strings.Split(s, ",") {
-		k, v, hasV := strings.Cut(kv, "=")
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "type":
-			m.Type = MountType(v)
-		case "src", "source":
-			m.Source = v
-		case "dst", "destination", "target":
-			m.Target = v
-		case "readonly", "ro":
-			m.ReadOnly = !hasV || v == "true" || v == "1"
-		case "max-open":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				return m, fmt.Errorf("%w: --mount %q: max-open= wants a positive number", ErrBadOption, s)
-			}
-			m.MaxOpen = n
-		case "allow-foreign":
-			m.AllowForeignOwner = !hasV || v == "true" || v == "1"
-		case "size":
-			n, err := parseVolumeSize(v)
-			if err != nil {
-				return m, fmt.Errorf("%w: --mount %q: size=: %v", ErrBadOption, s, err)
-			}
-			m.Size = n
-		default:
-			return m, fmt.Errorf("%w: --mount %q: unknown key %q", ErrBadOption, s, k)
-		}
-	}
-	if m.Type == "" {
-		m.Type = MountVolume
-	}
-	switch m.Type {
-	case MountVolume, MountBind:
-		if m.Source == "" {
-			return m, fmt.Errorf("%w: --mount %q: missing src=", ErrBadOption, s)
-		}
-	case MountTmpfs:
-		if m.Source != "" {
-			return m, fmt.Errorf("%w: --mount %q: tmpfs takes no src=", ErrBadOption, s)
-		}
-	}
-	if m.Size != 0 && m.Type != MountVolume {
-		return m, fmt.Errorf("%w: --mount %q: size= is for volumes", ErrBadOption, s)
-	}
-	if (m.AllowForeignOwner || m.MaxOpen != 0) && m.Type != MountVolume {
-		return m, fmt.Errorf("%w: --mount %q: allow-foreign and max-open= are for volumes", ErrBadOption, s)
-	}
-	switch m.Type {
-	case MountVolume, MountBind, MountTmpfs:
-	default:
-		return m, fmt.Errorf("%w: --mount %q: type must be volume, bind or tmpfs", ErrBadOption, s)
-	}
-	if !strings.HasPrefix(m.Target, "/") {
-		return m, fmt.Errorf("%w: --mount %q: dst= must be an absolute path", ErrBadOption, s)
-	}
-	return m, nil
-}
 
 // StartInfo describes an episode as it starts.
 type StartInfo struct {
@@ -210,19 +118,15 @@ type StartInfo struct {
 	Isolation Isolation
 }
 
-// LimitsPolicy says what Run does when a limit cannot be enforced on the
-// host.
-type LimitsPolicy string
-
 // Limits policies.
 const (
 	// LimitsStrict (the default) refuses to start an episode whose
 	// memory or CPU limit nothing on the host would enforce (no cgroup
 	// may be made: not root, no delegated cgroup v2 subtree).
-	LimitsStrict LimitsPolicy = "strict"
+	LimitsStrict = spec.LimitsStrict
 	// LimitsBestEffort starts it anyway, with the Sentry's own shaping
 	// (what the guest sees) as the only bound, and says so.
-	LimitsBestEffort LimitsPolicy = "best-effort"
+	LimitsBestEffort = spec.LimitsBestEffort
 )
 
 // DefaultPidsLimit bounds the host tasks (processes and threads: the

@@ -35,41 +35,6 @@ type Port struct {
 	Mode os.FileMode
 }
 
-// ParsePublish parses "unix:HOSTSOCK:GUESTPORT", "HOSTPORT:GUESTPORT" and
-// "IP:HOSTPORT:GUESTPORT" (IPv6 in brackets).
-func ParsePublish(s string) (Port, error) {
-	bad := func(why string) (Port, error) {
-		return Port{}, fmt.Errorf("%w: -p %q: %s (want unix:HOSTSOCK:GUESTPORT or [IP:]HOSTPORT:GUESTPORT)", ErrBadOption, s, why)
-	}
-	i := strings.LastIndexByte(s, ':')
-	if i <= 0 {
-		return bad("no guest port")
-	}
-	port, err := strconv.Atoi(s[i+1:])
-	if err != nil || port <= 0 || port > 65535 {
-		return bad("bad guest port")
-	}
-	host := s[:i]
-	if sock, ok := strings.CutPrefix(host, "unix:"); ok {
-		if sock == "" {
-			return bad("empty socket path")
-		}
-		return Port{HostSocket: sock, GuestPort: port}, nil
-	}
-	ip, hp := "127.0.0.1", host
-	if j := strings.LastIndexByte(host, ':'); j >= 0 {
-		ip, hp = strings.Trim(host[:j], "[]"), host[j+1:]
-		if net.ParseIP(ip) == nil {
-			return bad("bad host IP")
-		}
-	}
-	hostPort, err := strconv.Atoi(hp)
-	if err != nil || hostPort < 0 || hostPort > 65535 {
-		return bad("bad host port")
-	}
-	return Port{HostAddr: net.JoinHostPort(ip, strconv.Itoa(hostPort)), GuestPort: port}, nil
-}
-
 // relayCmd is the hidden subcommand run inside the guest.
 const relayCmd = "_gvx-relay"
 

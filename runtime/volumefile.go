@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"z.gfire.dev/gvx/ext4lite"
-	"z.gfire.dev/gvx/internal/units"
 )
 
 // DefaultVolumeSize is the size of a volume CreateMissingVolume makes when
@@ -45,14 +44,4 @@ func CreateMissingVolume(m Mount) (bool, error) {
 		return false, fmt.Errorf("--mount %s: create the volume %s: %w", m.Target, m.Source, err)
 	}
 	return true, nil
-}
-
-// parseVolumeSize parses a volume size (units.ParseSize): positive, at
-// most 1 PiB.
-func parseVolumeSize(s string) (int64, error) {
-	n, err := units.ParseSize(s)
-	if err == nil && (n <= 0 || n > 1<<50) {
-		err = fmt.Errorf("invalid size %q: want more than 0 and at most 1P", s)
-	}
-	return n, err
 }

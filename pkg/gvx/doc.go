@@ -3,10 +3,15 @@
 //
 // Each Sandbox runs the rungv binary (found through Config.Rungv, the
 // GVX_RUNGV environment variable, or PATH, in that order) as a child
-// process: `rungv run` with flags made from the Config. This keeps the
-// caller's process free of gVisor (rungv is a ~100 MB binary that embeds
-// runsc and locks itself down with no_new_privs and seccomp before the
-// guest runs, which a library must not do to its host program), and makes
+// process: `rungv run --spec-fd 4`, reading the episode spec
+// (z.gfire.dev/gvx/spec) that Config.Spec builds from the Config over a
+// pipe, never a command line parsed back. NewFromSpec and PoolConfig.Spec
+// run a whole spec, for the options the seeds' Config does not have.
+//
+// Running rungv as a child keeps the caller's process free of gVisor
+// (rungv is a ~100 MB binary that embeds runsc and locks itself down with
+// no_new_privs and seccomp before the guest runs, which a library must not
+// do to its host program), and makes
 // teardown a kill: when Run's context is cancelled, or Close is called,
 // rungv gets SIGKILL and takes the sandbox, its mounts-free state and its
 // processes with it.

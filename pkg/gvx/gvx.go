@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdnet "net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
-	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Platform selects how the Sentry intercepts guest system calls.
@@ -43,16 +40,6 @@ const (
 	// Config.Egress allows more.
 	NetModeNAT
 )
-
-func (m NetworkMode) flag() (string, error) {
-	switch m {
-	case NetModeNone:
-		return "none", nil
-	case NetModeNAT:
-		return "nat", nil
-	}
-	return "", fmt.Errorf("gvx: unknown NetworkMode %d", int(m))
-}
 
 // MountKind is the kind of a Mount.
 type MountKind int
@@ -168,8 +155,9 @@ var (
 // Sandbox is one episode. Run it once, then Close it.
 type Sandbox struct {
 	bin  string
-	args []string
-	cfg  Config
+	spec *spec.Spec
+	json []byte // spec, as rungv reads it from --spec-fd
+	cfg  Config // Stdin, Stdout, Stderr
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -178,9 +166,9 @@ type Sandbox struct {
 	closed  bool
 }
 
-// New validates cfg and prepares an episode. ctx bounds nothing yet (the
-// episode starts in Run); it is accepted so preparation can become
-// cancellable without an API change.
+// New validates cfg and prepares an episode: cfg.Spec(), run by rungv. ctx
+// bounds nothing yet (the episode starts in Run); it is accepted so
+// preparation can become cancellable without an API change.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -189,17 +177,53 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := cfg.args()
+	s, err := cfg.Spec()
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{bin: bin, args: args, cfg: cfg}, nil
+	return newSandbox(bin, s, cfg)
 }
 
-// Args returns the rungv command line the Sandbox runs (for logs).
-func (s *Sandbox) Args() []string {
-	return append([]string{s.bin}, s.args...)
+// NewFromSpec prepares an episode of the whole spec s: every option rungv
+// run has (a pull policy, the isolation mode, volume sizes, …), where
+// Config holds the seeds' subset. proc says how rungv runs: only its
+// Rungv, Stdin, Stdout and Stderr may be set.
+func NewFromSpec(ctx context.Context, s *spec.Spec, proc Config) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := onlyProcess(proc); err != nil {
+		return nil, err
+	}
+	bin, err := findRungv(proc.Rungv)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("gvx: %w", err)
+	}
+	return newSandbox(bin, s.Clone(), proc)
 }
+
+func newSandbox(bin string, s *spec.Spec, proc Config) (*Sandbox, error) {
+	b, err := s.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("gvx: %w", err)
+	}
+	return &Sandbox{bin: bin, spec: s, json: b, cfg: Config{Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: proc.Stderr}}, nil
+}
+
+// runArgs is rungv's command line: the episode itself comes on fd 4.
+var runArgs = []string{"run", "--error-fd=3", "--spec-fd=4"}
+
+// Args returns the rungv command line the Sandbox runs (for logs); the
+// episode is the Spec, which rungv reads from a pipe.
+func (s *Sandbox) Args() []string {
+	return append([]string{s.bin}, runArgs...)
+}
+
+// Spec returns (a copy of) the episode spec the Sandbox hands to rungv.
+func (s *Sandbox) Spec() *spec.Spec { return s.spec.Clone() }
 
 // Run runs the episode to its end and returns the guest's exit code (128+N
 // if it was killed by signal N). Cancelling ctx kills the episode; Run
@@ -219,18 +243,33 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	cmd := exec.Command(s.bin, append([]string{"run", "--error-fd=3"}, s.args...)...)
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		errR.Close()
+		errW.Close()
+		s.mu.Unlock()
+		return 0, err
+	}
+	cmd := exec.Command(s.bin, runArgs...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
-	cmd.ExtraFiles = []*os.File{errW}
+	cmd.ExtraFiles = []*os.File{errW, specR} // fd 3, fd 4
 	unpin := dieWithCaller(cmd)
 	defer unpin()
 	err = cmd.Start()
 	errW.Close()
+	specR.Close()
 	if err != nil {
 		errR.Close()
+		specW.Close()
 		s.mu.Unlock()
 		return 0, fmt.Errorf("gvx: start %s: %w", s.bin, err)
 	}
+	// The spec may be larger than a pipe holds: write it while rungv reads.
+	// If rungv dies first the write fails, and rungv's own error says why.
+	go func() {
+		_, _ = specW.Write(s.json)
+		specW.Close()
+	}()
 	s.cmd, s.started = cmd, true
 	s.exited = make(chan struct{})
 	s.mu.Unlock()
@@ -285,166 +324,6 @@ func (s *Sandbox) Close() error {
 		<-exited
 	}
 	return nil
-}
-
-// args turns the Config into rungv run flags.
-func (c *Config) args() ([]string, error) {
-	if c.OCIImage == "" {
-		return nil, errors.New("gvx: Config.OCIImage is empty")
-	}
-	net, err := c.NetworkMode.flag()
-	if err != nil {
-		return nil, err
-	}
-	a := []string{"--network=" + net}
-	nat, err := c.natArgs()
-	if err != nil {
-		return nil, err
-	}
-	a = append(a, nat...)
-	if c.Platform != PlatformAuto {
-		a = append(a, "--platform="+string(c.Platform))
-	}
-	if c.NetRaw {
-		a = append(a, "--net-raw")
-	}
-	if c.AllowPacketSocketWrite {
-		a = append(a, "--allow-packet-socket-write")
-	}
-	if c.AllowSUID {
-		a = append(a, "--allow-suid")
-	}
-	for _, kv := range c.Envv {
-		if !strings.Contains(kv, "=") {
-			return nil, fmt.Errorf("gvx: Envv entry %q is not KEY=VALUE", kv)
-		}
-		a = append(a, "--env="+kv)
-	}
-	if c.Workdir != "" {
-		a = append(a, "--workdir="+c.Workdir)
-	}
-	if c.User != "" {
-		a = append(a, "--user="+c.User)
-	}
-	if r := c.Resources; r.MemoryBytes < 0 || r.CPUMillis < 0 {
-		return nil, errors.New("gvx: negative Resources")
-	}
-	if c.Resources.MemoryBytes > 0 {
-		a = append(a, "--memory="+strconv.FormatInt(c.Resources.MemoryBytes, 10))
-	}
-	if c.Resources.CPUMillis > 0 {
-		a = append(a, "--cpus="+strconv.FormatFloat(float64(c.Resources.CPUMillis)/1000, 'f', -1, 64))
-	}
-	if n := c.Resources.PidsLimit; n != 0 {
-		if n < 0 {
-			n = -1
-		}
-		a = append(a, "--pids-limit="+strconv.Itoa(n))
-	}
-	if c.Resources.BestEffort {
-		a = append(a, "--limits=best-effort")
-	}
-	for i, m := range c.Mounts {
-		s, err := m.flag()
-		if err != nil {
-			return nil, fmt.Errorf("gvx: Mounts[%d]: %w", i, err)
-		}
-		a = append(a, "--mount="+s)
-	}
-	for i, p := range c.Ports {
-		if (p.HostSocket == "") == (p.HostAddr == "") || p.GuestPort <= 0 || p.GuestPort > 65535 {
-			return nil, fmt.Errorf("gvx: Ports[%d]: want a HostSocket or a HostAddr, and a GuestPort in 1..65535", i)
-		}
-		if p.HostAddr != "" {
-			if _, _, err := stdnet.SplitHostPort(p.HostAddr); err != nil {
-				return nil, fmt.Errorf("gvx: Ports[%d]: HostAddr: %w", i, err)
-			}
-			a = append(a, "--publish="+p.HostAddr+":"+strconv.Itoa(p.GuestPort))
-			continue
-		}
-		hs, err := filepath.Abs(p.HostSocket)
-		if err != nil {
-			return nil, err
-		}
-		a = append(a, "--publish=unix:"+hs+":"+strconv.Itoa(p.GuestPort))
-	}
-	if c.EntrypointSet {
-		// docker run --entrypoint takes one word; more words go first in
-		// the command.
-		if len(c.Entrypoint) == 0 {
-			a = append(a, "--entrypoint=")
-		} else {
-			a = append(a, "--entrypoint="+c.Entrypoint[0])
-		}
-	}
-	a = append(a, "--", c.OCIImage)
-	if c.EntrypointSet && len(c.Entrypoint) > 1 {
-		a = append(a, c.Entrypoint[1:]...)
-	}
-	a = append(a, c.Cmd...)
-	return a, nil
-}
-
-// natArgs turns Egress, AllowHostPorts and NATMaxRelays into rungv run
-// flags, each rule parsed (so a bad one fails New, not the episode).
-func (c *Config) natArgs() ([]string, error) {
-	if c.NetworkMode != NetModeNAT && (len(c.Egress) > 0 || len(c.AllowHostPorts) > 0 || c.NATMaxRelays != 0) {
-		return nil, errors.New("gvx: Egress, AllowHostPorts and NATMaxRelays need NetworkMode NetModeNAT")
-	}
-	var a []string
-	for i, s := range c.Egress {
-		r, err := egress.ParseRule(s)
-		if err != nil {
-			return nil, fmt.Errorf("gvx: Egress[%d]: %w", i, err)
-		}
-		a = append(a, "--egress="+r.String())
-	}
-	for i, p := range c.AllowHostPorts {
-		if err := egress.CheckHostPort(p); err != nil {
-			return nil, fmt.Errorf("gvx: AllowHostPorts[%d]: %w", i, err)
-		}
-		a = append(a, "--allow-host-port="+strconv.Itoa(p))
-	}
-	if c.NATMaxRelays < 0 {
-		return nil, fmt.Errorf("gvx: NATMaxRelays %d: want 0 (rungv's default) or more", c.NATMaxRelays)
-	}
-	if c.NATMaxRelays > 0 {
-		a = append(a, "--nat-max-relays="+strconv.Itoa(c.NATMaxRelays))
-	}
-	return a, nil
-}
-
-func (m Mount) flag() (string, error) {
-	if !filepath.IsAbs(m.GuestPath) {
-		return "", fmt.Errorf("GuestPath %q is not absolute", m.GuestPath)
-	}
-	if strings.Contains(m.ImagePath, ",") || strings.Contains(m.GuestPath, ",") {
-		return "", errors.New("paths with commas cannot be mounted")
-	}
-	var s string
-	switch m.Kind {
-	case MountVolume, MountBind:
-		if m.ImagePath == "" {
-			return "", errors.New("ImagePath is empty")
-		}
-		p, err := filepath.Abs(m.ImagePath)
-		if err != nil {
-			return "", err
-		}
-		kind := "volume"
-		if m.Kind == MountBind {
-			kind = "bind"
-		}
-		s = "type=" + kind + ",src=" + p + ",dst=" + m.GuestPath
-	case MountTmpfs:
-		s = "type=tmpfs,dst=" + m.GuestPath
-	default:
-		return "", fmt.Errorf("unknown MountKind %d", int(m.Kind))
-	}
-	if m.ReadOnly {
-		s += ",readonly"
-	}
-	return s, nil
 }
 
 // findRungv locates the rungv binary.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // DefaultVolumePath is where a Pool mounts each episode's clone of the
@@ -40,6 +42,11 @@ type PoolConfig struct {
 	// /dev/null); Stdout and Stderr, if set, receive every episode's output
 	// (writes serialized), which is also kept per episode (Episode.Stdout).
 	Base Config
+	// Spec, when set, is every episode's whole spec in place of Base's
+	// episode fields (Base then sets only Rungv, Stdout and Stderr): for
+	// the options Config does not have, as rungv pool's flags give them.
+	// The pool adds the clone's mount and GVX_EPISODE as with Base.
+	Spec *spec.Spec
 	// Timeout bounds each episode from its clone to its teardown; 0 means
 	// no limit beyond Run's context.
 	Timeout time.Duration
@@ -60,6 +67,8 @@ type PoolConfig struct {
 // concurrent use.
 type Pool struct {
 	cfg     PoolConfig
+	bin     string     // rungv
+	base    *spec.Spec // every episode's spec, before its clone's mount
 	golden  string
 	scratch string
 	outMu   sync.Mutex // serializes writes to Base.Stdout/Stderr
@@ -112,19 +121,30 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if cfg.Base.Stdin != nil {
 		return nil, errors.New("gvx: PoolConfig.Base.Stdin must be nil (episodes read /dev/null)")
 	}
-	for _, m := range cfg.Base.Mounts {
-		if m.GuestPath == cfg.GuestPath {
-			return nil, fmt.Errorf("gvx: Base.Mounts already mounts %s, where the pool mounts the clone", m.GuestPath)
-		}
-	}
 	// Catch a bad Base now rather than once per episode.
-	if _, err := findRungv(cfg.Base.Rungv); err != nil {
+	bin, err := findRungv(cfg.Base.Rungv)
+	if err != nil {
 		return nil, err
 	}
-	probe := cfg.Base
-	probe.Mounts = append(slices.Clip(probe.Mounts), Mount{Kind: MountVolume, ImagePath: cfg.Golden, GuestPath: cfg.GuestPath})
-	if _, err := probe.args(); err != nil {
+	base := cfg.Spec
+	if base != nil {
+		if err := onlyProcess(cfg.Base); err != nil {
+			return nil, fmt.Errorf("%w (PoolConfig.Spec is set)", err)
+		}
+		if err := base.Validate(); err != nil {
+			return nil, fmt.Errorf("gvx: PoolConfig.Spec: %w", err)
+		}
+		base = base.Clone()
+	} else if base, err = cfg.Base.Spec(); err != nil {
 		return nil, err
+	}
+	if !path.IsAbs(cfg.GuestPath) {
+		return nil, fmt.Errorf("gvx: PoolConfig.GuestPath %q is not an absolute guest path", cfg.GuestPath)
+	}
+	for _, m := range base.Mounts {
+		if path.Clean(m.Target) == path.Clean(cfg.GuestPath) {
+			return nil, fmt.Errorf("gvx: Base.Mounts already mounts %s, where the pool mounts the clone", m.Target)
+		}
 	}
 	golden, err := filepath.Abs(cfg.Golden)
 	if err != nil {
@@ -141,7 +161,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, golden: golden, scratch: scratch}
+	p := &Pool{cfg: cfg, bin: bin, base: base, golden: golden, scratch: scratch}
 	if _, err := os.Stat(scratch); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(scratch, 0o700); err != nil {
 			return nil, fmt.Errorf("gvx: scratch dir: %w", err)
@@ -159,6 +179,10 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	return p, nil
 }
+
+// Spec returns (a copy of) the spec every episode of the pool runs, before
+// the pool adds its clone's mount and GVX_EPISODE.
+func (p *Pool) Spec() *spec.Spec { return p.base.Clone() }
 
 // sweep removes clones that pools of dead processes left in the scratch
 // directory (a caller killed with SIGKILL runs no teardown). Clones of
@@ -326,11 +350,10 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 	ep := &Episode{ID: i, Volume: vol, done: make(chan struct{}), code: -1}
 	ep.stdout = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
 	ep.stderr = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
-	cfg := p.cfg.Base
-	cfg.Mounts = append(slices.Clip(cfg.Mounts), Mount{Kind: MountVolume, ImagePath: vol, GuestPath: p.cfg.GuestPath})
-	cfg.Envv = append(slices.Clip(cfg.Envv), "GVX_EPISODE="+strconv.Itoa(i))
-	cfg.Stdout = p.tee(ep.stdout, p.cfg.Base.Stdout)
-	cfg.Stderr = p.tee(ep.stderr, p.cfg.Base.Stderr)
+	s := p.base.Clone()
+	s.Mounts = append(s.Mounts, spec.Mount{Type: spec.MountVolume, Source: vol, Target: p.cfg.GuestPath})
+	s.Env = append(s.Env, "GVX_EPISODE="+strconv.Itoa(i))
+	proc := Config{Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr)}
 
 	// Teardown runs whatever happens below, panics included.
 	defer func() {
@@ -351,7 +374,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 		m.Total = time.Since(t0)
 	}()
 
-	sb, err := New(ctx, cfg)
+	sb, err := newSandbox(p.bin, s, proc)
 	if err != nil {
 		m.Err = err
 		return m

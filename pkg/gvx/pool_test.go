@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/spec"
 )
 
 func TestNewPoolRefuses(t *testing.T) {
@@ -41,7 +42,15 @@ func TestNewPoolRefuses(t *testing.T) {
 		{"mount clash", func(c *PoolConfig) {
 			c.Base.Mounts = []Mount{{Kind: MountTmpfs, GuestPath: DefaultVolumePath}}
 		}, "already mounts"},
-		{"relative guest path", func(c *PoolConfig) { c.GuestPath = "data" }, "not absolute"},
+		{"relative guest path", func(c *PoolConfig) { c.GuestPath = "data" }, "not an absolute guest path"},
+		{"mount clash, spelled differently", func(c *PoolConfig) {
+			c.Base.Mounts = []Mount{{Kind: MountTmpfs, GuestPath: DefaultVolumePath + "/"}}
+		}, "already mounts"},
+		{"spec and Base", func(c *PoolConfig) { c.Spec = spec.New("oci:/img") }, "may set only Rungv"},
+		{"bad spec", func(c *PoolConfig) {
+			c.Base = Config{Rungv: exe}
+			c.Spec = &spec.Spec{Version: spec.Version}
+		}, "PoolConfig.Spec: image: is empty"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

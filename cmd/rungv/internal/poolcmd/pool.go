@@ -5,21 +5,20 @@ package poolcmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/rungv/internal/specflags"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
-	"z.gfire.dev/gvx/runtime"
-	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Command is `rungv pool`.
@@ -33,17 +32,24 @@ COMMAND with GVX_EPISODE set to its number, and is torn down when it exits or
 its --timeout passes: the sandbox is killed and the clone removed. With
 --ready TEXT an episode counts as ready once its standard output holds TEXT.
 
-Episodes are offline (--network none) unless --network nat; then, as with
-rungv run, they reach the outside world only (never the host's loopback,
-link-local and private ranges or its own addresses) unless --allow-host-port
-and --egress allow=CIDR[:PORTS] open more; deny=CIDR[:PORTS] rules win.
+Each episode is what rungv run would run with the same flags: the episode
+flags (-e, --entrypoint, --mount, -m, --cpus, --network, --egress, --pull,
+--isolation, …) are rungv run's, with the same names, defaults and parsing
+(see rungv run --help), but for -p (every episode would publish on the same
+socket). As with rungv run, --network nat is the default, and a NAT guest
+reaches the outside world only (never the host's loopback, link-local and
+private ranges or its own addresses) unless --allow-host-port and --egress
+allow=CIDR[:PORTS] open more; --network none makes the episodes offline.
+--spec FILE gives every episode's whole spec instead (docs/runtime.md, "The
+episode spec"); the pool adds the clone's mount and GVX_EPISODE to it.
 
 Example:
    rungv pool --golden golden.ext4 --scratch /srv/eps -n 8 -j 4 --json \
        oci:/srv/images/busybox sh -c 'ls /var/lib/docker'
 
-Exit status: 0 if every episode exited 0, 1 otherwise, 125 for bad options.`,
-	Flags: []cli.Flag{
+Exit status: 0 if every episode exited 0, 1 otherwise, 2 for a usage error,
+125 when the pool cannot start (a missing golden volume, no reflink).`,
+	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "golden", Required: true, Usage: "golden ext4 volume `FILE` (never written)"},
 		&cli.StringFlag{Name: "scratch", Required: true, Usage: "`DIR` for the clones (same filesystem as the golden volume)"},
 		&cli.IntFlag{Name: "episodes", Aliases: []string{"n"}, Value: 1, Usage: "episodes to run"},
@@ -54,19 +60,9 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 125 for bad options.`,
 		&cli.DurationFlag{Name: "kill-after", Usage: "end each episode this long after it is ready, killing a guest that still runs (a daemon workload); 0: wait for the guest to exit"},
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "reflink mode: always (refuse to copy), auto (copy where cloning fails)"},
 		&cli.BoolFlag{Name: "json", Usage: "print per-episode metrics and a summary as JSON (guest output goes into it)"},
-		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set an environment variable (`KV`: KEY=VALUE)"},
-		&cli.StringFlag{Name: "entrypoint", Usage: "replace the image's entrypoint"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "extra mount `SPEC`: type=bind|tmpfs|volume,src=…,dst=…[,readonly] (shared by all episodes)"},
-		&cli.StringFlag{Name: "network", Value: "none", Usage: "guest network: none, nat"},
-		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress `RULE`: allow=CIDR[:PORTS] or deny=CIDR[:PORTS] (repeatable; deny rules win; see rungv run --help)"},
-		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let NAT guests reach the host's 127.0.0.1:`PORT` as 10.0.2.2:PORT (repeatable)"},
-		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows each NAT guest holds at once"},
-		&cli.Int64Flag{Name: "memory-bytes", Usage: "memory each guest sees, in bytes"},
-		&cli.IntFlag{Name: "pids-limit", Usage: "host tasks each episode may have (0: rungv run's default, 4096; -1: none)"},
-		&cli.StringFlag{Name: "limits", Value: "strict", Usage: "strict: refuse memory/CPU limits no host cgroup would enforce; best-effort: run them anyway"},
-		&cli.Float64Flag{Name: "cpus", Usage: "CPUs each guest sees"},
-		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
-	},
+		// The pool's old name for --memory, in bytes.
+		&cli.Int64Flag{Name: "memory-bytes", Hidden: true, Usage: "memory each guest sees, in bytes (use --memory)"},
+	}, specflags.Flags("publish")...),
 	Action: run,
 }
 
@@ -112,77 +108,51 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func quant(q gvx.Quantiles) quantJSON { return quantJSON{ms(q.P50), ms(q.P95), ms(q.Max)} }
 
 func bad(format string, a ...any) error {
-	return cli.Exit("rungv pool: "+fmt.Sprintf(format, a...), 125)
+	return cli.Exit(verb+": "+fmt.Sprintf(format, a...), 125)
+}
+
+// verb prefixes rungv pool's messages.
+const verb = "rungv pool"
+
+// episodeSpec is every episode's spec: from --spec FILE, or rungv run's
+// flags (but -p: every episode would publish on the same host socket).
+func episodeSpec(c *cli.Context) (*spec.Spec, error) {
+	if c.IsSet("memory-bytes") {
+		if c.IsSet("memory") || c.IsSet(specflags.SpecFile) {
+			return nil, specflags.Usage(verb, "--memory-bytes is the old name of --memory: give one, and not beside --spec")
+		}
+		if err := c.Set("memory", strconv.FormatInt(c.Int64("memory-bytes"), 10)); err != nil {
+			return nil, specflags.Usage(verb, "--memory-bytes: %v", err)
+		}
+	}
+	s, err := specflags.Spec(c, verb)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Ports) > 0 {
+		return nil, specflags.Usage(verb, "the spec publishes ports: every episode of a pool would publish on the same host socket")
+	}
+	return s, nil
 }
 
 func run(c *cli.Context) error {
-	if c.NArg() < 1 {
-		return bad("IMAGE is required (try: rungv pool --golden G.ext4 --scratch DIR -n 4 -j 4 oci:DIR sh -c 'ls /var/lib/docker')")
-	}
-	if l := c.String("limits"); l != "strict" && l != "best-effort" {
-		return bad("--limits must be strict or best-effort")
+	s, err := episodeSpec(c)
+	if err != nil {
+		return err
 	}
 	n, j := c.Int("episodes"), c.Int("parallel")
 	if n < 1 || j < 1 {
-		return bad("-n and -j must be at least 1")
+		return specflags.Usage(verb, "-n and -j must be at least 1")
 	}
 	mode, err := reflink.ParseMode(c.String("clone"))
 	if err != nil || mode == reflink.Never {
-		return bad("--clone must be always or auto")
+		return specflags.Usage(verb, "--clone must be always or auto")
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return bad("cannot find this rungv binary: %v", err)
 	}
-	base := gvx.Config{
-		Rungv:    self,
-		OCIImage: c.Args().First(),
-		Cmd:      c.Args().Tail(),
-		Envv:     c.StringSlice("env"),
-		Platform: gvx.Platform(c.String("platform")),
-		Resources: gvx.Resources{MemoryBytes: c.Int64("memory-bytes"), CPUMillis: int64(c.Float64("cpus") * 1000),
-			PidsLimit: c.Int("pids-limit"), BestEffort: c.String("limits") == "best-effort"},
-	}
-	switch c.String("network") {
-	case "none":
-	case "nat":
-		base.NetworkMode = gvx.NetModeNAT
-	default:
-		return bad("--network must be none or nat")
-	}
-	base.Egress = c.StringSlice("egress")
-	base.AllowHostPorts = c.IntSlice("allow-host-port")
-	if base.NetworkMode != gvx.NetModeNAT && (c.IsSet("egress") || c.IsSet("allow-host-port") || c.IsSet("nat-max-relays")) {
-		return bad("--egress, --allow-host-port and --nat-max-relays need --network nat")
-	}
-	for _, r := range base.Egress {
-		if _, err := egress.ParseRule(r); err != nil {
-			return bad("--egress: %v", err)
-		}
-	}
-	for _, p := range base.AllowHostPorts {
-		if err := egress.CheckHostPort(p); err != nil {
-			return bad("--allow-host-port: %v", err)
-		}
-	}
-	if c.IsSet("nat-max-relays") {
-		if base.NATMaxRelays = c.Int("nat-max-relays"); base.NATMaxRelays < 1 {
-			return bad("--nat-max-relays %d: want 1 or more (default %d)", base.NATMaxRelays, runtime.DefaultNATMaxRelays)
-		}
-	}
-	if c.IsSet("entrypoint") {
-		base.EntrypointSet = true
-		if e := c.String("entrypoint"); e != "" {
-			base.Entrypoint = []string{e}
-		}
-	}
-	for _, s := range c.StringSlice("mount") {
-		m, err := parseMount(s)
-		if err != nil {
-			return bad("--mount %q: %v", s, err)
-		}
-		base.Mounts = append(base.Mounts, m)
-	}
+	base := gvx.Config{Rungv: self}
 	asJSON := c.Bool("json")
 	if !asJSON {
 		base.Stdout, base.Stderr = os.Stdout, os.Stderr
@@ -193,6 +163,7 @@ func run(c *cli.Context) error {
 		GuestPath:  c.String("volume-path"),
 		Parallel:   j,
 		Base:       base,
+		Spec:       s,
 		Timeout:    c.Duration("timeout"),
 		CloneMode:  mode,
 	}
@@ -292,35 +263,4 @@ func kib(n int64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%d KiB", n>>10)
-}
-
-// parseMount parses "type=bind|tmpfs|volume,src=…,dst=…[,readonly]" into a
-// gvx.Mount (rungv run parses the same syntax again in each episode).
-func parseMount(s string) (gvx.Mount, error) {
-	var m gvx.Mount
-	for _, kv := range strings.Split(s, ",") {
-		k, v, hasV := strings.Cut(kv, "=")
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "type":
-			switch v {
-			case "volume":
-				m.Kind = gvx.MountVolume
-			case "bind":
-				m.Kind = gvx.MountBind
-			case "tmpfs":
-				m.Kind = gvx.MountTmpfs
-			default:
-				return m, errors.New("type must be volume, bind or tmpfs")
-			}
-		case "src", "source":
-			m.ImagePath = v
-		case "dst", "destination", "target":
-			m.GuestPath = v
-		case "readonly", "ro":
-			m.ReadOnly = !hasV || v == "true" || v == "1"
-		default:
-			return m, fmt.Errorf("unknown key %q", k)
-		}
-	}
-	return m, nil
 }

@@ -187,34 +187,9 @@ func TestPoolCLIKillAfter(t *testing.T) {
 	}
 }
 
-// TestPoolCLIRefuses: bad options are exit status 125 with a message.
-func TestPoolCLIRefuses(t *testing.T) {
-	if setupErr != nil {
-		t.Skip(setupErr)
-	}
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"pool", "--golden", filepath.Join(dir, "none.ext4"), "--scratch", dir, "oci:/x"},
-		{"pool", "--golden", rungvBin, "--scratch", dir, "-n", "0", "oci:/x"},
-		{"pool", "--golden", rungvBin, "--scratch", dir, "--clone", "never", "oci:/x"},
-		{"pool", "--golden", rungvBin, "--scratch", dir},
-		{"pool", "--golden", rungvBin, "--scratch", dir, "--allow-host-port", "5000", "oci:/x"}, // without --network nat
-		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--egress", "allow=example.com", "oci:/x"},
-		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--allow-host-port", "0", "oci:/x"},
-		{"pool", "--golden", rungvBin, "--scratch", dir, "--network", "nat", "--nat-max-relays", "0", "oci:/x"},
-	} {
-		out, err := exec.Command(rungvBin, args...).CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), "rungv pool:") {
-			t.Errorf("%v: %v %s", args, err, out)
-		}
-	}
-}
-
-// TestPoolCLIEgress: pool episodes with --network nat have rungv run's
-// default policy (a server on the host's 127.0.0.1 is refused through
-// 10.0.2.2) and take --allow-host-port like rungv run.
-func TestPoolCLIEgress(t *testing.T) {
+// needSandbox skips t where no rootless sandbox can run.
+func needSandbox(t *testing.T) {
+	t.Helper()
 	if setupErr != nil {
 		t.Skip(setupErr)
 	}
@@ -223,16 +198,99 @@ func TestPoolCLIEgress(t *testing.T) {
 			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
 		}
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-secret") }))
-	defer srv.Close()
-	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
-	dir := t.TempDir()
+}
+
+// emptyGolden makes an empty 64 MiB golden volume in dir.
+func emptyGolden(t *testing.T, dir string) string {
+	t.Helper()
 	golden := filepath.Join(dir, "golden.ext4")
 	v, err := ext4lite.Create(golden, 64<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.Close()
+	return golden
+}
+
+// TestPoolCLIMountSize: an extra --mount keeps its size= (the pool once
+// dropped it and the missing volume came out 32 GiB), and a quoted CSV
+// field carries a path with "," and "=" through the pool to rungv run.
+func TestPoolCLIMountSize(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	golden := emptyGolden(t, dir)
+	extra := filepath.Join(dir, "extra,1=x.ext4")
+	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
+		"-n", "1", "--json", "--mount", `type=volume,"src=`+extra+`",dst=/extra,size=80m`,
+		imageRef, "sh", "-c", "echo kept > /extra/f; df -k /extra | tail -1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	st, err := os.Stat(extra)
+	if err != nil || st.Size() != 80<<20 {
+		t.Fatalf("the extra volume: %v, %v; want a file of 80 MiB (%s)", st, err, out)
+	}
+	v, err := ext4lite.Open(extra, &ext4lite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if h, err := v.Lstat("f"); err != nil || h.Size != 5 {
+		t.Errorf("f in the extra volume: %+v, %v (%s)", h, err, out)
+	}
+}
+
+// TestPoolCLIRefuses: bad options are usage errors (exit status 2) with a
+// message; a golden volume that is not there is exit status 125.
+func TestPoolCLIRefuses(t *testing.T) {
+	if setupErr != nil {
+		t.Skip(setupErr)
+	}
+	dir := t.TempDir()
+	specFile := filepath.Join(dir, "ep.json")
+	if err := os.WriteFile(specFile, []byte(`{"version":1,"image":"oci:/x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--golden", filepath.Join(dir, "none.ext4"), "--scratch", dir, "oci:/x"}, 125, "golden volume"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "-n", "0", "oci:/x"}, 2, "-n and -j"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--clone", "never", "oci:/x"}, 2, "--clone"},
+		{[]string{"--golden", rungvBin, "--scratch", dir}, 2, "IMAGE is required"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--network", "none", "--allow-host-port", "5000", "oci:/x"}, 2, "--allow-host-port: needs network nat"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--egress", "allow=example.com", "oci:/x"}, 2, "--egress (egress[0])"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--allow-host-port", "0", "oci:/x"}, 2, "--allow-host-port (allow_host_ports[0])"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--nat-max-relays", "0", "oci:/x"}, 2, "--nat-max-relays 0"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--mount", "type=tmpfs,dst=rel", "oci:/x"}, 2, "dst= must be an absolute path"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--memory", "lots", "oci:/x"}, 2, "--memory"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--memory", "1g", "--memory-bytes", "5", "oci:/x"}, 2, "--memory-bytes"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "-p", "unix:/tmp/x.sock:80", "oci:/x"}, 2, "-p"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--spec", specFile, "--cpus", "2"}, 2, "--cpus cannot be given with --spec"},
+		{[]string{"--golden", rungvBin, "--scratch", dir, "--spec", specFile, "oci:/y"}, 2, "IMAGE and COMMAND cannot be given with --spec"},
+	} {
+		out, err := exec.Command(rungvBin, append([]string{"pool"}, c.args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), "rungv pool") || !strings.Contains(string(out), c.says) {
+			t.Errorf("%v: %v %s; want exit %d saying %q", c.args, err, out, c.code, c.says)
+		}
+	}
+}
+
+// TestPoolCLIEgress: pool episodes with --network nat have rungv run's
+// default policy (a server on the host's 127.0.0.1 is refused through
+// 10.0.2.2) and take --allow-host-port like rungv run.
+func TestPoolCLIEgress(t *testing.T) {
+	needSandbox(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-secret") }))
+	defer srv.Close()
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	dir := t.TempDir()
+	golden := emptyGolden(t, dir)
 	for _, c := range []struct {
 		flags []string
 		want  string

@@ -4,18 +4,17 @@ package runcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"z.gfire.dev/gvx/internal/units"
+	"z.gfire.dev/gvx/cmd/rungv/internal/specflags"
 	"z.gfire.dev/gvx/runtime"
-	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Command is `rungv run`.
@@ -46,7 +45,8 @@ dockerd-entrypoint.sh command also gets --iptables=false --ip6tables=false
 (the Sentry's netstack has no MASQUERADE).
 
 --mount type=volume,src=FILE.ext4,dst=PATH[,readonly][,size=32G] mounts an
-ext4lite volume; a missing FILE is created (sparse, size= or 32G).
+ext4lite volume; a missing FILE is created (sparse, size= or 32G). As in
+docker, --mount is CSV: quote a field that holds a comma ("src=/a,b").
 -p unix:HOSTSOCK:PORT publishes a guest TCP port as a host unix socket that
 rungv creates (mode 0600; an existing path is refused unless it is a stale
 socket of yours) and removes at the end; the guest gets each connection as
@@ -68,6 +68,14 @@ first nameserver (reached even on the host's loopback). --nat-max-relays
 bounds the guest's open connections and UDP flows. --network none gives
 loopback only and the strictest host lockdown.
 
+The flags build one episode spec (docs/runtime.md, "The episode spec"), the
+JSON value the Go SDK sends on --spec-fd. --spec FILE reads a whole one
+instead; an episode flag, IMAGE or COMMAND beside it is a usage error (the
+file is the whole episode), while host-side flags (--json, --log-level,
+--cache-dir, --debug-log) still apply. --pull missing (the default) takes
+IMAGE from the cache when it is there, always fetches it, never stays
+offline.
+
 Examples:
    # a golden /var/lib/docker: a docker:dind seed on a new volume
    rungv run -p unix:/srv/rl-snapshots/seed.sock:2375 \
@@ -83,36 +91,18 @@ Examples:
        -e DOCKER_TLS_CERTDIR= docker:dind --tls=false
 
    rungv run oci:./busybox-layout echo hi
-   rungv run --network none --json oci:./img sh -c 'exit 3'   # events as JSON on stderr`,
-	Flags: []cli.Flag{
+   rungv run --network none --json oci:./img sh -c 'exit 3'   # events as JSON on stderr
+   rungv run --spec episode.json                              # the whole episode in a file`,
+	Flags: append(specflags.Flags(),
+		&cli.IntFlag{Name: "spec-fd", Value: -1, Usage: "read the whole episode as a JSON spec from this open file descriptor `N` (a pipe; what the Go SDK uses), as --spec does from a file"},
 		&cli.BoolFlag{Name: "rm", Usage: "remove the episode when it exits (always done; accepted for docker compatibility)"},
-		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set an environment variable (`KV`: KEY=VALUE; KEY alone copies the host's)"},
-		&cli.StringFlag{Name: "entrypoint", Usage: "replace the image's entrypoint (\"\" clears it)"},
-		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory in the guest"},
-		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "`user[:group]`, names or numbers"},
-		&cli.StringFlag{Name: "network", Value: "nat", Usage: "guest network: nat (10.0.2.15/24, outbound through the host) or none (loopback only)"},
-		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress `RULE`: allow=CIDR[:PORTS] or deny=CIDR[:PORTS] (repeatable; deny rules win; see above)"},
-		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let the guest reach the host's 127.0.0.1:`PORT` (TCP and UDP) as 10.0.2.2:PORT (repeatable)"},
-		&cli.IntFlag{Name: "nat-max-relays", Value: runtime.DefaultNATMaxRelays, Usage: "most TCP connections and UDP flows the guest holds at once through the NAT"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "mount `SPEC`: type=bind|tmpfs|volume,src=…,dst=…, then any of ,readonly ,size=32G ,max-open=N ,allow-foreign (a missing volume file is created)"},
-		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host (`SPEC`): unix:HOSTSOCK:GUESTPORT or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
-		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees (e.g. 4g)"},
-		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees"},
-		&cli.IntFlag{Name: "pids-limit", Usage: "host tasks (processes and threads) the whole episode may have; -1: no limit", Value: runtime.DefaultPidsLimit},
-		&cli.StringFlag{Name: "limits", Value: string(runtime.LimitsStrict), Usage: "strict: refuse -m/--cpus that no host cgroup would enforce (not root, no delegated cgroup v2); best-effort: start anyway, bounded by the Sentry only"},
-		&cli.BoolFlag{Name: "privileged", Value: true, Usage: "give the guest every capability and /sys/fs/cgroup, for docker:dind (capabilities of gVisor's Sentry, not the host's); --privileged=false gives docker's default set"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "keep stdin attached (always done; accepted for docker compatibility)"},
-		&cli.BoolFlag{Name: "net-raw", Usage: "allow raw sockets"},
-		&cli.BoolFlag{Name: "allow-packet-socket-write", Usage: "allow writes on AF_PACKET sockets"},
-		&cli.BoolFlag{Name: "allow-suid", Usage: "honour set-user-ID and set-group-ID bits"},
-		&cli.StringFlag{Name: "isolation", Value: string(runtime.IsolationAuto), Usage: "host-side walls: auto (the strongest this host allows), namespaces (user, network and PID namespaces), seccomp-only (none: for unprivileged containers and pods)"},
-		&cli.StringFlag{Name: "platform", Usage: "gVisor platform: systrap (default), ptrace, kvm"},
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
 		&cli.BoolFlag{Name: "json", Usage: "report rungv's own events (start, created volumes, exit or error) as JSON lines on stderr"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "rungv's own messages on stderr: error, info, or debug (debug also keeps runsc's logs: see --debug-log)"},
-	},
+	),
 	Action: run,
 }
 
@@ -181,7 +171,13 @@ func runEpisode(c *cli.Context) error {
 	start := time.Now()
 	err := runEpisodeReport(c, rep)
 	var ec cli.ExitCoder
+	var usage *specflags.UsageError
 	switch {
+	case errors.As(err, &usage):
+		rep.emit(event{Event: "error", Error: usage.Error(), Seconds: time.Since(start).Seconds()}, "")
+		if rep.json { // the error is in the event; keep the exit status
+			return cli.Exit("", usage.ExitCode())
+		}
 	case err == nil:
 		code := 0
 		rep.emit(event{Event: "exit", ExitCode: &code, Seconds: time.Since(start).Seconds()}, "")
@@ -209,51 +205,41 @@ func asExit(err error, ec *cli.ExitCoder) bool {
 	return ok
 }
 
+// verb prefixes rungv run's messages.
+const verb = "rungv run"
+
+// episodeSpec is the episode to run: read whole from --spec-fd or --spec,
+// or built from the flags.
+func episodeSpec(c *cli.Context) (*spec.Spec, error) {
+	fd := c.Int("spec-fd")
+	if fd < 0 {
+		return specflags.Spec(c, verb)
+	}
+	if c.IsSet(specflags.SpecFile) {
+		return nil, specflags.Usage(verb, "--spec and --spec-fd: give one")
+	}
+	if fd <= 2 {
+		return nil, specflags.Usage(verb, "--spec-fd %d: standard input, output and error are the guest's; pass the spec on another descriptor", fd)
+	}
+	return specflags.Whole(c, verb, fmt.Sprintf("--spec-fd %d", fd), fmt.Sprintf("--spec-fd %d", fd), func() (*spec.Spec, error) {
+		f := os.NewFile(uintptr(fd), "spec-fd")
+		if f == nil {
+			return nil, fmt.Errorf("not an open descriptor")
+		}
+		defer f.Close()
+		return spec.Decode(f)
+	})
+}
+
 func runEpisodeReport(c *cli.Context, rep *reporter) error {
-	if c.NArg() < 1 {
-		return cli.Exit("rungv run: IMAGE is required (try: rungv run oci:DIR echo hi)", 125)
+	s, err := episodeSpec(c)
+	if err != nil {
+		return err
 	}
-	o := runtime.Options{
-		Image:                  c.Args().First(),
-		Args:                   c.Args().Tail(),
-		Workdir:                c.String("workdir"),
-		User:                   c.String("user"),
-		Network:                runtime.NetworkMode(c.String("network")),
-		CPUs:                   c.Float64("cpus"),
-		NetRaw:                 c.Bool("net-raw"),
-		AllowPacketSocketWrite: c.Bool("allow-packet-socket-write"),
-		AllowSUID:              c.Bool("allow-suid"),
-		DebugLogDir:            c.String("debug-log"),
-		Platform:               c.String("platform"),
-		Privileged:             c.Bool("privileged"),
-		Lockdown:               true,
-	}
-	if c.IsSet("entrypoint") {
-		o.EntrypointSet = true
-		if e := c.String("entrypoint"); e != "" {
-			o.Entrypoint = []string{e}
-		}
-	}
-	for _, kv := range c.StringSlice("env") {
-		if strings.Contains(kv, "=") {
-			o.Env = append(o.Env, kv)
-		} else if v, ok := os.LookupEnv(kv); ok {
-			o.Env = append(o.Env, kv+"="+v)
-		}
-	}
-	for _, s := range c.StringSlice("mount") {
-		m, err := runtime.ParseMount(s)
-		if err != nil {
-			return cli.Exit(err.Error(), 125)
-		}
-		if m.Source != "" {
-			if m.Source, err = filepath.Abs(m.Source); err != nil {
-				return cli.Exit(err.Error(), 125)
-			}
-		}
+	for _, m := range s.Mounts {
 		created, err := runtime.CreateMissingVolume(m)
 		if err != nil {
-			return cli.Exit("rungv run: "+err.Error(), 125)
+			return cli.Exit(verb+": "+err.Error(), 125)
 		}
 		if created {
 			size := m.Size
@@ -263,46 +249,12 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 			rep.emit(event{Event: "volume-created", Path: m.Source, Bytes: size},
 				fmt.Sprintf("rungv: created %s, a new %d GiB volume (sparse)", m.Source, size>>30))
 		}
-		o.Mounts = append(o.Mounts, m)
 	}
-	var err error
-	if o.Egress, err = parseEgress(c.StringSlice("egress")); err != nil {
-		return cli.Exit("rungv run: "+err.Error(), 125)
+	o, err := runtime.OptionsFromSpec(s)
+	if err != nil {
+		return specflags.Usage(verb, "%v", err)
 	}
-	o.AllowHostPorts = c.IntSlice("allow-host-port")
-	if c.IsSet("nat-max-relays") {
-		o.NATMaxRelays = c.Int("nat-max-relays")
-		if o.NATMaxRelays < 1 {
-			return cli.Exit(fmt.Sprintf("rungv run: --nat-max-relays %d: want 1 or more (default %d)", o.NATMaxRelays, runtime.DefaultNATMaxRelays), 125)
-		}
-	}
-	for _, s := range c.StringSlice("publish") {
-		p, err := runtime.ParsePublish(s)
-		if err != nil {
-			return cli.Exit(err.Error(), 125)
-		}
-		o.Ports = append(o.Ports, p)
-	}
-	if s := c.String("memory"); s != "" {
-		n, err := parseSize(s)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("rungv run: --memory %q: %v", s, err), 125)
-		}
-		o.MemoryBytes = n
-	}
-	o.PidsLimit = c.Int("pids-limit")
-	if o.PidsLimit == 0 {
-		return cli.Exit("rungv run: --pids-limit 0: give a positive limit, or -1 for none", 125)
-	}
-	switch l := runtime.LimitsPolicy(c.String("limits")); l {
-	case runtime.LimitsStrict, runtime.LimitsBestEffort:
-		o.Limits = l
-	default:
-		return cli.Exit(fmt.Sprintf("rungv run: --limits %q: want strict or best-effort", l), 125)
-	}
-	if o.Isolation, err = runtime.ParseIsolation(c.String("isolation")); err != nil {
-		return cli.Exit("rungv run: "+err.Error(), 2)
-	}
+	o.DebugLogDir = c.String("debug-log")
 	o.CacheDir = c.String("cache-dir")
 	if rep.level >= 2 && o.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")
@@ -332,26 +284,4 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		return cli.Exit("", code)
 	}
 	return nil
-}
-
-// parseSize parses docker's memory sizes (512m, 4g; binary units).
-func parseSize(s string) (int64, error) {
-	n, err := units.ParseSize(s)
-	if err == nil && n <= 0 {
-		err = fmt.Errorf("want a positive size like 512m or 4g")
-	}
-	return n, err
-}
-
-// parseEgress parses --egress rules.
-func parseEgress(ss []string) ([]egress.Rule, error) {
-	var rs []egress.Rule
-	for _, s := range ss {
-		r, err := egress.ParseRule(s)
-		if err != nil {
-			return nil, fmt.Errorf("--egress: %w", err)
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
 }
