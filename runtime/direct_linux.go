@@ -211,11 +211,6 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		// (this process makes no more processes of its own).
 		_ = unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(lim.pidsRlimit), Max: uint64(lim.pidsRlimit)})
 	}
-	if inGVisor() {
-		if err := answerTaskSizeProbe(); err != nil {
-			return 0, err
-		}
-	}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {

@@ -2,67 +2,130 @@ package runtime
 
 import (
 	"fmt"
-	goruntime "runtime"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/hostarch"
 )
 
-// gVisor inside gVisor.
+// gVisor inside gVisor (a rungv episode running rungv, GKE Sandbox, …).
 //
-// gVisor's systrap platform sizes the address space it may use from
-// linux.TaskSize, which package linux probes at init: mmap(2) of an
-// unaligned MAP_FIXED address just below each feasible size, largest
-// first, expecting Linux's answers: ENOMEM above TASK_SIZE, EINVAL (the
-// alignment) below it. An outer gVisor Sentry checks the alignment first
-// and answers EINVAL for both, so a nested Sentry believes it has 56 bits
-// of address space (5-level paging), places its stub above the outer
-// Sentry's 47-bit limit, fails 32 times and panics ("failed to map stub").
+// gVisor's systrap platform places each guest process's stub at the top of
+// the address space it believes it has, linux.TaskSize, which package
+// linux probes at init with mmap(2) of an unaligned MAP_FIXED address just
+// below each feasible size, expecting Linux's answers (ENOMEM above
+// TASK_SIZE, EINVAL below). Inside an outer Sentry neither answer holds:
+// it checks alignment first (EINVAL for every size, so a nested Sentry
+// believes in 56 bits), and what it lets its guests map ends below its own
+// stub region (about 0x7f0000000000 of 47 bits). The nested Sentry then
+// fails to map its stub 32 times and panics ("failed to map stub"), which
+// rungv reported as "the sandbox failed to boot (exit status 2)".
 //
-// gVisor is a dependency, not a fork: instead of changing the probe, the
-// host side gives the sandbox, before it starts, a seccomp filter that
-// answers that one probe (mmap of exactly that address) with ENOMEM, as
-// Linux would. Every other call passes. The filter is this process's too
-// (it is inherited at fork and cannot be removed); this process never maps
-// that address.
+// gVisor is a dependency, not a fork: the sandbox process (rungv's "boot",
+// before runsc's code runs) measures the highest address it can really map
+// and sets systrap's address-space bounds from it, the values systrap's
+// own initialisation would have computed from a correct TaskSize. Nothing
+// else reads them (the ptrace and kvm platforms are not used nested), and
+// systrap reads them only when the platform is created, after this.
+// The names are pinned by go.mod's gVisor version; a rename fails the
+// build, not an episode.
 
-// la57Probe is the address package linux's TaskSize probe maps for a 56-bit
-// address space: feasibleTaskSizes[0] - page size - 1 (amd64).
-const la57Probe = 0xfffffffffff000 - 4096 - 1
+//go:linkname systrapMaximumUserAddress gvisor.dev/gvisor/pkg/sentry/platform/systrap.maximumUserAddress
+var systrapMaximumUserAddress uintptr
 
-// answerTaskSizeProbe installs the filter (amd64 only; elsewhere it does
-// nothing).
-func answerTaskSizeProbe() error {
-	if goruntime.GOARCH != "amd64" {
-		return nil
+//go:linkname systrapStubInitAddress gvisor.dev/gvisor/pkg/sentry/platform/systrap.stubInitAddress
+var systrapStubInitAddress uintptr
+
+//go:linkname systrapMaxRandomOffset gvisor.dev/gvisor/pkg/sentry/platform/systrap.maxRandomOffsetOfStubAddress
+var systrapMaxRandomOffset uintptr
+
+//go:linkname systrapMaxStubUserAddress gvisor.dev/gvisor/pkg/sentry/platform/systrap.maxStubUserAddress
+var systrapMaxStubUserAddress uintptr
+
+//go:linkname systrapStubStart gvisor.dev/gvisor/pkg/sentry/platform/systrap.stubStart
+var systrapStubStart uintptr
+
+var _ unsafe.Pointer // go:linkname needs package unsafe
+
+// fitNestedAddressSpace sets systrap's bounds to the address space this
+// process really has, when that is less than what systrap computed. It
+// runs in the sandbox process (Main, for runsc's boot) inside gVisor only.
+func fitNestedAddressSpace() error {
+	top := mappableTop()
+	if top == 0 {
+		return fmt.Errorf("nested gVisor: found no mappable address below %#x", systrapMaximumUserAddress)
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
-	prog, err := assemble([]bpfInsn{
-		{code: ld, k: offArch},
-		{code: jeq, k: auditArchX8664, jf: "allow"},
-		{code: ld, k: offNr},
-		{code: jeq, k: unix.SYS_MMAP, jf: "allow"},
-		{code: ld, k: offArg0},
-		{code: jeq, k: uint32(la57Probe & 0xffffffff), jf: "allow"},
-		{code: ld, k: offArg0 + 4},
-		{code: jeq, k: uint32(la57Probe >> 32), jf: "allow"},
-		{code: ret, k: seccompRetErrno | uint32(unix.ENOMEM)},
-		{code: ret, k: seccompRetAllow, label: "allow"},
-	})
-	if err != nil {
-		return err
+	if top >= systrapMaximumUserAddress {
+		return nil // systrap's own bounds fit
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("nested gVisor: prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return fmt.Errorf("nested gVisor: seccomp: %w", errno)
-	}
+	page := uintptr(hostarch.PageSize)
+	systrapMaximumUserAddress = top
+	systrapStubInitAddress = top
+	systrapStubStart = top
+	systrapMaxRandomOffset = (top >> 7) &^ (page - 1)
+	systrapMaxStubUserAddress = top - systrapMaxRandomOffset
 	return nil
+}
+
+// mappableTop is the end of the highest page this process can map (a
+// page already mapped counts), found by bisection between 2^32 and
+// systrap's maximum: 0 if none is.
+func mappableTop() uintptr {
+	page := uintptr(hostarch.PageSize)
+	can := func(addr uintptr) bool {
+		r, _, errno := unix.RawSyscall6(unix.SYS_MMAP, addr, page, unix.PROT_NONE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uintptr(0), 0)
+		switch {
+		case errno == unix.EEXIST:
+			return true
+		case errno != 0:
+			return false
+		case r != addr: // a kernel that ignores MAP_FIXED_NOREPLACE
+			_, _, _ = unix.RawSyscall(unix.SYS_MUNMAP, r, page, 0)
+			return false
+		}
+		_, _, _ = unix.RawSyscall(unix.SYS_MUNMAP, r, page, 0)
+		return true
+	}
+	lo, hi := uintptr(1)<<32, systrapMaximumUserAddress // lo mappable (assumed), hi not
+	if !can(lo) {
+		return 0
+	}
+	for hi-lo > page {
+		mid := (lo + (hi-lo)/2) &^ (page - 1)
+		if mid == lo {
+			break
+		}
+		if can(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo + page
+}
+
+// fitNestedIfBoot is Main's hook for the sandbox process: args are
+// runsc's.
+func fitNestedIfBoot(args []string) {
+	if !isBoot(args) || !inGVisor() {
+		return
+	}
+	if err := fitNestedAddressSpace(); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv:", err)
+	}
+}
+
+// isBoot tells runsc's sandbox command ("boot" after global flags).
+func isBoot(args []string) bool {
+	for _, a := range args {
+		if a == "boot" {
+			return true
+		}
+		if len(a) == 0 || a[0] != '-' {
+			return false
+		}
+	}
+	return false
 }
