@@ -203,7 +203,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	cmd.Args[0] = "runsc-sandbox"
 	setStdio(cmd, o)
 	cmd.ExtraFiles = files.files
-	cmd.Env = bootEnv()
+	cmd.Env = append(bootEnv(), bootLandlockEnv+"="+strings.Join([]string{ep.state, o.DebugLogDir}, string(filepath.ListSeparator)))
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 	if lim.pidsRlimit > 0 {
 		// Not the process's own limit: the child's, set between fork and
@@ -410,4 +410,69 @@ func waitGuest(cmd *exec.Cmd, done <-chan error, signalGuest func(unix.Signal), 
 			return exitCode(cmd.ProcessState), nil
 		}
 	}
+}
+
+// bootLandlockEnv carries, to a seccomp-only sandbox process, the
+// directories its logs go to; its presence asks the process to confine
+// itself with Landlock before runsc's code runs (confineBoot).
+const bootLandlockEnv = "GVX_BOOT_LANDLOCK"
+
+// confineBoot is the seccomp-only sandbox's own second wall, in place of
+// the chroot and namespaces it lacks: by path it may only read /proc and
+// /sys, read and write /dev's nodes (null), write its logs into the
+// directories in bootLandlockEnv, and execute nothing but this binary.
+// Everything else it serves (rootfs, relay, volumes, network, published
+// ports) it holds as descriptors already. gVisor's own seccomp filters,
+// installed later, forbid opening files by path outright; this also holds
+// before they are in place, and against a bug in them. Where the kernel
+// has no Landlock it does nothing.
+//
+// A Landlock domain is made per thread, and the Sentry's systrap may only
+// ptrace stubs of its own domain: so one thread is confined and execs
+// the sandbox again, which then runs, threads and stubs, in that one
+// domain.
+func confineBoot(args []string) {
+	dirs, ok := os.LookupEnv(bootLandlockEnv)
+	if !ok || !isBoot(args) {
+		return
+	}
+	os.Unsetenv(bootLandlockEnv)
+	abi := landlockABI()
+	if abi == 0 {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: sandbox:", err)
+		os.Exit(125)
+	}
+	const (
+		read = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
+		logs = read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_REG
+	)
+	rules := []fsRule{
+		{"/proc", read}, {"/sys", read},
+		{"/dev", unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
+		{exe, unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE},
+	}
+	for _, d := range filepath.SplitList(dirs) {
+		if d != "" {
+			rules = append(rules, fsRule{d, logs})
+		}
+	}
+	goruntime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: sandbox: no_new_privs:", err)
+		os.Exit(125)
+	}
+	// Not TRUNCATE: the Sentry sizes its memory files (memfds it makes
+	// later) with ftruncate, which Landlock would refuse on a file not
+	// opened by path.
+	if err := landlockRestrictHandled(landlockHandled(abi)&^unix.LANDLOCK_ACCESS_FS_TRUNCATE, rules, true); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: sandbox:", err)
+		os.Exit(125)
+	}
+	err = syscall.Exec(exe, os.Args, os.Environ())
+	fmt.Fprintln(os.Stderr, "rungv: sandbox: re-exec:", err)
+	os.Exit(125)
 }

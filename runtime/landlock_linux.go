@@ -56,7 +56,14 @@ func landlockHandled(abi int) uint64 {
 // file-system access by path but what they grant). Every thread must
 // already have no_new_privs. A rule whose path is gone is skipped.
 func landlockRestrict(abi int, rules []fsRule) error {
-	handled := landlockHandled(abi)
+	return landlockRestrictHandled(landlockHandled(abi), rules, false)
+}
+
+// landlockRestrictHandled is landlockRestrict with the rights handled
+// (denied but where a rule grants them) given; with thisThread, only the
+// calling thread is confined (it must have no_new_privs), to exec a
+// program that then runs in that one domain.
+func landlockRestrictHandled(handled uint64, rules []fsRule, thisThread bool) error {
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
 	// Only the fs field is passed: every ABI accepts that size.
 	rfd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.Handled_access_fs), 0)
@@ -78,6 +85,12 @@ func landlockRestrict(abi int, rules []fsRule) error {
 		if e != 0 {
 			return fmt.Errorf("landlock_add_rule %s: %w", r.path, e)
 		}
+	}
+	if thisThread {
+		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
+			return fmt.Errorf("landlock_restrict_self: %w", e)
+		}
+		return nil
 	}
 	// A Landlock domain is per thread: every thread takes it.
 	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
