@@ -35,6 +35,11 @@ func TestKillAllLeavesNothingAfterNextStart(t *testing.T) {
 		if u.name == "root" && len(cgroups) == 0 {
 			t.Fatal("as root the episode has no host cgroup")
 		}
+		// Stopped first, so that neither can clean up after the other's
+		// death before its own (under load the host side would otherwise
+		// see the supervisor go and remove the socket).
+		syscall.Kill(c.Process.Pid, syscall.SIGSTOP)
+		syscall.Kill(sup, syscall.SIGSTOP)
 		syscall.Kill(sup, syscall.SIGKILL)
 		syscall.Kill(c.Process.Pid, syscall.SIGKILL)
 		c.Wait()

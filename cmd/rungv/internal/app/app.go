@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/rungv/internal/infocmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/poolcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/runcmd"
 	"z.gfire.dev/gvx/internal/cliconv"
@@ -19,7 +20,7 @@ func Main(args []string) {
 		Usage:                     "run an OCI image as one isolated gVisor episode",
 		DisableSliceFlagSeparator: true,
 		HideHelpCommand:           true,
-		Commands:                  []*cli.Command{runcmd.Command, poolcmd.Command},
+		Commands:                  []*cli.Command{runcmd.Command, poolcmd.Command, infocmd.Command},
 		Description: `rungv runs each episode — one OCI image — in its own gVisor Sentry, as one
 unprivileged process tree that leaves nothing behind: the rootfs is a
 flattened EROFS image from the cache, /var/lib/docker can be an ext4lite
@@ -33,6 +34,7 @@ Examples:
        --mount type=volume,src=/srv/ep/ep-1.ext4,dst=/var/lib/docker \
        -e DOCKER_TLS_CERTDIR= oci:./dind --tls=false
    rungv pool --golden golden.ext4 --scratch /srv/ep -n 8 -j 4 oci:./dind ...
+   rungv info --dir /srv/ep      # what this host allows (isolation, cgroup, reflink)
 
 Exit status: the guest's; 125 when rungv itself fails; 2 for a usage error.`,
 	}
