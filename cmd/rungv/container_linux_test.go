@@ -276,6 +276,29 @@ func TestRestrictedContainer(t *testing.T) {
 		d.must("stop", "-t", "10", name)
 	})
 
+	t.Run("pool", func(t *testing.T) {
+		golden := filepath.Join(node, "golden.ext4")
+		v, err := ext4lite.Create(golden, 256<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(golden, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(node, "eps"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(filepath.Join(node, "eps"), 1000, 1000)
+		out, err := run(nil, "/rungv", "pool", "--golden", "/shared/golden.ext4", "--scratch", "/shared/eps", "-n", "3", "-j", "3",
+			"--clone", "auto", "--network", "none", "--json", "oci:/img", "sh", "-c", "echo $GVX_EPISODE > /var/lib/docker/me && cat /var/lib/docker/me")
+		if err != nil || strings.Count(strings.ReplaceAll(out, " ", ""), `"exit_code":0`) != 3 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+
 	t.Run("dockerd", func(t *testing.T) {
 		s := needDind(t)
 		name := "gvx-dind-" + filepath.Base(node)
