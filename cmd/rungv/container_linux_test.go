@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -120,64 +119,20 @@ func (d *hostDockerd) must(args ...string) string {
 	return out
 }
 
-// importRungvImage makes an image of the rungv binary and busybox (a
-// shell for the test's commands), /tmp world-writable as in real images,
-// and a passwd entry for uid 1000.
+// importRungvImage builds the image the Kubernetes manifests run, with
+// their own script (deploy/kubernetes/build-image.sh), into this daemon.
 func (d *hostDockerd) importRungvImage() string {
 	d.t.Helper()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
+	if _, err := exec.LookPath("busybox"); err != nil {
 		d.t.Skip("busybox (busybox-static) is missing")
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := func() error {
-			for _, dir := range []struct {
-				name string
-				mode int64
-			}{{"bin/", 0o755}, {"etc/", 0o755}, {"tmp/", 0o1777}, {"img/", 0o755}, {"dind/", 0o755}, {"shared/", 0o755}} {
-				if err := tw.WriteHeader(&tar.Header{Name: dir.name, Typeflag: tar.TypeDir, Mode: dir.mode}); err != nil {
-					return err
-				}
-			}
-			for src, dst := range map[string]string{rungvBin: "rungv", bb: "bin/busybox"} {
-				f, err := os.Open(src)
-				if err != nil {
-					return err
-				}
-				st, _ := f.Stat()
-				if err := tw.WriteHeader(&tar.Header{Name: dst, Mode: 0o755, Size: st.Size()}); err != nil {
-					return err
-				}
-				if _, err := io.Copy(tw, f); err != nil {
-					return err
-				}
-				f.Close()
-			}
-			for _, l := range []string{"sh", "cat", "echo", "sleep"} {
-				if err := tw.WriteHeader(&tar.Header{Name: "bin/" + l, Typeflag: tar.TypeSymlink, Linkname: "busybox"}); err != nil {
-					return err
-				}
-			}
-			passwd := "root:x:0:0::/:/bin/sh\nu:x:1000:1000::/tmp:/bin/sh\n"
-			if err := tw.WriteHeader(&tar.Header{Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd))}); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(tw, passwd); err != nil {
-				return err
-			}
-			return tw.Close()
-		}()
-		pw.CloseWithError(err)
-	}()
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	tag := "gvx-rungv-test:" + hex.EncodeToString(rnd[:])
-	c := exec.Command(d.cli, "-H", "unix://"+d.sock, "import", "-", tag)
-	c.Stdin = pr
+	c := exec.Command("bash", "../../deploy/kubernetes/build-image.sh", tag)
+	c.Env = append(os.Environ(), "DOCKER_HOST=unix://"+d.sock, "DOCKER_CONFIG="+filepath.Join(d.dir, "cli"), "CGO_ENABLED=0")
 	if out, err := c.CombinedOutput(); err != nil {
-		d.t.Fatalf("docker import: %v\n%s", err, out)
+		d.t.Fatalf("build-image.sh: %v\n%s", err, out)
 	}
 	return tag
 }
@@ -206,25 +161,29 @@ func TestRestrictedContainer(t *testing.T) {
 	if err := os.Chown(node, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	layout := strings.TrimPrefix(imageRef, "oci:")
+	// The busybox layout, copied in as an operator would.
+	if out, err := exec.Command("cp", "-a", strings.TrimPrefix(imageRef, "oci:"), filepath.Join(node, "bb")).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	exec.Command("chown", "-R", "1000:1000", node).Run()
 	run := func(extra []string, args ...string) (string, error) {
 		a := append([]string{"run", "--rm"}, restricted...)
-		a = append(a, "-v", node+":/shared", "-v", layout+":/img:ro", "-e", "GVX_CACHE=/shared/cache")
+		a = append(a, "-v", node+":/srv/gvx")
 		a = append(a, extra...)
 		a = append(a, img)
 		return d.docker(append(a, args...)...)
 	}
 
 	t.Run("busybox", func(t *testing.T) {
-		out, err := run(nil, "/rungv", "run", "--json", "oci:/img", "sh", "-c", "echo in-container; exit 3")
+		out, err := run(nil, "/rungv", "run", "--json", "oci:/srv/gvx/bb", "sh", "-c", "echo in-container; exit 3")
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 || !strings.Contains(out, "in-container") || !strings.Contains(out, `"isolation":"seccomp-only"`) {
 			t.Fatalf("err %v, output:\n%s", err, out)
 		}
 	})
 
 	t.Run("volume", func(t *testing.T) {
-		out, err := run(nil, "/rungv", "run", "--network", "none", "--mount", "type=volume,src=/shared/v.ext4,dst=/data,size=1G",
-			"oci:/img", "sh", "-c", "dd if=/dev/urandom of=/data/big bs=1M count=100 2>/dev/null && md5sum /data/big")
+		out, err := run(nil, "/rungv", "run", "--network", "none", "--mount", "type=volume,src=/srv/gvx/v.ext4,dst=/data,size=1G",
+			"oci:/srv/gvx/bb", "sh", "-c", "dd if=/dev/urandom of=/data/big bs=1M count=100 2>/dev/null && md5sum /data/big")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -247,8 +206,8 @@ func TestRestrictedContainer(t *testing.T) {
 
 	t.Run("publish", func(t *testing.T) {
 		name := "gvx-pub-" + filepath.Base(node)
-		out, err := run([]string{"-d", "--name", name}, "/rungv", "run", "--network", "none", "-p", "unix:/shared/web.sock:8080",
-			"oci:/img", "sh", "-c", "mkdir /w && echo published > /w/i && httpd -f -p 127.0.0.1:8080 -h /w")
+		out, err := run([]string{"-d", "--name", name}, "/rungv", "run", "--network", "none", "-p", "unix:/srv/gvx/web.sock:8080",
+			"oci:/srv/gvx/bb", "sh", "-c", "mkdir /w && echo published > /w/i && httpd -f -p 127.0.0.1:8080 -h /w")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -292,8 +251,8 @@ func TestRestrictedContainer(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chown(filepath.Join(node, "eps"), 1000, 1000)
-		out, err := run(nil, "/rungv", "pool", "--golden", "/shared/golden.ext4", "--scratch", "/shared/eps", "-n", "3", "-j", "3",
-			"--clone", "auto", "--network", "none", "--json", "oci:/img", "sh", "-c", "echo $GVX_EPISODE > /var/lib/docker/me && cat /var/lib/docker/me")
+		out, err := run(nil, "/rungv", "pool", "--golden", "/srv/gvx/golden.ext4", "--scratch", "/srv/gvx/eps", "-n", "3", "-j", "3",
+			"--clone", "auto", "--network", "none", "--json", "oci:/srv/gvx/bb", "sh", "-c", "echo $GVX_EPISODE > /var/lib/docker/me && cat /var/lib/docker/me")
 		if err != nil || strings.Count(strings.ReplaceAll(out, " ", ""), `"exit_code":0`) != 3 {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -302,8 +261,8 @@ func TestRestrictedContainer(t *testing.T) {
 	t.Run("dockerd", func(t *testing.T) {
 		s := needDind(t)
 		name := "gvx-dind-" + filepath.Base(node)
-		out, err := run([]string{"-d", "--name", name, "-v", s.layout + ":/dind:ro"}, "/rungv", "run", "-p", "unix:/shared/docker.sock:2375",
-			"-e", "DOCKER_TLS_CERTDIR=", "--mount", "type=volume,src=/shared/docker.ext4,dst=/var/lib/docker,size=4G", "oci:/dind", "--tls=false")
+		out, err := run([]string{"-d", "--name", name, "-v", s.layout + ":/srv/gvx/dind:ro"}, "/rungv", "run", "-p", "unix:/srv/gvx/docker.sock:2375",
+			"-e", "DOCKER_TLS_CERTDIR=", "--mount", "type=volume,src=/srv/gvx/docker.ext4,dst=/var/lib/docker,size=4G", "oci:/srv/gvx/dind", "--tls=false")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
