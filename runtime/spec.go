@@ -61,28 +61,44 @@ func processArgs(o *Options, img *Image) ([]string, error) {
 	return args, nil
 }
 
+// Docker daemons in the Sentry. This is the one place that knows them:
+// isDindDaemon says which commands start one, dindArgs what such a
+// command line gets, sandboxSocketFlags what the sandbox allows it.
+
 // dockerdFlags are what a Docker daemon needs in the Sentry: its netstack
 // has no MASQUERADE target ("MASQUERADE revision 0 not supported" even
-// with legacy iptables), so dockerd must not program iptables. The default
-// bridge still works for containers, without NAT to the outside.
+// with legacy iptables), and no conntrack or addrtype matches, so dockerd
+// must not program iptables. Containers still reach out: with --network
+// nat the host side routes answers to the bridges' addresses back through
+// the guest (nat_linux.go), with their own source addresses.
 var dockerdFlags = []string{"--iptables=false", "--ip6tables=false"}
 
-// dindArgs appends dockerdFlags to a privileged episode whose command starts
-// a Docker daemon the way docker:dind does: dockerd-entrypoint.sh (or
-// dockerd) followed by nothing but dockerd flags. A flag the caller gave
-// (--iptables…, --ip6tables…) is kept as given; any other command is left
-// alone.
-func dindArgs(args []string, privileged bool) []string {
+// isDindDaemon reports whether a privileged episode's command starts a
+// Docker daemon the way docker:dind does: dockerd-entrypoint.sh (or
+// dockerd) followed by nothing but dockerd flags, as with docker:dind and
+// its derivatives. Any other command (a script that starts dockerd) is
+// not recognised: it passes what it needs itself.
+func isDindDaemon(args []string, privileged bool) bool {
 	if !privileged || len(args) == 0 {
-		return args
+		return false
 	}
 	if b := path.Base(args[0]); b != "dockerd-entrypoint.sh" && b != "dockerd" {
-		return args
+		return false
 	}
 	for _, a := range args[1:] {
 		if !strings.HasPrefix(a, "-") {
-			return args // the entrypoint runs another command
+			return false // the entrypoint runs another command
 		}
+	}
+	return true
+}
+
+// dindArgs appends dockerdFlags to a Docker daemon's command line
+// (isDindDaemon). A flag the caller gave (--iptables…, --ip6tables…) is
+// kept as given; any other command is left alone.
+func dindArgs(args []string, privileged bool) []string {
+	if !isDindDaemon(args, privileged) {
+		return args
 	}
 	out := append([]string{}, args...)
 	for _, f := range dockerdFlags {
@@ -98,6 +114,36 @@ func dindArgs(args []string, privileged bool) []string {
 		}
 	}
 	return out
+}
+
+// sandboxSocketFlags are the runsc flags for the sockets o asks for
+// (NetRaw, AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets
+// both, because:
+//
+//   - --net-raw: in each container's network namespace dockerd runs
+//     iptables to DNAT 127.0.0.11:53 to its embedded DNS server (it does
+//     so even with --iptables=false), and iptables talks to the netstack
+//     over a raw socket. Without one: "can't initialize iptables table
+//     `filter'", and service names on user-defined networks (Compose's
+//     default) do not resolve.
+//   - --allow-packet-socket-write: Docker 28 announces each container's
+//     addresses (gratuitous ARP, unsolicited NA) over AF_PACKET; without
+//     it every container start fails: "failed to add interface vethX to
+//     sandbox: failed to advertise addresses: operation not supported".
+//
+// Both act on the Sentry's netstack only: the host sees nothing but the
+// episode's network interface, whose traffic the NAT's policy decides.
+func sandboxSocketFlags(o *Options, img *Image) []string {
+	args, err := processArgs(o, img)
+	dind := err == nil && isDindDaemon(args, o.Privileged)
+	var flags []string
+	if o.NetRaw || dind {
+		flags = append(flags, "--net-raw")
+	}
+	if o.AllowPacketSocketWrite || dind {
+		flags = append(flags, "--allow-packet-socket-write")
+	}
+	return flags
 }
 
 // mergeEnv returns the image's environment overridden by extra, with PATH,
