@@ -10,12 +10,23 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// TestBuild builds (or finds in the shared test cache) the real image and
-// checks what the dind tests rely on.
+// TestBuild builds (or finds in the shared test cache) each flavour of the
+// real image and checks what the dind tests rely on.
 func TestBuild(t *testing.T) {
+	for _, f := range Flavours {
+		t.Run(f.Name, func(t *testing.T) { testBuild(t, f) })
+	}
+}
+
+// flavourFiles are the files each flavour must have beyond the common ones.
+var flavourFiles = map[string][]string{
+	"sid": {"usr/libexec/docker/cli-plugins/docker-compose", "usr/libexec/docker/cli-plugins/docker-buildx"},
+}
+
+func testBuild(t *testing.T, f Flavour) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir, err := Build(ctx, "")
+	dir, err := f.Build(ctx, "")
 	if IsUnavailable(err) {
 		t.Skip(err)
 	}
@@ -26,7 +37,7 @@ func TestBuild(t *testing.T) {
 	// context gets it.
 	done, stop := context.WithCancel(context.Background())
 	stop()
-	if again, err := Build(done, ""); err != nil || again != dir {
+	if again, err := f.Build(done, ""); err != nil || again != dir {
 		t.Fatalf("second Build: %q, %v; want %q at once", again, err, dir)
 	}
 
@@ -62,7 +73,7 @@ func TestBuild(t *testing.T) {
 	}
 	defer rc.Close()
 	got := tarNames(t, rc)
-	for _, n := range []string{"usr/sbin/dockerd", "usr/bin/docker", "usr/bin/containerd", "usr/sbin/runc", "usr/sbin/iptables-legacy", "etc/ssl/certs/ca-certificates.crt"} {
+	for _, n := range append([]string{"usr/sbin/dockerd", "usr/bin/docker", "usr/bin/containerd", "usr/sbin/runc", "usr/sbin/iptables-legacy", "etc/ssl/certs/ca-certificates.crt"}, flavourFiles[f.Name]...) {
 		if got[n] == nil {
 			t.Errorf("image lacks %s", n)
 		}
