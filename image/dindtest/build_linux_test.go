@@ -3,6 +3,10 @@ package dindtest
 import (
 	"archive/tar"
 	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +97,38 @@ func testBuild(t *testing.T, f Flavour) {
 		if len(n) > 4 && n[:4] == "dev/" || len(n) > 5 && n[:5] == "proc/" {
 			t.Errorf("%s packed", n)
 		}
+	}
+}
+
+// TestExtractCLI: the sid image's docker CLI and its Compose v2 and buildx
+// plugins come out runnable on this host.
+func TestExtractCLI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := Sid.Build(ctx, "")
+	if IsUnavailable(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ExtractCLI(dir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.Plugins, "docker-compose") || !slices.Contains(c.Plugins, "docker-buildx") {
+		t.Fatalf("plugins %q, want docker-compose and docker-buildx", c.Plugins)
+	}
+	for _, args := range [][]string{{"--version"}, {"compose", "version"}, {"buildx", "version"}} {
+		cmd := exec.Command(c.Docker, args...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+c.Config)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %q: %v\n%s", args, err, out)
+		}
+		t.Logf("docker %s: %s", strings.Join(args, " "), strings.TrimSpace(string(out)))
+	}
+	if _, err := ExtractCLI(t.TempDir(), t.TempDir()); err == nil {
+		t.Error("ExtractCLI of an empty directory did not fail")
 	}
 }
