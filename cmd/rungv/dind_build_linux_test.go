@@ -29,8 +29,6 @@ import (
 func TestDindReachOut(t *testing.T) { forEachFlavour(t, testDindReachOut) }
 
 func testDindReachOut(t *testing.T, s dindSetup) {
-	cli := hostCLI(t)
-	need(t, asNobody)
 	blob := make([]byte, 1<<20)
 	rand.Read(blob)
 	sum := sha256.Sum256(blob)
@@ -42,12 +40,7 @@ func testDindReachOut(t *testing.T, s dindSetup) {
 	defer closed.Close()
 	url := fmt.Sprintf("http://10.0.2.2:%d/blob", port)
 
-	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
-	vol := newVolume(t, asNobody, 4<<30)
-	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker",
-		"--network", "nat", "--allow-host-port", strconv.Itoa(port))
-	d.use(cli)
-	d.must("load", "-i", s.hello)
+	d := startOnVolume(t, s, "--network", "nat", "--allow-host-port", strconv.Itoa(port))
 	d.must("network", "create", "usernet")
 	fetch := "wget -q -O /blob " + url + " && sha256sum /blob"
 	for _, netw := range []string{"bridge", "usernet"} {
@@ -73,9 +66,7 @@ func testDindReachOut(t *testing.T, s dindSetup) {
 			t.Errorf("%s build: the image's /blob: %q", b.name, out)
 		}
 	}
-	d.stop()
-	checkClean(t, tmp)
-	e2fsck(t, vol)
+	d.finish()
 }
 
 // TestDindLayersAndCache: with each daemon flavour (as nobody, on a
@@ -91,14 +82,8 @@ func TestDindLayersAndCache(t *testing.T) { forEachFlavour(t, testDindLayersAndC
 const manyLayers = 70
 
 func testDindLayersAndCache(t *testing.T, s dindSetup) {
-	cli := hostCLI(t)
-	need(t, asNobody)
-	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
-	vol := newVolume(t, asNobody, 4<<30)
-	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker")
-	d.use(cli)
+	d := startOnVolume(t, s)
 	d.env = append(d.env, "DOCKER_BUILDKIT=1")
-	d.must("load", "-i", s.hello)
 
 	layers := t.TempDir()
 	var df strings.Builder
@@ -144,9 +129,7 @@ COPY --from=build /stamp /stamp
 	if out := d.must("run", "--rm", "cached", "sh", "-c", "cat /stamp"); strings.TrimSpace(out) != "first" {
 		t.Errorf("the built image's /stamp: %q", out)
 	}
-	d.stop()
-	checkClean(t, tmp)
-	e2fsck(t, vol)
+	d.finish()
 }
 
 // printed reports whether a step of a --progress=plain build printed word

@@ -50,17 +50,11 @@ func checkSuite(t *testing.T, out string) {
 func TestDindComposeProject(t *testing.T) { forEachFlavour(t, testDindComposeProject) }
 
 func testDindComposeProject(t *testing.T, s dindSetup) {
-	cli := hostCLI(t)
-	need(t, asNobody)
-	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
-	vol := newVolume(t, asNobody, 4<<30)
-	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker")
-	d.use(cli)
-	d.must("load", "-i", s.hello)
+	d := startOnVolume(t, s)
 	proj := composeProject(t, asRoot)
 	compose := func(extraEnv []string, args ...string) (string, int) {
 		t.Helper()
-		c := exec.Command(cli.Docker, append([]string{"-H", "unix://" + d.sock, "compose", "-p", "gvxproj"}, args...)...)
+		c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock, "compose", "-p", "gvxproj"}, args...)...)
 		c.Dir = proj
 		c.Env = append(append(os.Environ(), d.env...), extraEnv...)
 		out, err := c.CombinedOutput()
@@ -101,9 +95,7 @@ func testDindComposeProject(t *testing.T, s dindSetup) {
 	if out := d.must("network", "ls", "--format", "{{.Name}}"); strings.Contains(out, "gvxproj_default") {
 		t.Errorf("network left after down -v: %q", out)
 	}
-	d.stop()
-	checkClean(t, tmp)
-	e2fsck(t, vol)
+	d.finish()
 }
 
 // TestDindComposeInside: the CLI inside the episode (sid's docker and

@@ -99,6 +99,8 @@ type daemon struct {
 	cli    string
 	env    []string // extra environment of docker commands
 	exited chan error
+
+	tmp, vol string // startOnVolume's TMPDIR and volume
 }
 
 // startDaemon runs the dind image as u with TMPDIR tmp and
@@ -135,6 +137,30 @@ func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string, 
 			t.Fatalf("dockerd did not answer in 90 s\n%s", tail(d.log.String()))
 		}
 	}
+}
+
+// startOnVolume is startDaemon as nobody with /var/lib/docker on a new
+// 4 GiB ext4lite volume, driven by sid's CLI (hostCLI); finish stops it.
+func startOnVolume(t *testing.T, s dindSetup, extra ...string) *daemon {
+	t.Helper()
+	cli := hostCLI(t)
+	need(t, asNobody)
+	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
+	vol := newVolume(t, asNobody, 4<<30)
+	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker", extra...)
+	d.tmp, d.vol = tmp, vol
+	d.use(cli)
+	d.must("load", "-i", s.hello)
+	return d
+}
+
+// finish stops d gracefully and checks that nothing is left behind and
+// that its volume (startOnVolume) is e2fsck-clean.
+func (d *daemon) finish() {
+	d.t.Helper()
+	d.stop()
+	checkClean(d.t, d.tmp)
+	e2fsck(d.t, d.vol)
 }
 
 // use makes d's docker commands use cli (and its plugins).
