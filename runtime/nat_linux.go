@@ -457,7 +457,16 @@ func (n *natHost) newStack(fd int) (*stack.Stack, error) {
 			return fail("address", e)
 		}
 	}
-	st.SetRouteTable([]tcpip.Route{{Destination: header4Any(), NIC: nic}})
+	// The guest's own network is on the link; any other destination
+	// (what the host side answers to, spoofing the server's address) is
+	// routed through the guest: addresses behind it are networks it
+	// forwards to, as dockerd's bridges (their containers reach out with
+	// their own source addresses: no MASQUERADE in the Sentry).
+	guestNet, _ := tcpip.NewSubnet(tcpip.AddrFrom4Slice(natGuestIP.Mask(net.CIDRMask(24, 32))), tcpip.MaskFromBytes(net.CIDRMask(24, 32)))
+	st.SetRouteTable([]tcpip.Route{
+		{Destination: guestNet, NIC: nic},
+		{Destination: header4Any(), Gateway: tcpip.AddrFrom4Slice(natGuestIP), NIC: nic},
+	})
 	sack := tcpip.TCPSACKEnabled(true)
 	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: natTCPBuf, Max: natTCPBuf}

@@ -21,7 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	linkpipe "gvisor.dev/gvisor/pkg/tcpip/link/pipe"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -357,6 +359,65 @@ func TestNATHostSide(t *testing.T) {
 	if c, err := gonet.DialContextTCP(ctx, g, guestAddr(natGatewayIP, closed), ipv4.ProtocolNumber); err == nil {
 		c.Close()
 		t.Fatal("a closed host port accepted the guest's connection")
+	}
+}
+
+// TestNATRoutesThroughGuest: a network behind the guest (dockerd's bridge,
+// 172.17.0.0/16 on another interface of the guest, which forwards, as the
+// Sentry does for docker0) reaches the host with its own source addresses
+// (no MASQUERADE in the Sentry): the host side sends the answers to the
+// guest's link address, not to an ARP lookup of 172.17.0.2 that nothing on
+// the link would answer.
+func TestNATRoutesThroughGuest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("from-host")) }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	g, _ := natPair(t, "", natConfig{hostPorts: []int{port}})
+	// The container: its own stack, 172.17.0.2/16, default via the
+	// guest's bridge address 172.17.0.1, on a point-to-point link.
+	toGuest, toContainer := linkpipe.New("\x02\x42\xac\x11\x00\x02", "\x02\x42\xac\x11\x00\x01", natMTU)
+	ctr := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol},
+	})
+	t.Cleanup(func() { ctr.Close(); ctr.Wait() })
+	const bridgeNIC = 2
+	container := tcpip.AddrFrom4([4]byte{172, 17, 0, 2})
+	bridge := tcpip.AddrFrom4([4]byte{172, 17, 0, 1})
+	for _, n := range []struct {
+		st   *stack.Stack
+		nic  tcpip.NICID
+		ep   stack.LinkEndpoint
+		addr tcpip.Address
+	}{{ctr, 1, ethernet.New(toGuest), container}, {g, bridgeNIC, ethernet.New(toContainer), bridge}} {
+		if e := n.st.CreateNIC(n.nic, n.ep); e != nil {
+			t.Fatal(e)
+		}
+		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: n.addr, PrefixLen: 16}}
+		if e := n.st.AddProtocolAddress(n.nic, pa, stack.AddressProperties{}); e != nil {
+			t.Fatal(e)
+		}
+	}
+	bridgeNet := tcpip.AddressWithPrefix{Address: bridge, PrefixLen: 16}.Subnet()
+	ctr.SetRouteTable([]tcpip.Route{{Destination: header4Any(), Gateway: bridge, NIC: 1}})
+	g.SetRouteTable(append([]tcpip.Route{{Destination: bridgeNet, NIC: bridgeNIC}}, g.GetRouteTable()...))
+	if e := g.SetForwardingDefaultAndAllNICs(ipv4.ProtocolNumber, true); e != nil {
+		t.Fatal(e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := gonet.DialContextTCP(ctx, ctr, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4Slice(natGatewayIP), Port: uint16(port)}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatalf("dial from 172.17.0.2 (behind the guest): %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.HasSuffix(got, []byte("from-host")) {
+		t.Fatalf("answer to 172.17.0.2: %q, %v", got, err)
 	}
 }
 

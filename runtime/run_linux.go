@@ -281,12 +281,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	if o.Platform != "" {
 		args = append(args, "--platform="+o.Platform)
 	}
-	if o.NetRaw {
-		args = append(args, "--net-raw")
-	}
-	if o.AllowPacketSocketWrite {
-		args = append(args, "--allow-packet-socket-write")
-	}
+	args = append(args, sandboxSocketFlags(o, img)...)
 	if o.AllowSUID {
 		args = append(args, "--allow-suid")
 	}

@@ -72,6 +72,42 @@ func dindArgs(args []string, privileged bool) []string {
 	return dind.Args(args)
 }
 
+// isDindDaemon reports whether a privileged episode's command starts a
+// Docker daemon the way docker:dind does (dind.IsDaemon).
+func isDindDaemon(args []string, privileged bool) bool {
+	return privileged && dind.IsDaemon(args)
+}
+
+// sandboxSocketFlags are the runsc flags for the sockets o asks for
+// (NetRaw, AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets
+// both, because:
+//
+//   - --net-raw: in each container's network namespace dockerd runs
+//     iptables to DNAT 127.0.0.11:53 to its embedded DNS server (it does
+//     so even with --iptables=false), and iptables talks to the netstack
+//     over a raw socket. Without one: "can't initialize iptables table
+//     `filter'", and service names on user-defined networks (Compose's
+//     default) do not resolve.
+//   - --allow-packet-socket-write: Docker 28 announces each container's
+//     addresses (gratuitous ARP, unsolicited NA) over AF_PACKET; without
+//     it every container start fails: "failed to add interface vethX to
+//     sandbox: failed to advertise addresses: operation not supported".
+//
+// Both act on the Sentry's netstack only: the host sees nothing but the
+// episode's network interface, whose traffic the NAT's policy decides.
+func sandboxSocketFlags(o *Options, img *Image) []string {
+	args, err := processArgs(o, img)
+	dind := err == nil && isDindDaemon(args, o.Privileged)
+	var flags []string
+	if o.NetRaw || dind {
+		flags = append(flags, "--net-raw")
+	}
+	if o.AllowPacketSocketWrite || dind {
+		flags = append(flags, "--allow-packet-socket-write")
+	}
+	return flags
+}
+
 // mergeEnv returns the image's environment overridden by extra, with PATH,
 // HOSTNAME and HOME filled in as docker does.
 func mergeEnv(imageEnv, extra []string, hostname, home string) []string {

@@ -136,3 +136,31 @@ func TestCreateMissingVolume(t *testing.T) {
 		t.Fatalf("bind mount: %v, %v", created, err)
 	}
 }
+
+// TestSandboxSocketFlags: a Docker daemon's episode gets raw sockets and
+// packet-socket writes (its embedded DNS and Docker 28's address
+// announcements need them), any other episode only what it asked for.
+func TestSandboxSocketFlags(t *testing.T) {
+	dind := &Image{Config: v1.Config{Entrypoint: []string{"dockerd-entrypoint.sh"}}}
+	shell := &Image{Config: v1.Config{Cmd: []string{"sh"}}}
+	both := []string{"--net-raw", "--allow-packet-socket-write"}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		img  *Image
+		want []string
+	}{
+		{"dind privileged", Options{Privileged: true}, dind, both},
+		{"dind with flags", Options{Privileged: true, Args: []string{"--tls=false"}}, dind, both},
+		{"dind unprivileged", Options{}, dind, nil},
+		{"dind entrypoint running a shell", Options{Privileged: true, Args: []string{"sh", "-c", "dockerd"}}, dind, nil},
+		{"shell privileged", Options{Privileged: true}, shell, nil},
+		{"asked for raw", Options{NetRaw: true}, shell, both[:1]},
+		{"asked for packet writes", Options{AllowPacketSocketWrite: true}, shell, both[1:]},
+		{"no command", Options{Privileged: true, EntrypointSet: true}, dind, nil},
+	} {
+		if got := sandboxSocketFlags(&tc.o, tc.img); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/image/dindtest"
 )
 
 // rungv where RL fleets run it: in a container with the security context
@@ -259,7 +260,7 @@ func TestRestrictedContainer(t *testing.T) {
 	})
 
 	t.Run("dockerd", func(t *testing.T) {
-		s := needDind(t)
+		s := needDind(t, dindtest.Bookworm)
 		name := "gvx-dind-" + filepath.Base(node)
 		out, err := run([]string{"-d", "--name", name, "-v", s.layout + ":/srv/gvx/dind:ro"}, "/rungv", "run", "-p", "unix:/srv/gvx/docker.sock:2375",
 			"-e", "DOCKER_TLS_CERTDIR=", "--mount", "type=volume,src=/srv/gvx/docker.ext4,dst=/var/lib/docker,size=4G", "oci:/srv/gvx/dind", "--tls=false")
@@ -267,7 +268,7 @@ func TestRestrictedContainer(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		t.Cleanup(func() { d.docker("rm", "-f", name) })
-		inner := &daemon{t: t, sock: filepath.Join(node, "docker.sock"), cli: s.docker, log: &strings.Builder{}}
+		inner := &daemon{t: t, sock: filepath.Join(node, "docker.sock"), cli: s.docker, log: &syncBuffer{}}
 		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
 			if out, err := inner.docker("info", "--format", "{{.ServerVersion}} {{.Driver}}"); err == nil {
 				t.Logf("dockerd in rungv in a restricted container: %s, after %v", strings.TrimSpace(out), time.Since(start).Round(time.Millisecond))

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,16 +17,26 @@ import (
 )
 
 // Docker inside plain `rungv run`: the Debian docker.io image of
-// image/dindtest, its daemon's port published as a host unix socket, the
-// host's docker CLI driving it.
+// image/dindtest in each flavour (bookworm's Docker 20.10, sid's Docker
+// 28), its daemon's port published as a host unix socket, a docker CLI on
+// the host driving it.
 
-// dindSetup is what every dind test needs: the image layout, the hello
-// archive and the host's docker CLI.
+// dindSetup is what every dind test needs: the flavour, its image layout,
+// the hello archive and the host's docker CLI.
 type dindSetup struct {
+	flavour               dindtest.Flavour
 	layout, hello, docker string
 }
 
-func needDind(t *testing.T) dindSetup {
+// forEachFlavour runs f as a subtest per daemon flavour.
+func forEachFlavour(t *testing.T, f func(t *testing.T, s dindSetup)) {
+	for _, fl := range dindtest.Flavours {
+		t.Run(fl.Name, func(t *testing.T) { f(t, needDind(t, fl)) })
+	}
+}
+
+// needDind builds (once per cache) flavour f's image, or skips t.
+func needDind(t *testing.T, f dindtest.Flavour) dindSetup {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the dind image is built as root (debootstrap)")
@@ -39,7 +52,7 @@ func needDind(t *testing.T) dindSetup {
 		}
 		dockerCLI = p
 	}
-	layout := dindtest.Layout(t)
+	layout := f.Layout(t)
 	hello := filepath.Join(shared, "hello.tar")
 	if _, err := os.Stat(hello); err != nil {
 		if err := dindtest.WriteHello(hello); err != nil {
@@ -47,29 +60,60 @@ func needDind(t *testing.T) dindSetup {
 		}
 		_ = os.Chmod(hello, 0o644)
 	}
-	return dindSetup{layout: layout, hello: hello, docker: dockerCLI}
+	return dindSetup{flavour: f, layout: layout, hello: hello, docker: dockerCLI}
 }
+
+// hostCLI is sid's docker CLI with its Compose v2 and buildx plugins,
+// copied out of the image once per test binary into the shared directory:
+// the "current" client on the host, whatever the host has installed. It
+// skips t when sid's image cannot be built or its CLI does not run here.
+func hostCLI(t *testing.T) dindtest.CLI {
+	t.Helper()
+	layout := dindtest.Sid.Layout(t)
+	cliOnce.Do(func() {
+		cli, cliErr = dindtest.ExtractCLI(layout, filepath.Join(shared, "sid-cli"))
+		if cliErr == nil {
+			if out, err := exec.Command(cli.Docker, "--version").CombinedOutput(); err != nil {
+				cliErr = fmt.Errorf("sid's docker CLI does not run on this host: %v %s", err, out)
+			}
+		}
+	})
+	if cliErr != nil {
+		t.Skip(cliErr)
+	}
+	return cli
+}
+
+var (
+	cliOnce sync.Once
+	cli     dindtest.CLI
+	cliErr  error
+)
 
 // daemon is one dockerd episode under rungv.
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	log    *strings.Builder
+	log    *syncBuffer
 	sock   string
 	cli    string
+	env    []string // extra environment of docker commands
 	exited chan error
+
+	tmp, vol string // startOnVolume's TMPDIR and volume
 }
 
 // startDaemon runs the dind image as u with TMPDIR tmp and
 // /var/lib/docker mounted as mount (a --mount value), and waits until the
-// daemon answers through the socket published in sockDir. No iptables
-// flags are given: rungv adds them for a dockerd-entrypoint.sh command.
-func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string) *daemon {
+// daemon answers through the socket published in sockDir. No iptables or
+// socket flags are given: rungv adds them for a dockerd-entrypoint.sh
+// command. extra are more rungv run flags (before the image).
+func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
-	d.cmd = command(t, u, tmp, "run", "--rm", "-p", "unix:"+d.sock+":2375",
-		"-e", "DOCKER_TLS_CERTDIR=",
-		"--mount", mount, "oci:"+s.layout, "--tls=false")
+	d := &daemon{t: t, log: &syncBuffer{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
+	args := append([]string{"run", "--rm", "-p", "unix:" + d.sock + ":2375",
+		"-e", "DOCKER_TLS_CERTDIR=", "--mount", mount}, extra...)
+	d.cmd = command(t, u, tmp, append(args, "oci:"+s.layout, "--tls=false")...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
@@ -80,7 +124,8 @@ func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string) 
 	t.Cleanup(func() { syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) })
 	for ; ; time.Sleep(100 * time.Millisecond) {
 		if out, err := d.docker("info", "--format", "{{.Driver}}"); err == nil {
-			t.Logf("dockerd answered %v after rungv started, storage driver %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+			v, _ := d.docker("version", "--format", "server {{.Server.Version}} (API {{.Server.APIVersion}}), client {{.Client.Version}}")
+			t.Logf("%s: dockerd answered %v after rungv started, storage driver %s; docker version: %s", s.flavour.Name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out), strings.TrimSpace(v))
 			return d
 		}
 		select {
@@ -94,9 +139,41 @@ func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string) 
 	}
 }
 
+// startOnVolume is startDaemon as nobody with /var/lib/docker on a new
+// 4 GiB ext4lite volume, driven by sid's CLI (hostCLI); finish stops it.
+func startOnVolume(t *testing.T, s dindSetup, extra ...string) *daemon {
+	t.Helper()
+	cli := hostCLI(t)
+	need(t, asNobody)
+	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
+	vol := newVolume(t, asNobody, 4<<30)
+	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker", extra...)
+	d.tmp, d.vol = tmp, vol
+	d.use(cli)
+	d.must("load", "-i", s.hello)
+	return d
+}
+
+// finish stops d gracefully and checks that nothing is left behind and
+// that its volume (startOnVolume) is e2fsck-clean.
+func (d *daemon) finish() {
+	d.t.Helper()
+	d.stop()
+	checkClean(d.t, d.tmp)
+	e2fsck(d.t, d.vol)
+}
+
+// use makes d's docker commands use cli (and its plugins).
+func (d *daemon) use(cli dindtest.CLI) {
+	d.t.Helper()
+	d.cli, d.env = cli.Docker, []string{"DOCKER_CONFIG=" + cli.Config}
+	v := d.must("version", "--format", "client {{.Client.Version}}, server {{.Server.Version}}")
+	d.t.Logf("docker version: %s", strings.TrimSpace(v))
+}
+
 func (d *daemon) docker(args ...string) (string, error) {
 	c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
-	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	c.Env = append(append(os.Environ(), "DOCKER_BUILDKIT=0"), d.env...)
 	out, err := c.CombinedOutput()
 	return string(out), err
 }
@@ -142,8 +219,9 @@ func loadRunBuild(t *testing.T, d *daemon, s dindSetup) {
 // TestDindThroughRungvRun: /var/lib/docker on tmpfs. From the host, docker
 // info, load, run and a two-step build work, and a graceful stop leaves
 // nothing behind.
-func TestDindThroughRungvRun(t *testing.T) {
-	s := needDind(t)
+func TestDindThroughRungvRun(t *testing.T) { forEachFlavour(t, testDindThroughRungvRun) }
+
+func testDindThroughRungvRun(t *testing.T, s dindSetup) {
 	tmp, sockDir := privateTmp(t, asRoot), privateTmp(t, asRoot)
 	d := startDaemon(t, s, asRoot, tmp, sockDir, "type=tmpfs,dst=/var/lib/docker")
 	loadRunBuild(t, d, s)
@@ -158,8 +236,9 @@ func TestDindThroughRungvRun(t *testing.T) {
 // graceful stop leaves the volume e2fsck-clean; a clone of it starts a new
 // daemon that lists and runs the images without loading them again, and
 // the clone is clean too.
-func TestDindOnVolume(t *testing.T) {
-	s := needDind(t)
+func TestDindOnVolume(t *testing.T) { forEachFlavour(t, testDindOnVolume) }
+
+func testDindOnVolume(t *testing.T, s dindSetup) {
 	need(t, asNobody)
 	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
 	vol := newVolume(t, asNobody, 4<<30)
@@ -200,14 +279,13 @@ func tail(s string) string {
 }
 
 // TestDindCompose drives the episode's daemon with the host's docker-compose
-// (Debian's 1.29, through the published socket): a web service and a
-// client that fetches from it by name. Compose creates its network and
-// containers and the client gets the page. Service names resolve through
-// links on the default bridge: Docker's embedded DNS (127.0.0.11) needs
-// iptables in each container's network namespace, which the Sentry does
-// not offer there (docs/dind.md).
+// (Debian's 1.29, Compose v1, through the published socket): a web service
+// and a client that fetches from it by name, through links on the default
+// bridge, as a v1 project of old would. Compose creates its network and
+// containers and the client gets the page. Compose v2 on user-defined
+// networks: TestDindComposeProject.
 func TestDindCompose(t *testing.T) {
-	s := needDind(t)
+	s := needDind(t, dindtest.Bookworm)
 	compose, err := exec.LookPath("docker-compose")
 	if err != nil {
 		t.Skip("no docker-compose (apt-get install docker-compose)")
@@ -253,4 +331,23 @@ services:
 	d.stop()
 	checkClean(t, tmp)
 	e2fsck(t, vol)
+}
+
+// syncBuffer is a strings.Builder that the daemon's output goroutines and
+// the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -456,9 +455,10 @@ func BenchmarkNATStart(b *testing.B) {
 // dind image with /var/lib/docker on an ext4lite volume and --network nat
 // pulls an image from a registry on the host's loopback (go-containerregistry's
 // in-memory registry, reached as 10.0.2.2:PORT with --allow-host-port
-// PORT) and runs it.
-func TestNATDockerPull(t *testing.T) {
-	s := needDind(t)
+// PORT) and runs it; with each daemon flavour.
+func TestNATDockerPull(t *testing.T) { forEachFlavour(t, testNATDockerPull) }
+
+func testNATDockerPull(t *testing.T, s dindSetup) {
 	need(t, asNobody)
 	img, err := imagetest.BusyboxImage()
 	if err != nil {
@@ -483,30 +483,8 @@ func TestNATDockerPull(t *testing.T) {
 	tmp, sockDir := privateTmp(t, asNobody), privateTmp(t, asNobody)
 	vol := newVolume(t, asNobody, 4<<30)
 	gateway := fmt.Sprintf("10.0.2.2:%d", port)
-	d := &daemon{t: t, log: &strings.Builder{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
-	d.cmd = command(t, asNobody, tmp, "run", "--rm", "--network", "nat", "--allow-host-port", strconv.Itoa(port), "-p", "unix:"+d.sock+":2375",
-		"-e", "DOCKER_TLS_CERTDIR=", "-e", "DOCKERD_EXTRA_FLAGS=--iptables=false --ip6tables=false --insecure-registry="+gateway,
-		"--mount", "type=volume,src="+vol+",dst=/var/lib/docker", "oci:"+s.layout, "--tls=false")
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.exited <- d.cmd.Wait() }()
-	t.Cleanup(func() { syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) })
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := d.docker("info"); err == nil {
-			break
-		}
-		select {
-		case err := <-d.exited:
-			t.Fatalf("rungv exited before dockerd answered: %v\n%s", err, natTail(d.log.String()))
-		default:
-		}
-		if time.Since(start) > 90*time.Second {
-			t.Fatalf("dockerd did not answer in 90 s\n%s", natTail(d.log.String()))
-		}
-	}
+	d := startDaemon(t, s, asNobody, tmp, sockDir, "type=volume,src="+vol+",dst=/var/lib/docker",
+		"--network", "nat", "--allow-host-port", strconv.Itoa(port), "-e", "DOCKERD_EXTRA_FLAGS=--insecure-registry="+gateway)
 	d.must("pull", gateway+"/gvx/hello:nat")
 	if out := d.must("run", "--rm", gateway+"/gvx/hello:nat", "echo", "pulled"); strings.TrimSpace(out) != "pulled" {
 		t.Fatalf("docker run of the pulled image printed %q", out)

@@ -15,20 +15,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Build returns the path of an OCI image layout holding the dind image,
+// Build is Bookworm.Build.
+func Build(ctx context.Context, dir string) (string, error) { return Bookworm.Build(ctx, dir) }
+
+// Build returns the path of an OCI image layout holding flavour f,
 // building it if the cache directory dir ("" means CacheDir()) has no
 // entry for the current key. Building needs root, debootstrap and the
 // Debian mirror (see IsUnavailable); it takes a few minutes and ~700 MB.
 // A second call returns at once. Callers must not modify the layout.
-func Build(ctx context.Context, dir string) (string, error) {
+func (f Flavour) Build(ctx context.Context, dir string) (string, error) {
 	if dir == "" {
 		dir = CacheDir()
 	}
-	mirror, err := Mirror(Suite)
+	mirror, err := Mirror(mirrorSuite)
 	if err != nil {
 		return "", err
 	}
-	final := filepath.Join(dir, "dind-"+Key(mirror)[:16])
+	final := filepath.Join(dir, f.entry(f.Key(mirror)))
 	if done(final) {
 		return final, nil
 	}
@@ -41,7 +44,7 @@ func Build(ctx context.Context, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("dindtest: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, "dind.lock"))
+	unlock, err := lock(ctx, filepath.Join(dir, f.entry(f.Key(mirror))+".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -55,7 +58,7 @@ func Build(ctx context.Context, dir string) (string, error) {
 	}
 	defer removeBuild(work)
 	rootfs := filepath.Join(work, "rootfs")
-	if err := runScript(ctx, work, rootfs, mirror); err != nil {
+	if err := runScript(ctx, work, rootfs, mirror, f); err != nil {
 		return "", err
 	}
 	layoutDir := filepath.Join(work, "layout")
@@ -82,7 +85,7 @@ func done(layoutDir string) bool {
 }
 
 // runScript runs the embedded rootfs script, logging into work/build.log.
-func runScript(ctx context.Context, work, rootfs, mirror string) error {
+func runScript(ctx context.Context, work, rootfs, mirror string, f Flavour) error {
 	script := filepath.Join(work, "rootfs.sh")
 	if err := os.WriteFile(script, []byte(rootfsScript), 0o755); err != nil {
 		return err
@@ -93,7 +96,7 @@ func runScript(ctx context.Context, work, rootfs, mirror string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, "/bin/sh", script, rootfs, mirror, Suite)
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{script, rootfs, mirror, f.Suite}, f.Packages...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	// debootstrap, chroot and apt run as children: a cancelled context

@@ -3,6 +3,10 @@ package dindtest
 import (
 	"archive/tar"
 	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,12 +14,23 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// TestBuild builds (or finds in the shared test cache) the real image and
-// checks what the dind tests rely on.
+// TestBuild builds (or finds in the shared test cache) each flavour of the
+// real image and checks what the dind tests rely on.
 func TestBuild(t *testing.T) {
+	for _, f := range Flavours {
+		t.Run(f.Name, func(t *testing.T) { testBuild(t, f) })
+	}
+}
+
+// flavourFiles are the files each flavour must have beyond the common ones.
+var flavourFiles = map[string][]string{
+	"sid": {"usr/libexec/docker/cli-plugins/docker-compose", "usr/libexec/docker/cli-plugins/docker-buildx"},
+}
+
+func testBuild(t *testing.T, f Flavour) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir, err := Build(ctx, "")
+	dir, err := f.Build(ctx, "")
 	if IsUnavailable(err) {
 		t.Skip(err)
 	}
@@ -26,7 +41,7 @@ func TestBuild(t *testing.T) {
 	// context gets it.
 	done, stop := context.WithCancel(context.Background())
 	stop()
-	if again, err := Build(done, ""); err != nil || again != dir {
+	if again, err := f.Build(done, ""); err != nil || again != dir {
 		t.Fatalf("second Build: %q, %v; want %q at once", again, err, dir)
 	}
 
@@ -62,7 +77,7 @@ func TestBuild(t *testing.T) {
 	}
 	defer rc.Close()
 	got := tarNames(t, rc)
-	for _, n := range []string{"usr/sbin/dockerd", "usr/bin/docker", "usr/bin/containerd", "usr/sbin/runc", "usr/sbin/iptables-legacy", "etc/ssl/certs/ca-certificates.crt"} {
+	for _, n := range append([]string{"usr/sbin/dockerd", "usr/bin/docker", "usr/bin/containerd", "usr/sbin/runc", "usr/sbin/iptables-legacy", "etc/ssl/certs/ca-certificates.crt"}, flavourFiles[f.Name]...) {
 		if got[n] == nil {
 			t.Errorf("image lacks %s", n)
 		}
@@ -82,5 +97,29 @@ func TestBuild(t *testing.T) {
 		if len(n) > 4 && n[:4] == "dev/" || len(n) > 5 && n[:5] == "proc/" {
 			t.Errorf("%s packed", n)
 		}
+	}
+}
+
+// TestExtractCLI: the sid image's docker CLI and its Compose v2 and buildx
+// plugins come out runnable on this host.
+func TestExtractCLI(t *testing.T) {
+	c, err := ExtractCLI(Sid.Layout(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.Plugins, "docker-compose") || !slices.Contains(c.Plugins, "docker-buildx") {
+		t.Fatalf("plugins %q, want docker-compose and docker-buildx", c.Plugins)
+	}
+	for _, args := range [][]string{{"--version"}, {"compose", "version"}, {"buildx", "version"}} {
+		cmd := exec.Command(c.Docker, args...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+c.Config)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %q: %v\n%s", args, err, out)
+		}
+		t.Logf("docker %s: %s", strings.Join(args, " "), strings.TrimSpace(string(out)))
+	}
+	if _, err := ExtractCLI(t.TempDir(), t.TempDir()); err == nil {
+		t.Error("ExtractCLI of an empty directory did not fail")
 	}
 }

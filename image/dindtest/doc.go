@@ -1,21 +1,24 @@
 // Package dindtest builds the images the Docker-inside tests use, with no
-// registry: a Debian bookworm root filesystem with docker.io (made by
-// debootstrap from the host's own Debian mirror) packed as a one-layer OCI
-// image layout, and a busybox "hello" image as a docker-archive tarball
-// for `docker load` inside that daemon.
+// registry: a Debian root filesystem with docker.io (made by debootstrap
+// from the host's own Debian mirror) packed as a one-layer OCI image
+// layout, in two flavours (Bookworm: Docker 20.10; Sid: Docker 28 with the
+// Compose v2 and buildx CLI plugins), and a busybox "hello" image as a
+// docker-archive tarball for `docker load` inside that daemon.
 //
 // What it promises:
 //
-//   - Build debootstraps `--variant=minbase bookworm`, installs docker.io,
-//     iptables and ca-certificates without recommends, selects the legacy
+//   - Flavour.Build debootstraps `--variant=minbase SUITE`, installs the
+//     flavour's packages, iptables and ca-certificates without recommends
+//     (apt ignores an expired Valid-Until: mirror snapshots of sid outlive
+//     it; signatures are still checked), selects the legacy
 //     iptables (gVisor serves the legacy netfilter interface, not nftables),
 //     adds /usr/local/bin/dockerd-entrypoint.sh (the entrypoint of Docker's
 //     own dind image: flags start dockerd, DOCKER_TLS_CERTDIR= means plain
 //     TCP on 2375) and cleans the apt caches. The image's config has
 //     Entrypoint ["dockerd-entrypoint.sh"], Cmd [] and PATH.
 //   - The result is cached under the cache directory by a key hashing the
-//     build script, the packer version, the mirror, the suite and the
-//     architecture: the first call takes minutes, later calls return at
+//     build script, the packer version, the mirror, the suite, the
+//     packages and the architecture (one entry per flavour): the first call takes minutes, later calls return at
 //     once. Entries are published by rename; concurrent callers (go test
 //     runs packages in parallel) wait on a lock file and build once.
 //   - WriteHello writes a docker-archive tarball of a busybox image named
@@ -27,7 +30,7 @@
 //
 // Example (a test that needs the image):
 //
-//	layoutDir, err := dindtest.Build(ctx, "")
+//	layoutDir, err := dindtest.Sid.Build(ctx, "") // or dindtest.Build: Bookworm
 //	if dindtest.IsUnavailable(err) {
 //		t.Skip(err) // not root, no debootstrap, or no network to the mirror
 //	}

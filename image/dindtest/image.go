@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -18,7 +19,41 @@ import (
 	"z.gfire.dev/gvx/image/imagetest"
 )
 
-// Suite is the Debian release the image is made of.
+// Flavour is one Docker daemon generation of the image: a Debian suite
+// and the packages installed into it.
+type Flavour struct {
+	// Name names the flavour in cache entries, test names and logs.
+	Name string
+	// Suite is the Debian release debootstrap installs.
+	Suite string
+	// Packages are installed without recommends (iptables and
+	// ca-certificates are always added).
+	Packages []string
+}
+
+// The flavours: Bookworm is Debian 12's docker.io 20.10 (the CLI is part of
+// the package); Sid is unstable's docker.io 28.x with the separate CLI, the
+// Compose v2 plugin (`docker compose`) and buildx (BuildKit as the CLI's
+// default builder).
+var (
+	Bookworm = Flavour{Name: "bookworm", Suite: "bookworm", Packages: []string{"docker.io"}}
+	Sid      = Flavour{Name: "sid", Suite: "sid", Packages: []string{"docker.io", "docker-cli", "docker-compose", "docker-buildx"}}
+)
+
+// Flavours lists every flavour, oldest daemon first.
+var Flavours = []Flavour{Bookworm, Sid}
+
+// FlavourNamed returns the flavour called name.
+func FlavourNamed(name string) (Flavour, bool) {
+	for _, f := range Flavours {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Flavour{}, false
+}
+
+// Suite is the Debian release of the default flavour (Bookworm).
 const Suite = "bookworm"
 
 // Ref is the reference name of the image inside the layout
@@ -38,8 +73,24 @@ const (
 // image config changes.
 const packVersion = "dindtest-pack-1"
 
+// mirrorSuite is the suite looked up in the host's apt sources: a Debian
+// mirror carries every suite, so one that serves the host's bookworm also
+// serves sid.
+const mirrorSuite = "bookworm"
+
 //go:embed rootfs.sh
 var rootfsScript string
+
+// Key is Bookworm's cache key (see Flavour.Key).
+func Key(mirror string) string { return Bookworm.Key(mirror) }
+
+// entry is the cache entry's directory name for key.
+func (f Flavour) entry(key string) string {
+	if f.Name == Bookworm.Name {
+		return "dind-" + key[:16]
+	}
+	return "dind-" + f.Name + "-" + key[:16]
+}
 
 // CacheDir is $GVX_TEST_CACHE, or DefaultCacheDir.
 func CacheDir() string {
@@ -49,12 +100,12 @@ func CacheDir() string {
 	return DefaultCacheDir
 }
 
-// Key is the cache key of the image built from mirror: a hex sha256 of
-// the build script, the packer version, the mirror, the suite and the
-// architecture.
-func Key(mirror string) string {
+// Key is the cache key of flavour f built from mirror: a hex sha256 of
+// the build script, the packer version, the mirror, the suite, the
+// packages and the architecture.
+func (f Flavour) Key(mirror string) string {
 	h := sha256.New()
-	for _, s := range []string{rootfsScript, packVersion, mirror, Suite, runtime.GOARCH} {
+	for _, s := range []string{rootfsScript, packVersion, mirror, f.Suite, strings.Join(f.Packages, " "), runtime.GOARCH} {
 		fmt.Fprintf(h, "%d:%s\n", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil))

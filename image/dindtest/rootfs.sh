@@ -1,10 +1,11 @@
 #!/bin/sh
-# Builds the dind test rootfs: ROOTFS MIRROR [SUITE]. Run as root.
+# Builds the dind test rootfs: ROOTFS MIRROR SUITE PACKAGE... Run as root.
 # Part of the cache key of package dindtest: any change here rebuilds.
 set -eu
 root=$1
 mirror=$2
-suite=${3:-bookworm}
+suite=$3
+shift 3
 
 debootstrap --variant=minbase "$suite" "$root" "$mirror"
 
@@ -21,8 +22,10 @@ chmod 755 "$root/usr/sbin/policy-rc.d"
 in_root() {
 	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"
 }
-in_root apt-get -qq update
-in_root apt-get -qq install -y --no-install-recommends docker.io iptables ca-certificates
+# A mirror snapshot's sid Release outlives its Valid-Until (seen: "is
+# expired (invalid since 25d)"); signatures are still checked.
+in_root apt-get -qq -o Acquire::Check-Valid-Until=false update
+in_root apt-get -qq install -y --no-install-recommends "$@" iptables ca-certificates
 # Debian's default iptables is the nft variant, which gVisor cannot serve.
 in_root update-alternatives --set iptables /usr/sbin/iptables-legacy
 in_root update-alternatives --set ip6tables /usr/sbin/ip6tables-legacy

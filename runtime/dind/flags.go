@@ -23,15 +23,25 @@ func IsDaemonCommand(arg0 string) bool {
 // value such as -H fd://, which cannot be told from a program) is
 // returned unchanged. args itself is never modified.
 func Args(args []string) []string {
-	if len(args) == 0 || !IsDaemonCommand(args[0]) {
+	if !IsDaemon(args) {
 		return args
+	}
+	return append([]string{args[0]}, AddFlags(args[1:])...)
+}
+
+// IsDaemon reports whether args (a command line) starts a Docker daemon
+// as docker:dind is run: a daemon command (IsDaemonCommand) followed by
+// nothing but words that start with "-".
+func IsDaemon(args []string) bool {
+	if len(args) == 0 || !IsDaemonCommand(args[0]) {
+		return false
 	}
 	for _, a := range args[1:] {
 		if !strings.HasPrefix(a, "-") {
-			return args // the entrypoint runs another command
+			return false // the entrypoint runs another command
 		}
 	}
-	return append([]string{args[0]}, AddFlags(args[1:])...)
+	return true
 }
 
 // AddFlags returns dockerd's flags with each of Flags appended that they

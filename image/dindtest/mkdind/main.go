@@ -4,7 +4,7 @@
 // -tagged TAG=TAR a docker-archive of a second image (busybox plus
 // /etc/gvx-image) tagged TAG.
 //
-//	go run ./image/dindtest/mkdind [-hello hello.tar] [-tagged tools:1=tools.tar] DIR
+//	go run ./image/dindtest/mkdind [-flavour bookworm|sid] [-hello hello.tar] [-tagged tools:1=tools.tar] DIR
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 )
 
 func main() {
+	flavourName := flag.String("flavour", dindtest.Bookworm.Name, "the daemon's `FLAVOUR`: "+flavourNames())
 	hello := flag.String("hello", "", "also write the hello image as a docker-archive `TAR`")
 	var tagged []string
 	flag.Func("tagged", "also write busybox plus /etc/gvx-image as a docker-archive: `TAG=TAR` (repeatable)", func(v string) error {
@@ -32,7 +33,7 @@ func main() {
 		return nil
 	})
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mkdind [-hello TAR] [-tagged TAG=TAR]... DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
+		fmt.Fprintf(os.Stderr, "usage: mkdind [-flavour NAME] [-hello TAR] [-tagged TAG=TAR]... DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -40,9 +41,14 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	flavour, ok := dindtest.FlavourNamed(*flavourName)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "mkdind: no flavour %q (want %s)\n", *flavourName, flavourNames())
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	src, err := dindtest.Build(ctx, "")
+	src, err := flavour.Build(ctx, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkdind:", err)
 		os.Exit(1)
@@ -65,6 +71,14 @@ func main() {
 		}
 	}
 	fmt.Println("oci:" + flag.Arg(0))
+}
+
+func flavourNames() string {
+	var names []string
+	for _, f := range dindtest.Flavours {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, " or ")
 }
 
 // copyTree copies the layout src to dst, hard-linking files when it can.

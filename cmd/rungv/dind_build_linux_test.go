@@ -1,0 +1,144 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// What coding tasks do with docker build and docker run inside an episode:
+// fetch from the network (here an HTTP server on the host's loopback,
+// allowed with --allow-host-port), build images with many layers, and
+// reuse BuildKit's cache.
+
+// TestDindReachOut: with each daemon flavour (as nobody, /var/lib/docker on
+// an ext4lite volume, --network nat): containers on the default bridge and
+// on a user-defined network, and RUN steps of docker build under BuildKit
+// (buildx) and the classic builder, download a 1 MiB file from the host's
+// loopback as 10.0.2.2:PORT and check its sha256; a port not allowed stays
+// closed to them.
+func TestDindReachOut(t *testing.T) { forEachFlavour(t, testDindReachOut) }
+
+func testDindReachOut(t *testing.T, s dindSetup) {
+	blob := make([]byte, 1<<20)
+	rand.Read(blob)
+	sum := sha256.Sum256(blob)
+	want := hex.EncodeToString(sum[:])
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(blob) }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	closed := httptest.NewServer(http.NotFoundHandler()) // listening, not allowed
+	defer closed.Close()
+	url := fmt.Sprintf("http://10.0.2.2:%d/blob", port)
+
+	d := startOnVolume(t, s, "--network", "nat", "--allow-host-port", strconv.Itoa(port))
+	d.must("network", "create", "usernet")
+	fetch := "wget -q -O /blob " + url + " && sha256sum /blob"
+	for _, netw := range []string{"bridge", "usernet"} {
+		if out := d.must("run", "--rm", "--network", netw, "hello:latest", "sh", "-c", fetch); !strings.HasPrefix(out, want) {
+			t.Errorf("docker run --network %s: %q, want sha256 %s", netw, out, want)
+		}
+	}
+	deny := fmt.Sprintf("wget -q -T 5 -O- http://10.0.2.2:%d/ && echo reached", closed.Listener.Addr().(*net.TCPAddr).Port)
+	if out, _ := d.docker("run", "--rm", "hello:latest", "sh", "-c", deny); strings.Contains(out, "reached") {
+		t.Errorf("a container reached a host port not allowed: %q", out)
+	}
+
+	ctxDir := t.TempDir()
+	df := "FROM hello:latest\nARG URL\nARG SUM\nRUN wget -q -O /blob \"$URL\" && echo \"$SUM  /blob\" | sha256sum -c -\n"
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct{ name, buildkit string }{{"buildkit", "1"}, {"classic", "0"}} {
+		d.env = append(d.env[:1], "DOCKER_BUILDKIT="+b.buildkit)
+		tag := "fetched-" + b.name
+		d.must("build", "-q", "--no-cache", "--build-arg", "URL="+url, "--build-arg", "SUM="+want, "-t", tag, ctxDir)
+		if out := d.must("run", "--rm", tag, "sh", "-c", "sha256sum /blob"); !strings.HasPrefix(out, want) {
+			t.Errorf("%s build: the image's /blob: %q", b.name, out)
+		}
+	}
+	d.finish()
+}
+
+// TestDindLayersAndCache: with each daemon flavour (as nobody, on a
+// volume): a 70-layer image built inside runs (its overlay mount lists 71
+// lower directories), and a multi-stage BuildKit build with a cache mount
+// is served from the layer cache when built again, and its cache mount
+// keeps what the first build put there when a build argument changes the
+// step.
+func TestDindLayersAndCache(t *testing.T) { forEachFlavour(t, testDindLayersAndCache) }
+
+// manyLayers is the layer count of TestDindLayersAndCache's image: the
+// base and one per RUN.
+const manyLayers = 70
+
+func testDindLayersAndCache(t *testing.T, s dindSetup) {
+	d := startOnVolume(t, s)
+	d.env = append(d.env, "DOCKER_BUILDKIT=1")
+
+	layers := t.TempDir()
+	var df strings.Builder
+	df.WriteString("FROM hello:latest\n")
+	for i := 1; i < manyLayers; i++ {
+		fmt.Fprintf(&df, "RUN echo %d > /layer%d\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(layers, "Dockerfile"), []byte(df.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.must("build", "-q", "-t", "layers", layers)
+	if n := strings.TrimSpace(d.must("image", "inspect", "layers", "--format", "{{len .RootFS.Layers}}")); n != strconv.Itoa(manyLayers) {
+		t.Fatalf("the image has %s layers, want %d", n, manyLayers)
+	}
+	want := fmt.Sprintf("1 %d", manyLayers-1)
+	if out := d.must("run", "--rm", "layers", "sh", "-c", fmt.Sprintf("echo $(cat /layer1 /layer%d)", manyLayers-1)); strings.TrimSpace(out) != want {
+		t.Fatalf("the %d-layer image printed %q, want %q", manyLayers, out, want)
+	}
+
+	cache := t.TempDir()
+	const cdf = `FROM hello:latest AS build
+ARG BUST=0
+RUN --mount=type=cache,target=/cache sh -c 'echo "bust $BUST"; if [ -f /cache/stamp ]; then echo cache-mount-kept; else echo cache-mount-new; echo first > /cache/stamp; fi; cp /cache/stamp /stamp'
+FROM hello:latest
+COPY --from=build /stamp /stamp
+`
+	if err := os.WriteFile(filepath.Join(cache, "Dockerfile"), []byte(cdf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := func(bust string) string {
+		return d.must("build", "--progress=plain", "--build-arg", "BUST="+bust, "-t", "cached", cache)
+	}
+	if out := build("1"); !printed(out, "cache-mount-new") {
+		t.Fatalf("first build:\n%s", out)
+	}
+	out := build("1")
+	if printed(out, "cache-mount-new") || printed(out, "cache-mount-kept") || strings.Count(out, "CACHED") < 2 {
+		t.Fatalf("the second build ran its steps again instead of using the cache:\n%s", out)
+	}
+	if out := build("2"); !printed(out, "cache-mount-kept") {
+		t.Fatalf("a changed step did not find the cache mount's content:\n%s", out)
+	}
+	if out := d.must("run", "--rm", "cached", "sh", "-c", "cat /stamp"); strings.TrimSpace(out) != "first" {
+		t.Errorf("the built image's /stamp: %q", out)
+	}
+	d.finish()
+}
+
+// printed reports whether a step of a --progress=plain build printed word
+// as a line of its own ("#5 0.38 word"), not just named it in its command.
+func printed(out, word string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && strings.HasPrefix(f[0], "#") && f[2] == word {
+			return true
+		}
+	}
+	return false
+}
