@@ -51,6 +51,23 @@ func e2fsck(t *testing.T, p string) {
 	}
 }
 
+// volumeMD5 is the md5 of the file at name in the ext4lite volume file
+// vol, read on the host after the episode.
+func volumeMD5(t *testing.T, vol, name string) string {
+	t.Helper()
+	v, err := ext4lite.Open(vol, &ext4lite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	f, err := v.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return md5Of(t, f)
+}
+
 func md5Of(t *testing.T, r io.Reader) string {
 	t.Helper()
 	h := md5.New()
