@@ -242,7 +242,8 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	var b [1]byte
 	if n, _ := syncR.Read(b[:]); n != 1 {
 		err := <-done
-		return 0, fmt.Errorf("seccomp-only: the sandbox failed to boot (%v)%s", err, bootLogTail(ep.state))
+		tail := bootLogTail(ep.state)
+		return 0, fmt.Errorf("seccomp-only: the sandbox failed to boot (%v)%s%s", err, bootHint(tail), tail)
 	}
 	netArgs := directNetwork(natLink)
 	if err := ctl.Call(boot.ContMgrSetNetworkArgs, netArgs, nil); err != nil {
@@ -362,6 +363,22 @@ func bootLogTail(state string) string {
 		return ""
 	}
 	return "; the sandbox's log says:\n  " + strings.Join(lines, "\n  ")
+}
+
+// bootHint says what to change for a sandbox that failed to boot for a
+// reason of the host's, from its log.
+func bootHint(log string) string {
+	switch {
+	case strings.Contains(log, "unable to attach") || strings.Contains(log, "PTRACE"):
+		scope := "unknown"
+		if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+			scope = strings.TrimSpace(string(b))
+		}
+		return ": gVisor's systrap platform could not ptrace its stub processes (Yama ptrace_scope is " + scope + "; 2 or 3 forbid it, as can a seccomp profile that blocks ptrace): set kernel.yama.ptrace_scope to 1 or 0, or allow ptrace in the container's seccomp profile"
+	case strings.Contains(log, "failed to map stub"):
+		return ": gVisor's systrap platform found no room for its stubs in this address space (inside another gVisor sandbox?)"
+	}
+	return ""
 }
 
 // fileList collects the descriptors handed to a child as ExtraFiles.
