@@ -87,7 +87,15 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
-	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"), "--panic-log="+filepath.Join(ep.state, "panic.log"))
+	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"))
+	// The sandbox's own stderr (runsc's fatal errors, Go's panics) goes to
+	// a file in the state directory, for the error message; the guest's
+	// stdio is moved off 0-2 first (remapBootStdio).
+	panicLog, err := os.OpenFile(filepath.Join(ep.state, "panic.log"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	args = append(args, "--panic-log-fd="+files.add(panicLog))
 	args = append(args, "boot", "--bundle="+bundle, "--attached",
 		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
 
@@ -203,7 +211,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	cmd.Args[0] = "runsc-sandbox"
 	setStdio(cmd, o)
 	cmd.ExtraFiles = files.files
-	cmd.Env = append(bootEnv(), bootLandlockEnv+"="+strings.Join([]string{ep.state, o.DebugLogDir}, string(filepath.ListSeparator)))
+	cmd.Env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+strings.Join([]string{ep.state, o.DebugLogDir}, string(filepath.ListSeparator)))
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 	if lim.pidsRlimit > 0 {
 		// Not the process's own limit: the child's, set between fork and
@@ -426,6 +434,38 @@ func waitGuest(cmd *exec.Cmd, done <-chan error, signalGuest func(unix.Signal), 
 			}
 			return exitCode(cmd.ProcessState), nil
 		}
+	}
+}
+
+// bootStdioEnv asks a seccomp-only sandbox process to move the guest's
+// stdio off descriptors 0-2 (remapBootStdio).
+const bootStdioEnv = "GVX_BOOT_STDIO"
+
+// remapBootStdio, in a seccomp-only sandbox process, duplicates
+// descriptors 0-2 (the guest's stdio, as rungv run's exec.Cmd set them up)
+// and points --stdio-fds at the copies: runsc then replaces its own
+// stderr with --panic-log-fd, and what the sandbox itself prints (a fatal
+// error, a panic) goes to the state directory rather than to the guest's
+// stderr. args are os.Args[1:]; it rewrites them in place.
+func remapBootStdio(args []string) {
+	if os.Getenv(bootStdioEnv) == "" || !isBoot(args) {
+		return
+	}
+	os.Unsetenv(bootStdioEnv)
+	for i, a := range args {
+		if a != "--stdio-fds=0,1,2" {
+			continue
+		}
+		var fds []string
+		for fd := 0; fd < 3; fd++ {
+			n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "rungv: sandbox: stdio:", err)
+				os.Exit(125)
+			}
+			fds = append(fds, strconv.Itoa(n))
+		}
+		args[i] = "--stdio-fds=" + strings.Join(fds, ",")
 	}
 }
 

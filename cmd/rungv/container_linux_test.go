@@ -226,6 +226,19 @@ func TestRestrictedContainer(t *testing.T) {
 		d.must("stop", "-t", "10", name)
 	})
 
+	t.Run("ptrace refused", func(t *testing.T) {
+		// A runtime whose seccomp profile refuses ptrace (as Yama's
+		// ptrace_scope 2 would): rungv says why and what to change.
+		prof := filepath.Join(d.dir, "no-ptrace.json")
+		if err := os.WriteFile(prof, []byte(`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["ptrace"],"action":"SCMP_ACT_ERRNO"}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run([]string{"--security-opt", "seccomp=" + prof}, "/rungv", "run", "oci:/srv/gvx/bb", "true")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(out, "ptrace") || !strings.Contains(out, "ptrace_scope") {
+			t.Fatalf("err %v, output:\n%s", err, out)
+		}
+	})
+
 	t.Run("pool", func(t *testing.T) {
 		golden := filepath.Join(node, "golden.ext4")
 		v, err := ext4lite.Create(golden, 256<<20, nil)
