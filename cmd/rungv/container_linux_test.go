@@ -182,6 +182,17 @@ func TestRestrictedContainer(t *testing.T) {
 		}
 	})
 
+	t.Run("info and insisting on namespaces", func(t *testing.T) {
+		out, err := run(nil, "/rungv", "info", "--json")
+		if err != nil || !strings.Contains(out, `"mode": "seccomp-only"`) || !strings.Contains(out, `"user_namespaces": false`) {
+			t.Fatalf("rungv info: %v\n%s", err, out)
+		}
+		out, err = run(nil, "/rungv", "run", "--isolation", "namespaces", "oci:/srv/gvx/bb", "true")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(out, "user namespace") || !strings.Contains(out, "seccomp-only") {
+			t.Fatalf("--isolation namespaces: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("volume", func(t *testing.T) {
 		out, err := run(nil, "/rungv", "run", "--network", "none", "--mount", "type=volume,src=/srv/gvx/v.ext4,dst=/data,size=1G",
 			"oci:/srv/gvx/bb", "sh", "-c", "dd if=/dev/urandom of=/data/big bs=1M count=100 2>/dev/null && md5sum /data/big")
