@@ -205,3 +205,34 @@ func parentOf(t *testing.T, pid int) int {
 	t.Fatalf("no PPid for %d", pid)
 	return 0
 }
+
+// TestSeccompOnlyKillLeavesNothing: SIGKILL of rungv (no cleanup runs)
+// takes the sandbox with it (PDEATHSIG: there is no PID namespace to
+// end), and the next start sweeps the state directory and the socket.
+func TestSeccompOnlyKillLeavesNothing(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		sock := filepath.Join(privateTmp(t, u), "ep.sock")
+		c := command(t, u, tmp, seccompOnly("--network", "none", "-e", "SECRET_TOKEN=hunter2", "-p", "unix:"+sock+":2375", imageRef, "sh", "-c", "echo started; exec sleep 1000")...)
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
+		}
+		c.Process.Kill()
+		c.Wait()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(processesMentioning(tmp)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if p := processesMentioning(tmp); len(p) > 0 {
+			t.Fatalf("processes outlived a SIGKILLed rungv: %v", p)
+		}
+		if r := runRungv(t, u, tmp, "", seccompOnly("--network", "none", imageRef, "true")...); r.code != 0 {
+			t.Fatalf("next start: exit %d, stderr %q", r.code, r.stderr)
+		}
+		checkClean(t, tmp)
+		if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after the next start: %v", sock, err)
+		}
+	})
+}
