@@ -15,6 +15,7 @@ import (
 
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/runtime/dind"
 	"z.gfire.dev/gvx/serve/agent"
 	"z.gfire.dev/gvx/spec"
 )
@@ -123,6 +124,9 @@ func (e *episode) expired(now time.Time) string {
 func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error) {
 	sp := req.Spec.Clone()
 	service := append(append([]string{}, sp.Entrypoint...), sp.Args...)
+	if sp.Privileged {
+		service = dind.Args(service) // what dockerd needs in the Sentry, as rungv run adds it
+	}
 	sp.Entrypoint, sp.Args = agent.Command(s.cfg.AgentPort, service), nil
 	if e.vol != "" {
 		target := req.GoldenTarget

@@ -278,7 +278,7 @@ class Client:
                memory_bytes: Optional[int] = None, cpus: Optional[float] = None, pids: Optional[int] = None,
                mounts: Optional[List[Dict[str, Any]]] = None, network: Optional[str] = None,
                egress: Optional[List[str]] = None, ttl: Optional[float] = None, lease: Optional[float] = None,
-               spec: Optional[Dict[str, Any]] = None, keepalive: bool = True,
+               privileged: Optional[bool] = None, spec: Optional[Dict[str, Any]] = None, keepalive: bool = True,
                wait_for_capacity: float = 0.0) -> Episode:
         """Creates an episode and returns it once its agent answers.
 
@@ -289,7 +289,9 @@ class Client:
         process the episode starts (dockerd). env, workdir, user, limits,
         mounts (the spec's JSON form), network ("none" or "nat"), egress:
         as the episode spec has them (spec: a whole spec dict, merged under
-        these). ttl and lease in seconds (lease < 0: none).
+        these). privileged: every capability of the Sentry (not of the
+        host), what dockerd needs; docker=True implies it unless False.
+        ttl and lease in seconds (lease < 0: none).
         wait_for_capacity: retry a create refused at the server's cap for
         up to this many seconds (0: raise CapacityError at once).
         """
@@ -306,6 +308,10 @@ class Client:
                 sp[k] = v
         if egress:
             sp["egress"] = list(egress)
+        if privileged is None:
+            privileged = True if docker else None
+        if privileged is not None:
+            sp["privileged"] = bool(privileged)
         if mounts:
             sp["mounts"] = list(sp.get("mounts", [])) + list(mounts)
         limits = dict(sp.get("limits", {}))
