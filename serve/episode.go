@@ -323,7 +323,7 @@ func (e *episode) startError(what string) error {
 // waitAgent polls the agent's health until it answers, the episode exits
 // or ctx is done.
 func waitAgent(ctx context.Context, e *episode) error {
-	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
+	for delay := 2 * time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/health", nil)
 		resp, err := e.agent.Do(req)
 		if err == nil {
