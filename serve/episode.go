@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -314,7 +315,7 @@ func (e *episode) startError(what string) error {
 	} else if code >= 0 {
 		msg += fmt.Sprintf(" (status %d)", code)
 	}
-	if out := e.output.String(); out != "" {
+	if out := strings.TrimSpace(e.output.String()); out != "" && !strings.Contains(msg, out) {
 		msg += "; its output ends: " + out
 	}
 	return errors.New(msg)
@@ -352,9 +353,10 @@ func agentClient(sock string) *http.Client {
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "unix", sock)
 		},
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10, // the agent is as hostile as the guest
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        30 * time.Second,
 	}}
 }
 

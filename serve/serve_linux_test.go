@@ -380,6 +380,32 @@ func TestTTLAndLease(t *testing.T) {
 	}
 }
 
+// serveProcess starts `rungv serve ARGS` (setup adjusts the command) and
+// waits for its hello line; the process is killed at cleanup.
+func serveProcess(t *testing.T, setup func(*exec.Cmd), args ...string) (*exec.Cmd, *api, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(env.Rungv, append([]string{"serve"}, args...)...)
+	if setup != nil {
+		setup(cmd)
+	}
+	stdout, _ := cmd.StdoutPipe()
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("rungv serve: %v %s", err, stderr.String())
+	}
+	var hello struct{ Socket string }
+	if err := json.Unmarshal([]byte(line), &hello); err != nil || hello.Socket == "" {
+		t.Fatalf("rungv serve's hello %q: %v", line, err)
+	}
+	return cmd, &api{t: t, c: unixClient(hello.Socket), base: "http://gvx"}, stderr
+}
+
 // TestReapAfterSIGKILL: a `rungv serve` SIGKILLed with a live episode
 // leaves nothing running (its rungv dies with it), and the next server on
 // the state dir removes the episode's directory (clone, sockets, record)
@@ -388,21 +414,7 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	need(t)
 	dir := shortDir(t)
 	state, sock := filepath.Join(dir, "st"), filepath.Join(dir, "api.sock")
-	cmd := exec.Command(env.Rungv, "serve", "--state-dir", state, "--socket", sock, "--clone", "auto")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("serve: %v %s", err, stderr.String())
-	}
-	var hello struct{ Socket string }
-	json.Unmarshal([]byte(line), &hello)
-	a := &api{t: t, c: unixClient(hello.Socket), base: "http://gvx"}
+	cmd, a, _ := serveProcess(t, nil, "--state-dir", state, "--socket", sock, "--clone", "auto")
 	in := a.create(map[string]any{"spec": busybox(), "golden": golden})
 	epDir := filepath.Dir(in.Volume)
 	var rec struct {
@@ -535,5 +547,56 @@ func TestTokenTCP(t *testing.T) {
 	}
 	if _, err := serve.ListenUnix(sock); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second listener on a live socket: %v", err)
+	}
+}
+
+// TestServeAsNobody: the server is unprivileged. As root, `rungv serve`
+// runs as nobody (rootless sandboxes in user namespaces) and serves an
+// episode from a golden clone; SIGTERM tears it down and leaves the state
+// dir empty.
+func TestServeAsNobody(t *testing.T) {
+	need(t)
+	if os.Getuid() != 0 {
+		t.Skip("not root: every test of this package already runs unprivileged")
+	}
+	if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urn", "true").CombinedOutput(); err != nil {
+		t.Skipf("cannot run rootless as nobody here (setpriv, user namespaces): %v %s", err, out)
+	}
+	work, err := os.MkdirTemp(env.Dir, "nobody-") // readable by all, as the image is
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	state, tmp := filepath.Join(work, "st"), filepath.Join(work, "tmp")
+	for _, d := range []string{state, tmp} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(work, 0o755)
+	cmd, a, stderr := serveProcess(t, func(c *exec.Cmd) {
+		c.Env = append(os.Environ(), "TMPDIR="+tmp, "GVX_CACHE_DIR="+filepath.Join(tmp, "cache"), "XDG_RUNTIME_DIR=")
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}, "--state-dir", state, "--clone", "auto")
+	sock := filepath.Join(state, "serve.sock")
+	if st, err := os.Stat(sock); err != nil || st.Sys().(*syscall.Stat_t).Uid != 65534 || st.Mode().Perm() != 0o600 {
+		t.Errorf("socket %s: %v %v", sock, st, err)
+	}
+	in := a.create(map[string]any{"spec": busybox(), "golden": golden})
+	if r := a.exec(in.ID, agent.ExecRequest{Shell: "cat /var/lib/docker/golden.txt; id -u"}); r.stdout != "gv\n0\n" {
+		t.Errorf("exec as nobody's episode: %+v\n%s", r, stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "ep")); len(ents) != 0 {
+		t.Errorf("SIGTERM left episode directories: %v", ents)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the API socket outlived the server: %v", err)
 	}
 }

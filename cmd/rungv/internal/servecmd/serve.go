@@ -84,7 +84,7 @@ func action(c *cli.Context) error {
 		token = strings.TrimSpace(string(b))
 	}
 	if c.String("listen") != "" && token == "" {
-		return cli.Exit("rungv serve: "+serve.ErrNoToken.Error(), 2)
+		return cli.Exit("rungv "+serve.ErrNoToken.Error(), 2)
 	}
 	bin := c.String("rungv")
 	if bin == "" {
