@@ -45,5 +45,12 @@ skipped=$(grep -cE '^ *--- SKIP' "$log" || true)
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$status" = 0 ] || exit "$status"
 
+echo "== python client tests (clients/python, against a real rungv serve)"
+if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then
+	timeout 15m python3 -m unittest discover -s clients/python/tests -t clients/python -v
+else
+	echo "skipped: no python3 >= 3.9 on this machine (the client needs nothing else)"
+fi
+
 echo "== bounded fuzzing (${FUZZTIME:=10s} per target)"
 ./scripts/fuzz.sh "$FUZZTIME"

@@ -1,0 +1,155 @@
+"""HTTP/1.1 over a unix socket or TCP, with the standard library only."""
+
+import http.client
+import json
+import os
+import socket
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple, Union
+from urllib.parse import urlencode, urlsplit
+
+from .errors import CapacityError, GvxError, NotFoundError
+
+Body = Union[None, bytes, Iterable[bytes], Any]
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: Optional[float]):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            s.settimeout(self.timeout)
+        try:
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+def default_socket() -> str:
+    """The server socket rungv serve listens on by default: $GVX_SERVE_SOCKET,
+    else STATE_DIR/serve.sock with rungv serve's default state dir."""
+    env = os.environ.get("GVX_SERVE_SOCKET")
+    if env:
+        return env
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    state = os.path.join(run, "gvx-serve") if run else os.path.join("/tmp", "gvx-serve-%d" % os.getuid())
+    return os.path.join(state, "serve.sock")
+
+
+class Transport:
+    """Opens one connection per request (the server is local: a connection
+    costs little, and no state is shared between threads)."""
+
+    def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, timeout: Optional[float] = None):
+        if socket_path and url:
+            raise ValueError("gvx: give socket_path or url, not both")
+        self.url = url
+        self.socket_path = None if url else (socket_path or default_socket())
+        self.token = token if token is not None else os.environ.get("GVX_SERVE_TOKEN")
+        self.timeout = timeout
+        if url:
+            u = urlsplit(url)
+            if u.scheme != "http" or not u.hostname:
+                raise ValueError(f"gvx: url {url!r}: want http://HOST:PORT")
+            self._host, self._port = u.hostname, u.port or 80
+
+    def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        t = timeout if timeout is not None else self.timeout
+        if self.socket_path:
+            return _UnixConnection(self.socket_path, t)
+        return http.client.HTTPConnection(self._host, self._port, timeout=t)
+
+    def request(self, method: str, path: str, query: Optional[Dict[str, Any]] = None,
+                body: Body = None, headers: Optional[Dict[str, str]] = None,
+                timeout: Optional[float] = None) -> Tuple[http.client.HTTPResponse, http.client.HTTPConnection]:
+        """Sends a request and returns the open response (read it, then close
+        the connection) once its status is 2xx; raises GvxError otherwise."""
+        if query:
+            path += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        h = {"Host": "gvx"}
+        if self.token and not self.socket_path:
+            h["Authorization"] = "Bearer " + self.token
+        if headers:
+            h.update(headers)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        if isinstance(body, bytes):
+            h["Content-Length"] = str(len(body))
+        elif body is not None and not hasattr(body, "read"):
+            h["Transfer-Encoding"] = "chunked"
+        conn = self._connect(timeout)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            for k, v in h.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            if isinstance(body, bytes):
+                conn.send(body)
+            elif body is not None and hasattr(body, "read"):
+                while True:
+                    b = body.read(1 << 20)
+                    if not b:
+                        break
+                    conn.send(b)
+            elif body is not None:
+                for b in body:
+                    if b:
+                        conn.send(b"%x\r\n%s\r\n" % (len(b), b))
+                conn.send(b"0\r\n\r\n")
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            where = self.socket_path or self.url
+            raise GvxError(0, f"cannot reach the server at {where}: {e} (is rungv serve running?)") from e
+        if resp.status >= 300:
+            try:
+                raw = resp.read(1 << 20)
+            finally:
+                conn.close()
+            raise _error(resp, raw)
+        return resp, conn
+
+    def json(self, method: str, path: str, **kw: Any) -> Any:
+        resp, conn = self.request(method, path, **kw)
+        try:
+            raw = resp.read()
+        finally:
+            conn.close()
+        return json.loads(raw) if raw else None
+
+    def lines(self, method: str, path: str, **kw: Any) -> Iterator[dict]:
+        """A request whose answer is NDJSON: yields each line's object."""
+        resp, conn = self.request(method, path, **kw)
+        try:
+            while True:
+                line = resp.readline(64 << 20)
+                if not line:
+                    return
+                line = line.strip()
+                if line:
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
+
+def _error(resp: http.client.HTTPResponse, raw: bytes) -> GvxError:
+    try:
+        msg = json.loads(raw).get("error") or raw.decode(errors="replace")
+    except ValueError:
+        msg = raw.decode(errors="replace").strip() or resp.reason
+    if resp.status == 429:
+        ra = resp.getheader("Retry-After")
+        try:
+            after = float(ra) if ra is not None else None
+        except ValueError:
+            after = None
+        return CapacityError(resp.status, msg, after)
+    if resp.status == 404:
+        return NotFoundError(resp.status, msg)
+    return GvxError(resp.status, msg)

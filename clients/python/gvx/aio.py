@@ -1,0 +1,123 @@
+"""The asyncio client: AsyncClient and AsyncEpisode mirror Client and Episode
+with coroutines.
+
+Each call runs the synchronous client on a thread pool of the client's own
+(max_workers, default 64), so hundreds of coroutines can drive episodes at
+once without blocking the event loop; calls beyond max_workers wait for a
+thread.
+"""
+
+import asyncio
+import concurrent.futures
+import functools
+from typing import Any, Callable, Dict, List, Optional
+
+from .client import Client, Episode, ExecResult
+
+
+class AsyncEpisode:
+    """An episode, with coroutine methods. ``async with`` closes it.
+
+    Example::
+
+        async with gvx.AsyncClient() as c:
+            async with await c.create("oci:/srv/images/busybox") as ep:
+                r = await ep.exec("uname -a")
+    """
+
+    def __init__(self, episode: Episode, run: Callable[..., Any]):
+        self.episode = episode
+        self.id = episode.id
+        self.info = episode.info
+        self.docker_socket = episode.docker_socket
+        self._run = run
+
+    def __repr__(self) -> str:
+        return f"<gvx.AsyncEpisode {self.id}>"
+
+    async def exec(self, cmd: Any, **kw: Any) -> ExecResult:
+        """As Episode.exec."""
+        return await self._run(self.episode.exec, cmd, **kw)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._run(self.episode.read_file, path)
+
+    async def write_file(self, path: str, data: Any, mode: int = 0o644) -> None:
+        return await self._run(self.episode.write_file, path, data, mode)
+
+    async def upload(self, local_path: str, remote_dir: str) -> Dict[str, Any]:
+        return await self._run(self.episode.upload, local_path, remote_dir)
+
+    async def upload_tar(self, tar_bytes: bytes, remote_dir: str) -> Dict[str, Any]:
+        return await self._run(self.episode.upload_tar, tar_bytes, remote_dir)
+
+    async def download(self, remote_path: str, local_dir: str) -> str:
+        return await self._run(self.episode.download, remote_path, local_dir)
+
+    async def download_tar(self, remote_path: str) -> bytes:
+        return await self._run(self.episode.download_tar, remote_path)
+
+    async def renew(self) -> Dict[str, Any]:
+        return await self._run(self.episode.renew)
+
+    async def describe(self) -> Dict[str, Any]:
+        return await self._run(self.episode.describe)
+
+    async def close(self) -> None:
+        await self._run(self.episode.close)
+
+    async def __aenter__(self) -> "AsyncEpisode":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class AsyncClient:
+    """Client with coroutine methods; the same arguments as Client, plus
+    max_workers (the thread pool's size).
+
+    Example::
+
+        async def main():
+            async with gvx.AsyncClient() as c:
+                eps = await asyncio.gather(*(c.create("oci:/srv/busybox") for _ in range(8)))
+                results = await asyncio.gather(*(ep.exec("hostname") for ep in eps))
+                await asyncio.gather(*(ep.close() for ep in eps))
+    """
+
+    def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, timeout: Optional[float] = None, max_workers: int = 64):
+        self.client = Client(socket_path, url, token, timeout)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gvx")
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kw))
+
+    async def health(self) -> Dict[str, Any]:
+        return await self._run(self.client.health)
+
+    async def metrics(self) -> str:
+        return await self._run(self.client.metrics)
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await self._run(self.client.list)
+
+    async def create(self, image: Optional[str] = None, **kw: Any) -> AsyncEpisode:
+        """As Client.create."""
+        ep = await self._run(self.client.create, image, **kw)
+        return AsyncEpisode(ep, self._run)
+
+    async def episode(self, episode_id: str, keepalive: bool = False) -> AsyncEpisode:
+        return AsyncEpisode(await self._run(self.client.episode, episode_id, keepalive), self._run)
+
+    async def close(self) -> None:
+        """Shuts the thread pool down (episodes are closed by their owners)."""
+        self._pool.shutdown(wait=False)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,347 @@
+"""The synchronous client: Client creates episodes, Episode drives one."""
+
+import base64
+import io
+import os
+import tarfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+from ._http import Transport
+from .errors import CapacityError, ExecError, GvxError, NotFoundError
+
+Cmd = Union[str, Sequence[str]]
+
+
+@dataclass
+class ExecResult:
+    """What a command did: its exit code (128+N when killed by signal N),
+    its output, whether the timeout killed it, and how long it ran."""
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    seconds: float = 0.0
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr as text (stderr after stdout)."""
+        return (self.stdout + self.stderr).decode(errors="replace")
+
+    def check(self) -> "ExecResult":
+        """Raises ExecError unless the command exited 0."""
+        if self.exit_code != 0:
+            raise ExecError(0, f"command exited {self.exit_code}: {self.stderr.decode(errors='replace')[-2000:]}")
+        return self
+
+
+def exec_request(cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                 timeout: Optional[float] = None, stdin: Union[None, bytes, str] = None) -> Dict[str, Any]:
+    """The JSON of an exec: a str is run by /bin/sh -c, a sequence as argv."""
+    req: Dict[str, Any] = {}
+    if isinstance(cmd, str):
+        req["shell"] = cmd
+    else:
+        req["argv"] = list(cmd)
+        if not req["argv"]:
+            raise ValueError("gvx: empty argv")
+    if env:
+        req["env"] = [f"{k}={v}" for k, v in env.items()]
+    if workdir:
+        req["workdir"] = workdir
+    if timeout:
+        req["timeout"] = float(timeout)
+    if stdin:
+        req["stdin"] = base64.b64encode(stdin.encode() if isinstance(stdin, str) else stdin).decode()
+    return req
+
+
+def collect(events: Iterator[dict], on_output: Optional[Callable[[str, bytes], None]] = None) -> ExecResult:
+    """Folds an exec's event stream into an ExecResult."""
+    out, err = bytearray(), bytearray()
+    for ev in events:
+        t = ev.get("type")
+        if t in ("stdout", "stderr"):
+            data = base64.b64decode(ev.get("data", ""))
+            (out if t == "stdout" else err).extend(data)
+            if on_output:
+                on_output(t, data)
+        elif t == "exit":
+            return ExecResult(int(ev.get("exit_code", -1)), bytes(out), bytes(err),
+                              bool(ev.get("timed_out", False)), float(ev.get("seconds", 0.0)))
+        elif t == "error":
+            raise ExecError(0, ev.get("error", "exec failed"))
+    raise ExecError(0, "the exec stream ended before the command's exit (the episode went away?)")
+
+
+def tar_paths(local_path: str, arcname: Optional[str] = None) -> bytes:
+    """A tar of a local file or directory, named arcname (its basename)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        tf.add(local_path, arcname=arcname or os.path.basename(os.path.normpath(local_path)))
+    return buf.getvalue()
+
+
+def untar(data: bytes, local_dir: str) -> None:
+    """Unpacks a tar from the server into local_dir, refusing entries that
+    would land outside it (the guest's answers are untrusted)."""
+    os.makedirs(local_dir, exist_ok=True)
+    root = os.path.realpath(local_dir)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
+        members = []
+        for m in tf.getmembers():
+            dest = os.path.realpath(os.path.join(root, m.name))
+            if dest != root and not dest.startswith(root + os.sep):
+                raise GvxError(0, f"archive entry {m.name!r} would land outside {local_dir}")
+            if m.islnk() or m.issym():
+                target = os.path.realpath(os.path.join(os.path.dirname(dest), m.linkname)) if m.issym() else \
+                    os.path.realpath(os.path.join(root, m.linkname))
+                if target != root and not target.startswith(root + os.sep):
+                    raise GvxError(0, f"archive link {m.name!r} -> {m.linkname!r} points outside {local_dir}")
+            if m.isdev():
+                continue
+            members.append(m)
+        if hasattr(tarfile, "data_filter"):  # 3.12+, and security backports: checked above
+            tf.extractall(root, members=members, filter="fully_trusted")
+        else:
+            tf.extractall(root, members=members)
+
+
+class Episode:
+    """One live episode on the server. Use it as a context manager, or call
+    close(). While open it renews its lease in a background thread (so a
+    client that dies stops renewing, and the server reaps the episode).
+
+    Example::
+
+        with gvx.Client() as c, c.create("oci:/srv/images/busybox") as ep:
+            r = ep.exec("echo hi")
+            assert r.exit_code == 0 and r.stdout == b"hi\\n"
+            ep.write_file("/tmp/x", b"data")
+            assert ep.read_file("/tmp/x") == b"data"
+    """
+
+    def __init__(self, transport: Transport, info: Dict[str, Any], keepalive: bool = True):
+        self._t = transport
+        self.info = info
+        self.id: str = info["id"]
+        self.docker_socket: Optional[str] = info.get("docker_socket") or None
+        self._closed = False
+        self._stop = threading.Event()
+        self._keeper: Optional[threading.Thread] = None
+        lease = float(info.get("lease_seconds") or 0)
+        if keepalive and lease > 0:
+            self._keeper = threading.Thread(target=self._keepalive, args=(max(lease / 3, 0.2),),
+                                            name=f"gvx-lease-{self.id}", daemon=True)
+            self._keeper.start()
+
+    def __repr__(self) -> str:
+        return f"<gvx.Episode {self.id}{' closed' if self._closed else ''}>"
+
+    def _path(self, verb: str = "") -> str:
+        return f"/v1/episodes/{self.id}" + (f"/{verb}" if verb else "")
+
+    def _keepalive(self, every: float) -> None:
+        while not self._stop.wait(every):
+            try:
+                self._t.json("POST", self._path("renew"), timeout=30)
+            except NotFoundError:
+                return
+            except GvxError:
+                continue
+
+    def renew(self) -> Dict[str, Any]:
+        """Renews the lease by hand; returns the episode's description."""
+        return self._t.json("POST", self._path("renew"))
+
+    def describe(self) -> Dict[str, Any]:
+        """The server's description of the episode (state, TTL, lease)."""
+        return self._t.json("GET", self._path())
+
+    def exec_stream(self, cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                    timeout: Optional[float] = None, stdin: Union[None, bytes, str] = None) -> Iterator[dict]:
+        """Runs cmd and yields its events as they come: {"type": "stdout" or
+        "stderr", "data": base64}, then {"type": "exit", "exit_code": N, …}."""
+        return self._t.lines("POST", self._path("exec"), body=exec_request(cmd, env, workdir, timeout, stdin))
+
+    def exec(self, cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+             timeout: Optional[float] = None, stdin: Union[None, bytes, str] = None,
+             on_output: Optional[Callable[[str, bytes], None]] = None) -> ExecResult:
+        """Runs cmd (a str: /bin/sh -c; a list: argv) in the episode and
+        waits for it. on_output(stream, bytes) sees the output as it comes."""
+        return collect(self.exec_stream(cmd, env, workdir, timeout, stdin), on_output)
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of the guest file path."""
+        resp, conn = self._t.request("GET", self._path("files"), query={"path": path})
+        try:
+            return resp.read()
+        finally:
+            conn.close()
+
+    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
+        """Writes data to the guest file path (parents made)."""
+        if isinstance(data, str):
+            data = data.encode()
+        self._t.json("PUT", self._path("files"), query={"path": path, "mode": "%o" % mode}, body=bytes(data),
+                     headers={"Content-Type": "application/octet-stream"})
+
+    def upload(self, local_path: str, remote_dir: str) -> Dict[str, Any]:
+        """Copies a local file or directory into the guest directory
+        remote_dir, keeping its name (remote_dir/basename)."""
+        return self._t.json("PUT", self._path("archive"), query={"path": remote_dir}, body=tar_paths(local_path),
+                            headers={"Content-Type": "application/x-tar"})
+
+    def upload_tar(self, tar_bytes: bytes, remote_dir: str) -> Dict[str, Any]:
+        """Unpacks a tar archive into the guest directory remote_dir."""
+        return self._t.json("PUT", self._path("archive"), query={"path": remote_dir}, body=tar_bytes,
+                            headers={"Content-Type": "application/x-tar"})
+
+    def download_tar(self, remote_path: str) -> bytes:
+        """A tar of the guest path (entries named basename(remote_path)/…)."""
+        resp, conn = self._t.request("GET", self._path("archive"), query={"path": remote_path})
+        try:
+            return resp.read()
+        finally:
+            conn.close()
+
+    def download(self, remote_path: str, local_dir: str) -> str:
+        """Copies the guest file or directory into local_dir; returns the
+        local path of the copy."""
+        untar(self.download_tar(remote_path), local_dir)
+        return os.path.join(local_dir, os.path.basename(remote_path.rstrip("/")) or ".")
+
+    def close(self) -> None:
+        """Tears the episode down (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        try:
+            self._t.request("DELETE", self._path())[1].close()
+        except NotFoundError:
+            pass
+
+    def __enter__(self) -> "Episode":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Client:
+    """A client of one rungv serve: over its unix socket (socket_path,
+    default $GVX_SERVE_SOCKET or rungv serve's default), or over TCP (url
+    "http://127.0.0.1:7300" with token, default $GVX_SERVE_TOKEN).
+
+    Example::
+
+        c = gvx.Client("/run/gvx/serve.sock")
+        with c.create("oci:/srv/images/dind", golden="/srv/golden.ext4",
+                      docker=True, service=["dockerd-entrypoint.sh"],
+                      env={"DOCKER_TLS_CERTDIR": ""}) as ep:
+            print(ep.exec(["docker", "-H", "tcp://127.0.0.1:2375", "images"]).output)
+    """
+
+    def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, timeout: Optional[float] = None):
+        self.transport = Transport(socket_path, url, token, timeout)
+
+    def health(self) -> Dict[str, Any]:
+        """{"ok": true, "live": N, "max": M}."""
+        return self.transport.json("GET", "/v1/health")
+
+    def metrics(self) -> str:
+        """The server's Prometheus metrics, as text."""
+        resp, conn = self.transport.request("GET", "/metrics")
+        try:
+            return resp.read().decode()
+        finally:
+            conn.close()
+
+    def list(self) -> List[Dict[str, Any]]:
+        """Every live episode's description."""
+        return self.transport.json("GET", "/v1/episodes")["episodes"]
+
+    def episode(self, episode_id: str, keepalive: bool = False) -> Episode:
+        """A handle on an existing episode (for instance one made by another
+        process)."""
+        return Episode(self.transport, self.transport.json("GET", f"/v1/episodes/{episode_id}"), keepalive)
+
+    def create(self, image: Optional[str] = None, *, golden: Optional[str] = None,
+               golden_target: Optional[str] = None, docker: bool = False,
+               service: Optional[Sequence[str]] = None, env: Optional[Dict[str, str]] = None,
+               workdir: Optional[str] = None, user: Optional[str] = None,
+               memory_bytes: Optional[int] = None, cpus: Optional[float] = None, pids: Optional[int] = None,
+               mounts: Optional[List[Dict[str, Any]]] = None, network: Optional[str] = None,
+               egress: Optional[List[str]] = None, ttl: Optional[float] = None, lease: Optional[float] = None,
+               privileged: Optional[bool] = None, spec: Optional[Dict[str, Any]] = None, keepalive: bool = True,
+               wait_for_capacity: float = 0.0) -> Episode:
+        """Creates an episode and returns it once its agent answers.
+
+        image: as rungv takes it (oci:DIR, docker-archive:TAR, a cached name).
+        golden: a golden volume on the server's host, cloned per episode and
+        mounted at golden_target (/var/lib/docker). docker: publish the
+        guest's port 2375 as ep.docker_socket. service: a background
+        process the episode starts (dockerd). env, workdir, user, limits,
+        mounts (the spec's JSON form), network ("none" or "nat"), egress:
+        as the episode spec has them (spec: a whole spec dict, merged under
+        these). privileged: every capability of the Sentry (not of the
+        host), what dockerd needs; docker=True implies it unless False.
+        ttl and lease in seconds (lease < 0: none).
+        wait_for_capacity: retry a create refused at the server's cap for
+        up to this many seconds (0: raise CapacityError at once).
+        """
+        sp: Dict[str, Any] = dict(spec or {})
+        sp.setdefault("version", 1)
+        if image:
+            sp["image"] = image
+        if service:
+            sp["entrypoint"] = list(service)
+        if env:
+            sp["env"] = list(sp.get("env", [])) + [f"{k}={v}" for k, v in env.items()]
+        for k, v in (("workdir", workdir), ("user", user), ("network", network)):
+            if v:
+                sp[k] = v
+        if egress:
+            sp["egress"] = list(egress)
+        if privileged is None:
+            privileged = True if docker else None
+        if privileged is not None:
+            sp["privileged"] = bool(privileged)
+        if mounts:
+            sp["mounts"] = list(sp.get("mounts", [])) + list(mounts)
+        limits = dict(sp.get("limits", {}))
+        for k, v in (("memory_bytes", memory_bytes), ("cpus", cpus), ("pids", pids)):
+            if v is not None:
+                limits[k] = v
+        if limits:
+            sp["limits"] = limits
+        req: Dict[str, Any] = {"spec": sp}
+        for k, v in (("golden", golden), ("golden_target", golden_target), ("ttl", ttl), ("lease", lease)):
+            if v is not None:
+                req[k] = v
+        if docker:
+            req["docker"] = True
+        deadline = time.monotonic() + wait_for_capacity
+        while True:
+            try:
+                info = self.transport.json("POST", "/v1/episodes", body=req)
+                return Episode(self.transport, info, keepalive)
+            except CapacityError as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(e.retry_after or 1.0, left))
+
+    def close(self) -> None:
+        """Nothing to release (one connection per request); for symmetry."""
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,155 @@
+// Package servecmd is rungv's serve verb: the episode server of package
+// z.gfire.dev/gvx/serve, listening on a unix socket (and, with a token, on
+// TCP) until SIGINT or SIGTERM.
+package servecmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/serve"
+)
+
+// Command is `rungv serve`.
+var Command = &cli.Command{
+	Name:  "serve",
+	Usage: "serve episodes over an HTTP API (unix socket; TCP with a bearer token)",
+	Description: `rungv serve owns this node's episodes: clients create them (from an image and
+a golden volume, cloned by reflink), exec in them, move files, and close them
+over HTTP+JSON (docs/api.md). One server per node; it refuses episodes past
+--max-episodes (429 + Retry-After), tears each down when its --ttl passes or
+its client stops renewing its --lease, and at start reaps what a SIGKILLed
+predecessor left in --state-dir.
+
+The unix socket (default STATE_DIR/serve.sock) is mode 0600. --listen adds a
+TCP listener, which needs a bearer token (--token-file, or $GVX_SERVE_TOKEN).
+On start one JSON line goes to stdout: {"socket": …, "listen": …, "pid": …}.
+
+Examples:
+   rungv serve --state-dir /srv/gvx --max-episodes 64
+   GVX_SERVE_TOKEN=$(cat tok) rungv serve --state-dir /srv/gvx --listen 127.0.0.1:7300`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "`DIR` for the lock, episode records, clones and sockets (short path; on the golden volumes' filesystem for reflinks)"},
+		&cli.StringFlag{Name: "socket", Usage: "unix socket `PATH` of the API", DefaultText: "STATE_DIR/serve.sock"},
+		&cli.StringFlag{Name: "listen", Usage: "also serve on TCP `ADDR` (127.0.0.1:7300); needs a token"},
+		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token (default: $GVX_SERVE_TOKEN)"},
+		&cli.IntFlag{Name: "max-episodes", Value: 16, Usage: "hard cap on live episodes"},
+		&cli.DurationFlag{Name: "ttl", Value: time.Hour, Usage: "an episode's lifetime when its create asks for none"},
+		&cli.DurationFlag{Name: "max-ttl", Value: 24 * time.Hour, Usage: "the longest lifetime a create may ask for"},
+		&cli.DurationFlag{Name: "lease", Value: time.Minute, Usage: "default lease: tear an episode down when no request for it was in flight this long (0: none)"},
+		&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "bound on an episode's start"},
+		&cli.DurationFlag{Name: "retry-after", Value: time.Second, Usage: "what a create refused at the cap is told to wait"},
+		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail), auto (clone, else sparse copy)"},
+		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no log line per episode event on stderr"},
+	},
+	Action: action,
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "gvx-serve")
+	}
+	return filepath.Join(os.TempDir(), "gvx-serve-"+strconv.Itoa(os.Getuid()))
+}
+
+func action(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cli.Exit("rungv serve: takes no arguments (see --help)", 2)
+	}
+	mode, err := reflink.ParseMode(c.String("clone"))
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("rungv serve: --clone: %v", err), 2)
+	}
+	token := os.Getenv("GVX_SERVE_TOKEN")
+	if f := c.String("token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if c.String("listen") != "" && token == "" {
+		return cli.Exit("rungv "+serve.ErrNoToken.Error(), 2)
+	}
+	bin := c.String("rungv")
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	cfg := serve.Config{
+		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
+		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
+		ReadyTimeout: c.Duration("ready-timeout"), RetryAfter: c.Duration("retry-after"), CloneMode: mode,
+	}
+	if cfg.DefaultLease == 0 {
+		cfg.DefaultLease = -1
+	}
+	if !c.Bool("quiet") {
+		logger := log.New(os.Stderr, "rungv serve: ", log.LstdFlags|log.Lmicroseconds)
+		cfg.Logf = logger.Printf
+	}
+	srv, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	sock := c.String("socket")
+	if sock == "" {
+		sock = filepath.Join(cfg.StateDir, "serve.sock")
+	}
+	lns := []net.Listener{}
+	uln, err := serve.ListenUnix(sock)
+	if err != nil {
+		return err
+	}
+	lns = append(lns, uln)
+	hello := map[string]any{"socket": sock, "pid": os.Getpid(), "state_dir": cfg.StateDir, "max_episodes": srv.Cap()}
+	if addr := c.String("listen"); addr != "" {
+		tln, err := serve.ListenTCP(addr)
+		if err != nil {
+			uln.Close()
+			return err
+		}
+		lns = append(lns, tln)
+		hello["listen"] = tln.Addr().String()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		tok := token
+		if _, unix := ln.Addr().(*net.UnixAddr); unix {
+			tok = "" // the socket's mode guards it
+		}
+		go func() { errc <- srv.ServeHTTP(ctx, ln, tok) }()
+	}
+	b, _ := json.Marshal(hello)
+	fmt.Fprintln(c.App.Writer, string(b))
+	var first error
+	for range lns {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			stop()
+		}
+	}
+	if first != nil && !errors.Is(first, context.Canceled) {
+		return first
+	}
+	return nil
+}

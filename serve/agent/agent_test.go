@@ -1,0 +1,244 @@
+package agent
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The agent's handler runs here on the host: what it does in the guest it
+// does to the test's temp directory.
+
+func newAgent(t *testing.T) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer((&Agent{}).Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// execEvents posts req and returns the stream's events.
+func execEvents(t *testing.T, ts *httptest.Server, req ExecRequest) (int, []Event) {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	resp, err := http.Post(ts.URL+"/exec", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var evs []Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("bad line %q: %v", sc.Text(), err)
+		}
+		evs = append(evs, e)
+	}
+	return resp.StatusCode, evs
+}
+
+func collect(evs []Event) (stdout, stderr string, exit *Event) {
+	var o, e strings.Builder
+	for i := range evs {
+		switch evs[i].Type {
+		case EventStdout:
+			o.Write(evs[i].Data)
+		case EventStderr:
+			e.Write(evs[i].Data)
+		case EventExit:
+			exit = &evs[i]
+		}
+	}
+	return o.String(), e.String(), exit
+}
+
+func TestExec(t *testing.T) {
+	ts := newAgent(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name           string
+		req            ExecRequest
+		stdout, stderr string
+		code           int
+		timedOut       bool
+	}{
+		{"shell", ExecRequest{Shell: "echo out; echo err >&2; exit 3"}, "out\n", "err\n", 3, false},
+		{"argv env workdir", ExecRequest{Argv: []string{"sh", "-c", "echo $X; pwd"}, Env: []string{"X=42"}, Workdir: dir}, "42\n" + dir + "\n", "", 0, false},
+		{"stdin", ExecRequest{Argv: []string{"cat"}, Stdin: []byte("in\x00put")}, "in\x00put", "", 0, false},
+		{"timeout kills the group", ExecRequest{Shell: "sleep 30 & sleep 30", Timeout: 0.3}, "", "", 137, true},
+		{"background child keeps pipes", ExecRequest{Shell: "echo a; sleep 30 &"}, "a\n", "", 0, false},
+		{"signal", ExecRequest{Shell: "kill -TERM $$"}, "", "", 143, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t0 := time.Now()
+			code, evs := execEvents(t, ts, tc.req)
+			if code != http.StatusOK {
+				t.Fatalf("status %d: %+v", code, evs)
+			}
+			out, errs, exit := collect(evs)
+			if exit == nil || exit.ExitCode == nil {
+				t.Fatalf("no exit event in %+v", evs)
+			}
+			if out != tc.stdout || errs != tc.stderr || *exit.ExitCode != tc.code || exit.TimedOut != tc.timedOut {
+				t.Fatalf("got stdout %q stderr %q exit %d timed out %v; want %q %q %d %v", out, errs, *exit.ExitCode, exit.TimedOut, tc.stdout, tc.stderr, tc.code, tc.timedOut)
+			}
+			if evs[len(evs)-1].Type != EventExit {
+				t.Fatalf("the stream does not end with its exit: %+v", evs)
+			}
+			if d := time.Since(t0); d > 10*time.Second {
+				t.Fatalf("took %v: a background child held the stream", d)
+			}
+		})
+	}
+}
+
+func TestExecBadRequests(t *testing.T) {
+	ts := newAgent(t)
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{`, 400},
+		{`{}`, 400},
+		{`{"argv":["true"],"shell":"true"}`, 400},
+		{`{"argv":["/no/such/binary"]}`, 400},
+		{`{"stdin":"` + strings.Repeat("A", MaxExecRequest) + `"}`, 400},
+	} {
+		resp, err := http.Post(ts.URL+"/exec", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || e["error"] == "" {
+			t.Errorf("%.40s: status %d %v, want %d with an error", tc.body, resp.StatusCode, e, tc.code)
+		}
+	}
+}
+
+func do(t *testing.T, method, u string, body io.Reader) (int, []byte, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func TestFiles(t *testing.T) {
+	ts := newAgent(t)
+	dir := t.TempDir()
+	data := make([]byte, 3<<20+7)
+	rand.Read(data)
+	p := filepath.Join(dir, "a/b/f.bin")
+	q := url.Values{"path": {p}, "mode": {"0600"}}.Encode()
+	if code, b, _ := do(t, "PUT", ts.URL+"/file?"+q, bytes.NewReader(data)); code != 200 {
+		t.Fatalf("put: %d %s", code, b)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("stat: %v %v", st.Mode(), err)
+	}
+	code, b, h := do(t, "GET", ts.URL+"/file?path="+url.QueryEscape(p), nil)
+	if code != 200 || !bytes.Equal(b, data) || h.Get("X-Gvx-Mode") != "0600" {
+		t.Fatalf("get: %d, %d bytes, mode %q", code, len(b), h.Get("X-Gvx-Mode"))
+	}
+	for _, tc := range []struct {
+		method, query string
+		code          int
+	}{
+		{"GET", "path=relative", 400},
+		{"GET", "", 400},
+		{"GET", "path=" + url.QueryEscape(filepath.Join(dir, "missing")), 404},
+		{"GET", "path=" + url.QueryEscape(dir), 400},
+		{"PUT", "path=" + url.QueryEscape(p) + "&mode=999", 400},
+	} {
+		if code, b, _ := do(t, tc.method, ts.URL+"/file?"+tc.query, strings.NewReader("x")); code != tc.code || !strings.Contains(string(b), "error") {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.query, code, b, tc.code)
+		}
+	}
+}
+
+func TestArchiveRoundTrip(t *testing.T) {
+	ts := newAgent(t)
+	src, dst := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(src, "tree/sub"), 0o750)
+	os.WriteFile(filepath.Join(src, "tree/sub/f"), []byte("hello"), 0o640)
+	os.WriteFile(filepath.Join(src, "tree/x"), bytes.Repeat([]byte{1}, 100000), 0o755)
+	os.Symlink("sub/f", filepath.Join(src, "tree/link"))
+
+	code, tarball, _ := do(t, "GET", ts.URL+"/archive?path="+url.QueryEscape(filepath.Join(src, "tree")), nil)
+	if code != 200 {
+		t.Fatalf("get archive: %d %s", code, tarball)
+	}
+	names := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(tarball))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names[h.Name] = true
+	}
+	for _, n := range []string{"tree/", "tree/sub/", "tree/sub/f", "tree/x", "tree/link"} {
+		if !names[n] {
+			t.Errorf("archive lacks %s: %v", n, names)
+		}
+	}
+	code, b, _ := do(t, "PUT", ts.URL+"/archive?path="+url.QueryEscape(dst), bytes.NewReader(tarball))
+	if code != 200 {
+		t.Fatalf("put archive: %d %s", code, b)
+	}
+	var res ArchiveResult
+	json.Unmarshal(b, &res)
+	if res.Entries != 5 || res.Bytes != 100005 {
+		t.Errorf("result %+v, want 5 entries, 100005 bytes", res)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "tree/sub/f")); string(got) != "hello" {
+		t.Errorf("f: %q", got)
+	}
+	if st, _ := os.Stat(filepath.Join(dst, "tree/x")); st == nil || st.Mode().Perm() != 0o755 || st.Size() != 100000 {
+		t.Errorf("x: %v", st)
+	}
+	if l, _ := os.Readlink(filepath.Join(dst, "tree/link")); l != "sub/f" {
+		t.Errorf("link: %q", l)
+	}
+}
+
+func TestArchiveStaysInside(t *testing.T) {
+	ts := newAgent(t)
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "dst")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "../../escape", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	if code, b, _ := do(t, "PUT", ts.URL+"/archive?path="+url.QueryEscape(dst), &buf); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "escape")); err != nil {
+		t.Errorf("the entry should land inside: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "escape")); err == nil {
+		t.Errorf("an entry climbed out of the target")
+	}
+	if code, _, _ := do(t, "PUT", ts.URL+"/archive?path="+url.QueryEscape(dst), strings.NewReader("not a tar, long enough to be read as a header block? no")); code != 400 {
+		t.Errorf("garbage archive: status %d, want 400", code)
+	}
+}

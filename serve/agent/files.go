@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+func (a *Agent) readFile(w http.ResponseWriter, r *http.Request) {
+	p, err := guestPath(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !st.Mode().IsRegular() {
+		writeError(w, errorf(http.StatusBadRequest, "%s is not a regular file (download a directory as an archive)", p))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	w.Header().Set("X-Gvx-Mode", "0"+strconv.FormatUint(uint64(st.Mode().Perm()), 8))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
+}
+
+// writeFile writes the body to path (its parents made 0755), truncating
+// an existing file; ?mode= (octal) sets the permission bits of a new file
+// (0644).
+func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
+	p, err := guestPath(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	mode := os.FileMode(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" {
+		v, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || v > 0o7777 {
+			writeError(w, errorf(http.StatusBadRequest, "mode %q: want octal permission bits such as 0644", m))
+			return
+		}
+		mode = os.FileMode(v)
+	}
+	body := http.MaxBytesReader(w, r.Body, MaxFileBytes)
+	n, err := writeFileFrom(p, mode, body)
+	if err != nil {
+		drain(body)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"bytes": n})
+}
+
+func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}

@@ -1,0 +1,148 @@
+package serve
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"z.gfire.dev/gvx/serve/agent"
+)
+
+// maxCreateRequest bounds a create's JSON.
+const maxCreateRequest = 1 << 20
+
+// Handler returns the HTTP API (docs/api.md, docs/openapi.yaml). With a
+// non-empty token every request must carry "Authorization: Bearer TOKEN"
+// (a TCP listener needs one; the unix socket's 0600 mode is its guard).
+func (s *Server) Handler(token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.handleHealth)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		s.WriteMetrics(w)
+	})
+	mux.HandleFunc("POST /v1/episodes", s.handleCreate)
+	mux.HandleFunc("GET /v1/episodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"episodes": s.List()})
+	})
+	mux.HandleFunc("GET /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		in, err := s.Get(r.PathValue("id"))
+		s.reply(w, in, err)
+	})
+	mux.HandleFunc("DELETE /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Delete(r.PathValue("id")); err != nil {
+			s.writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/episodes/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
+		in, err := s.Renew(r.PathValue("id"))
+		s.reply(w, in, err)
+	})
+	mux.HandleFunc("POST /v1/episodes/{id}/exec", s.proxy("/exec", agent.MaxExecRequest))
+	mux.HandleFunc("GET /v1/episodes/{id}/files", s.proxy("/file", 0))
+	mux.HandleFunc("PUT /v1/episodes/{id}/files", s.proxy("/file", s.cfg.MaxUploadBytes))
+	mux.HandleFunc("GET /v1/episodes/{id}/archive", s.proxy("/archive", 0))
+	mux.HandleFunc("PUT /v1/episodes/{id}/archive", s.proxy("/archive", s.cfg.MaxUploadBytes))
+	if token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rungv serve"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token (Authorization: Bearer $GVX_SERVE_TOKEN)"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Health is GET /v1/health's answer.
+type Health struct {
+	OK   bool `json:"ok"`
+	Live int  `json:"live"`
+	Max  int  `json:"max"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := Health{OK: !s.closed, Live: len(s.eps), Max: s.cfg.MaxEpisodes}
+	s.mu.Unlock()
+	code := http.StatusOK
+	if !h.OK {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, errors.Join(ErrBadRequest, err))
+		return
+	}
+	in, err := s.Create(r.Context(), req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, in)
+}
+
+func (s *Server) reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// errorStatus is the HTTP status of err.
+func errorStatus(err error) int {
+	var mb *http.MaxBytesError
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		return http.StatusBadRequest
+	case errors.As(err, &mb):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrCapacity):
+		return http.StatusTooManyRequests
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrNotRunning):
+		return http.StatusConflict
+	case errors.Is(err, ErrClosed):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	code := errorStatus(err)
+	if code == http.StatusTooManyRequests {
+		secs := int(s.cfg.RetryAfter.Seconds() + 0.999)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// drainClose reads what is left of a body (bounded) and closes it.
+func drainClose(r io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+	r.Close()
+}

@@ -1,0 +1,101 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/serve/agent"
+)
+
+// Config is a Server's configuration. Zero values are the documented
+// defaults.
+type Config struct {
+	// StateDir holds the server's lock and one directory per episode
+	// (its record, its clone of the golden volume, its sockets). It is
+	// created (0700) if missing. For reflink clones it must be on the
+	// golden volumes' filesystem. Unix sockets live in it, so its path
+	// must be short (at most MaxStateDirLen bytes).
+	StateDir string
+	// Rungv is the rungv binary ("": $GVX_RUNGV, then PATH, as package
+	// gvx finds it).
+	Rungv string
+	// MaxEpisodes is the hard cap on live episodes, starting ones
+	// included (0: 16). A create beyond it is refused: ErrCapacity, HTTP
+	// 429 with Retry-After.
+	MaxEpisodes int
+	// RetryAfter is what a refused create is told to wait (0: 1s).
+	RetryAfter time.Duration
+	// DefaultTTL is an episode's lifetime when its create asks for none
+	// (0: 1h); MaxTTL bounds what a create may ask for (0: 24h).
+	DefaultTTL, MaxTTL time.Duration
+	// DefaultLease is the lease of an episode whose create asks for none
+	// (0: 60s): the episode is torn down when no request for it has been
+	// in flight for that long (its client is gone). A negative value
+	// means no lease by default (TTL only).
+	DefaultLease time.Duration
+	// ReadyTimeout bounds an episode's start, from its clone to its agent
+	// answering (0: 2m).
+	ReadyTimeout time.Duration
+	// CloneMode is how golden volumes are cloned: reflink.Always (the
+	// zero value) refuses to copy; reflink.Auto falls back to a sparse
+	// copy.
+	CloneMode reflink.Mode
+	// AgentPort is the guest port of the in-guest agent (0:
+	// agent.DefaultPort).
+	AgentPort int
+	// MaxUploadBytes bounds one file or archive upload (0: 8 GiB).
+	MaxUploadBytes int64
+	// Logf, if set, receives one line per episode event.
+	Logf func(format string, args ...any)
+}
+
+// MaxStateDirLen bounds the state directory's path: an episode's sockets
+// (StateDir/ep/ID/docker.sock) must fit a unix socket address (108 bytes).
+const MaxStateDirLen = 108 - 1 - len("/ep/0123456789abcdef/docker.sock")
+
+func (c *Config) setDefaults() error {
+	if c.StateDir == "" {
+		return errors.New("serve: Config.StateDir is empty (rungv serve --state-dir DIR)")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = abs
+	if len(c.StateDir) > MaxStateDirLen {
+		return fmt.Errorf("serve: state dir %s is %d bytes long, over %d: episode sockets would not fit a unix socket address; use a shorter --state-dir", c.StateDir, len(c.StateDir), MaxStateDirLen)
+	}
+	if c.MaxEpisodes < 0 || c.DefaultTTL < 0 || c.MaxTTL < 0 || c.ReadyTimeout < 0 || c.RetryAfter < 0 || c.MaxUploadBytes < 0 || c.AgentPort < 0 || c.AgentPort > 65535 {
+		return errors.New("serve: negative MaxEpisodes, TTL, ReadyTimeout, RetryAfter, MaxUploadBytes, or bad AgentPort")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.MaxEpisodes == 0 {
+		c.MaxEpisodes = 16
+	}
+	def(&c.RetryAfter, time.Second)
+	def(&c.DefaultTTL, time.Hour)
+	def(&c.MaxTTL, 24*time.Hour)
+	def(&c.DefaultLease, 60*time.Second)
+	def(&c.ReadyTimeout, 2*time.Minute)
+	if c.DefaultTTL > c.MaxTTL {
+		return fmt.Errorf("serve: DefaultTTL %v is over MaxTTL %v", c.DefaultTTL, c.MaxTTL)
+	}
+	if c.AgentPort == 0 {
+		c.AgentPort = agent.DefaultPort
+	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = agent.MaxFileBytes
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return os.MkdirAll(c.StateDir, 0o700)
+}

@@ -1,0 +1,427 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/runtime/dind"
+	"z.gfire.dev/gvx/serve/agent"
+	"z.gfire.dev/gvx/spec"
+)
+
+// Files of an episode's directory, StateDir/ep/ID.
+const (
+	epDir       = "ep"
+	recordFile  = "record.json"
+	volumeFile  = "volume.ext4"
+	agentSock   = "agent.sock"
+	dockerSock  = "docker.sock"
+	outputLimit = 64 << 10 // the episode's output kept, for errors
+)
+
+// Teardown reasons (the reason label of gvx_serve_teardowns_total).
+const (
+	reasonClose    = "close"
+	reasonTTL      = "ttl"
+	reasonLease    = "lease"
+	reasonExited   = "exited"
+	reasonFailed   = "failed"
+	reasonShutdown = "shutdown"
+)
+
+// episode is one live episode. Its mutable fields are guarded by mu.
+type episode struct {
+	id, dir, image  string
+	vol, dockerSock string
+	agent           *http.Client // to the agent, over agent.sock
+	created         time.Time
+	expires         time.Time
+	lease           time.Duration
+	cloneMethod     string
+	reset, ready    time.Duration
+	output          *tail
+
+	mu       sync.Mutex
+	state    string
+	sb       *gvx.Sandbox
+	lastSeen time.Time
+	inflight int
+	runErr   error
+	exitCode int
+	runDone  chan struct{} // closed when the sandbox's Run returned
+	gone     chan struct{} // closed when the teardown is complete
+	closing  bool
+	// abandon is set when a teardown is asked for while the episode
+	// starts: Create then fails and tears it down itself; cancelStart
+	// hurries it.
+	abandon     bool
+	cancelStart context.CancelFunc
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// info describes the episode.
+func (e *episode) info() EpisodeInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := EpisodeInfo{ID: e.id, State: e.state, Image: e.image, DockerSocket: e.dockerSock, Volume: e.vol,
+		CloneMethod: e.cloneMethod, Created: e.created, ExpiresAt: e.expires, LeaseSeconds: e.lease.Seconds(),
+		ResetSeconds: e.reset.Seconds(), ReadySeconds: e.ready.Seconds()}
+	if e.lease > 0 && e.inflight == 0 {
+		in.LeaseExpiresAt = e.lastSeen.Add(e.lease)
+	}
+	return in
+}
+
+// touch marks a request for the episode as begun; the returned func marks
+// it ended. Both renew the lease.
+func (e *episode) touch() (done func()) {
+	e.mu.Lock()
+	e.inflight++
+	e.lastSeen = time.Now()
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		e.inflight--
+		e.lastSeen = time.Now()
+		e.mu.Unlock()
+	}
+}
+
+// expired says why the episode should be torn down now, or "".
+func (e *episode) expired(now time.Time) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.state != StateRunning:
+		return ""
+	case !now.Before(e.expires):
+		return reasonTTL
+	case e.lease > 0 && e.inflight == 0 && now.Sub(e.lastSeen) >= e.lease:
+		return reasonLease
+	}
+	return ""
+}
+
+// episodeSpec is the spec the server runs for req: the agent as the
+// command, with the request's entrypoint and args as its service; the
+// clone and the sockets added.
+func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error) {
+	sp := req.Spec.Clone()
+	service := append(append([]string{}, sp.Entrypoint...), sp.Args...)
+	if sp.Privileged {
+		service = dind.Args(service) // what dockerd needs in the Sentry, as rungv run adds it
+	}
+	sp.Entrypoint, sp.Args = agent.Command(s.cfg.AgentPort, service), nil
+	if e.vol != "" {
+		target := req.GoldenTarget
+		if target == "" {
+			target = DefaultGoldenTarget
+		}
+		sp.Mounts = append(sp.Mounts, spec.Mount{Type: spec.MountVolume, Source: e.vol, Target: target})
+	}
+	sp.Ports = append(sp.Ports, spec.Port{HostSocket: filepath.Join(e.dir, agentSock), GuestPort: s.cfg.AgentPort})
+	if req.Docker {
+		port := req.DockerPort
+		if port == 0 {
+			port = DefaultDockerPort
+		}
+		sp.Ports = append(sp.Ports, spec.Port{HostSocket: e.dockerSock, GuestPort: port})
+	}
+	if err := sp.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: spec: %w", ErrBadRequest, err)
+	}
+	return sp, nil
+}
+
+// checkRequest validates what can be validated before a slot is taken.
+func (s *Server) checkRequest(req *CreateRequest) error {
+	if req.Spec == nil {
+		return fmt.Errorf("%w: no spec (want {\"spec\": {\"image\": …}})", ErrBadRequest)
+	}
+	if req.Spec.Version == 0 {
+		req.Spec.Version = spec.Version
+	}
+	if err := req.Spec.Validate(); err != nil {
+		return fmt.Errorf("%w: spec: %w", ErrBadRequest, err)
+	}
+	if req.TTL < 0 || req.DockerPort < 0 || req.DockerPort > 65535 {
+		return fmt.Errorf("%w: negative ttl or bad docker_port", ErrBadRequest)
+	}
+	if req.Golden != "" {
+		if !filepath.IsAbs(req.Golden) {
+			return fmt.Errorf("%w: golden %q is not an absolute host path", ErrBadRequest, req.Golden)
+		}
+		st, err := os.Stat(req.Golden)
+		if err != nil {
+			return fmt.Errorf("%w: golden volume: %w", ErrBadRequest, err)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%w: golden volume %s is not a regular file", ErrBadRequest, req.Golden)
+		}
+	}
+	return nil
+}
+
+// Create starts an episode and waits until its agent answers. ctx bounds
+// the start (a client that goes away while waiting abandons it: it is torn
+// down). Errors: ErrBadRequest, ErrCapacity, ErrClosed, or why the episode
+// did not start (with the tail of its output).
+func (s *Server) Create(ctx context.Context, req CreateRequest) (EpisodeInfo, error) {
+	t0 := time.Now()
+	if err := s.checkRequest(&req); err != nil {
+		return EpisodeInfo{}, err
+	}
+	ttl := s.cfg.DefaultTTL
+	if req.TTL > 0 {
+		ttl = min(time.Duration(req.TTL*float64(time.Second)), s.cfg.MaxTTL)
+	}
+	lease := s.cfg.DefaultLease
+	switch {
+	case req.Lease > 0:
+		lease = time.Duration(req.Lease * float64(time.Second))
+	case req.Lease < 0:
+		lease = 0
+	}
+	lease = max(lease, 0)
+	id := newID()
+	dir := filepath.Join(s.cfg.StateDir, epDir, id)
+	e := &episode{id: id, dir: dir, image: req.Spec.Image, created: t0, expires: t0.Add(ttl), lease: lease,
+		output: &tail{limit: outputLimit}, state: StateStarting, lastSeen: t0, exitCode: -1,
+		runDone: make(chan struct{}), gone: make(chan struct{})}
+	if req.Docker {
+		e.dockerSock = filepath.Join(dir, dockerSock)
+	}
+	ctx, e.cancelStart = context.WithCancel(ctx)
+	defer e.cancelStart()
+	if err := s.admit(e); err != nil {
+		return EpisodeInfo{}, err
+	}
+	if err := s.start(ctx, &req, e); err != nil {
+		s.metrics.createFailures.Add(1)
+		s.teardown(e, reasonFailed)
+		s.cfg.Logf("episode %s: create failed: %v", id, err)
+		return EpisodeInfo{}, err
+	}
+	s.metrics.created.Add(1)
+	s.metrics.create.observe(time.Since(t0))
+	s.cfg.Logf("episode %s: running (reset %v, ready %v)", id, e.reset, e.ready)
+	return e.info(), nil
+}
+
+// start clones, starts the sandbox and waits for the agent.
+func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	if err := os.MkdirAll(e.dir, 0o700); err != nil {
+		return fmt.Errorf("episode dir: %w", err)
+	}
+	rec := record{ID: e.id, ServerPID: os.Getpid(), Created: e.created}
+	if err := writeRecord(e.dir, &rec); err != nil {
+		return err
+	}
+	if req.Golden != "" {
+		e.vol = filepath.Join(e.dir, volumeFile)
+		t := time.Now()
+		res, err := reflink.CloneFile(req.Golden, e.vol, reflink.Options{Mode: s.cfg.CloneMode, NoSync: true})
+		e.reset = time.Since(t)
+		if err != nil {
+			return fmt.Errorf("clone golden volume %s: %w (the state dir must be on the golden's filesystem for a reflink; rungv serve --clone auto copies instead)", req.Golden, err)
+		}
+		e.cloneMethod = res.Method.String()
+		s.metrics.reset.observe(e.reset)
+	}
+	sp, err := s.episodeSpec(req, e)
+	if err != nil {
+		return err
+	}
+	sb, err := gvx.NewFromSpec(ctx, sp, gvx.Config{Rungv: s.cfg.Rungv, Stdout: e.output, Stderr: e.output})
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	e.mu.Lock()
+	e.sb = sb
+	e.mu.Unlock()
+	go s.run(e, sb)
+	// The record names the rungv process once it exists, for a successor
+	// that must reap it.
+	for sb.Pid() == 0 {
+		select {
+		case <-e.runDone:
+			return e.startError("exited before it started")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	rec.RungvPID = sb.Pid()
+	rec.RungvStart = procStart(rec.RungvPID)
+	if err := writeRecord(e.dir, &rec); err != nil {
+		return err
+	}
+	e.agent = agentClient(filepath.Join(e.dir, agentSock))
+	if err := waitAgent(ctx, e); err != nil {
+		return err
+	}
+	e.ready = time.Since(t)
+	s.metrics.ready.observe(e.ready)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abandon {
+		return fmt.Errorf("%w: closed while starting", ErrNotRunning)
+	}
+	e.state, e.lastSeen = StateRunning, time.Now()
+	return nil
+}
+
+// run runs the sandbox to its end; an episode that ends by itself is torn
+// down.
+func (s *Server) run(e *episode, sb *gvx.Sandbox) {
+	code, err := sb.Run(context.Background())
+	e.mu.Lock()
+	e.exitCode, e.runErr = code, err
+	closing := e.closing || e.state == StateStarting
+	e.mu.Unlock()
+	close(e.runDone)
+	if !closing {
+		s.cfg.Logf("episode %s: exited by itself (status %d, %v): %s", e.id, code, err, e.output.String())
+		s.teardown(e, reasonExited)
+	}
+}
+
+// startError says why the episode did not start.
+func (e *episode) startError(what string) error {
+	e.mu.Lock()
+	code, err := e.exitCode, e.runErr
+	e.mu.Unlock()
+	msg := fmt.Sprintf("episode %s", what)
+	if err != nil {
+		msg += ": " + err.Error()
+	} else if code >= 0 {
+		msg += fmt.Sprintf(" (status %d)", code)
+	}
+	if out := strings.TrimSpace(e.output.String()); out != "" && !strings.Contains(msg, out) {
+		msg += "; its output ends: " + out
+	}
+	return errors.New(msg)
+}
+
+// waitAgent polls the agent's health until it answers, the episode exits
+// or ctx is done.
+func waitAgent(ctx context.Context, e *episode) error {
+	for delay := 2 * time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/health", nil)
+		resp, err := e.agent.Do(req)
+		if err == nil {
+			drainClose(resp.Body)
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-e.runDone:
+			return e.startError("exited before its agent answered")
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return e.startError("did not answer in time (rungv serve --ready-timeout)")
+			}
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// agentClient talks HTTP to the agent over its published socket.
+func agentClient(sock string) *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10, // the agent is as hostile as the guest
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        30 * time.Second,
+	}}
+}
+
+// teardown kills the episode, removes its directory (clone, sockets,
+// record) and forgets it. It runs once; later calls wait for the first.
+func (s *Server) teardown(e *episode, reason string) {
+	e.mu.Lock()
+	if e.state == StateStarting && reason != reasonFailed {
+		// Create owns a starting episode: it fails and tears it down.
+		e.abandon = true
+		e.mu.Unlock()
+		e.cancelStart()
+		<-e.gone
+		return
+	}
+	if e.closing {
+		e.mu.Unlock()
+		<-e.gone
+		return
+	}
+	e.closing, e.state = true, StateClosing
+	sb := e.sb
+	e.mu.Unlock()
+	t := time.Now()
+	if sb != nil {
+		_ = sb.Close()
+		<-e.runDone
+	}
+	if e.agent != nil {
+		e.agent.CloseIdleConnections()
+	}
+	if err := os.RemoveAll(e.dir); err != nil {
+		s.cfg.Logf("episode %s: remove %s: %v", e.id, e.dir, err)
+	}
+	s.metrics.teardown.observe(time.Since(t))
+	s.metrics.teardowns.inc(reason)
+	s.forget(e, reason)
+	close(e.gone)
+	s.cfg.Logf("episode %s: torn down (%s) in %v", e.id, reason, time.Since(t))
+}
+
+// tail keeps the last limit bytes written to it.
+type tail struct {
+	mu    sync.Mutex
+	buf   []byte
+	limit int
+}
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	const show = 2 << 10
+	b := t.buf
+	if len(b) > show {
+		b = b[len(b)-show:]
+	}
+	return string(b)
+}

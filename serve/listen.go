@@ -1,0 +1,94 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ListenUnix listens on the unix socket path, mode 0600 (only the
+// server's user may connect). A stale socket file at path (nothing
+// listening) is replaced; a live one is an error. The socket is made
+// under a temporary name, chmod'ed, then renamed into place, so it is
+// never reachable with looser permissions.
+func ListenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("serve: %s exists and is not a socket: remove it or choose another --socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("serve: %s is in use by a live server: stop it or choose another --socket", path)
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	_ = os.Remove(tmp)
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen on %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("serve: socket %s: %w", path, err)
+	}
+	return &unlinkListener{Listener: ln, path: path}, nil
+}
+
+// unlinkListener removes its socket file when closed.
+type unlinkListener struct {
+	net.Listener
+	path string
+}
+
+func (l *unlinkListener) Close() error {
+	err := l.Listener.Close()
+	os.Remove(l.path)
+	return err
+}
+
+// ErrNoToken refuses a TCP listener without a bearer token.
+var ErrNoToken = errors.New("serve: a TCP listener needs a bearer token (rungv serve --token-file FILE, or $GVX_SERVE_TOKEN)")
+
+// ListenTCP listens on the TCP address addr ("127.0.0.1:7300"). The
+// caller must serve it with a token (ServeHTTP refuses otherwise).
+func ListenTCP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeHTTP serves the API on ln until ctx is done, then shuts the HTTP
+// server down (in-flight requests get a few seconds). A TCP listener
+// needs a token. Episodes are not torn down here: Close the Server.
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, token string) error {
+	if _, ok := ln.Addr().(*net.TCPAddr); ok && token == "" {
+		return ErrNoToken
+	}
+	hs := &http.Server{Handler: s.Handler(token), ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}

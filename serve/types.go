@@ -1,0 +1,88 @@
+package serve
+
+import (
+	"errors"
+	"time"
+
+	"z.gfire.dev/gvx/spec"
+)
+
+// DefaultGoldenTarget is where an episode's clone of its golden volume is
+// mounted unless CreateRequest.GoldenTarget says otherwise.
+const DefaultGoldenTarget = "/var/lib/docker"
+
+// DefaultDockerPort is the guest port published as the episode's Docker
+// socket (dockerd -H tcp://0.0.0.0:2375, as docker:dind with
+// DOCKER_TLS_CERTDIR= listens).
+const DefaultDockerPort = 2375
+
+// CreateRequest is one episode to create (POST /v1/episodes).
+type CreateRequest struct {
+	// Spec is the episode (package z.gfire.dev/gvx/spec; Version 0 is
+	// taken as spec.Version). Its Entrypoint and Args, if any, are the
+	// episode's service — a background process such as dockerd, started
+	// by the agent — not the episode's main process, which is the agent.
+	// The image's own Entrypoint and Cmd are not run. The server adds its
+	// mounts (the clone) and ports (the agent's, the Docker socket).
+	Spec *spec.Spec `json:"spec"`
+	// Golden, if set, is a golden ext4 volume file on the server's host:
+	// the episode mounts a clone of it (reflink) at GoldenTarget.
+	Golden       string `json:"golden,omitempty"`
+	GoldenTarget string `json:"golden_target,omitempty"`
+	// Docker publishes the guest's DockerPort (0: DefaultDockerPort) as
+	// the unix socket EpisodeInfo.DockerSocket (mode 0600).
+	Docker     bool `json:"docker,omitempty"`
+	DockerPort int  `json:"docker_port,omitempty"`
+	// TTL is the episode's lifetime in seconds (0: the server's default;
+	// at most its maximum).
+	TTL float64 `json:"ttl,omitempty"`
+	// Lease is in seconds: the episode is torn down once no request for
+	// it has been in flight for that long (0: the server's default;
+	// negative: no lease, TTL only). Renew it with POST
+	// /v1/episodes/{id}/renew, or any request for the episode.
+	Lease float64 `json:"lease,omitempty"`
+}
+
+// Episode states.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateClosing  = "closing"
+)
+
+// EpisodeInfo describes a live episode.
+type EpisodeInfo struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Image string `json:"image"`
+	// DockerSocket is the host path of the episode's Docker socket
+	// (CreateRequest.Docker), for DOCKER_HOST=unix://….
+	DockerSocket string `json:"docker_socket,omitempty"`
+	// Volume is the host path of the clone of the golden volume.
+	Volume      string    `json:"volume,omitempty"`
+	CloneMethod string    `json:"clone_method,omitempty"`
+	Created     time.Time `json:"created"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	// LeaseSeconds is the lease (0: none); LeaseExpiresAt when it runs
+	// out unless renewed (zero while a request is in flight).
+	LeaseSeconds   float64   `json:"lease_seconds"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	// ResetSeconds is the clone; ReadySeconds from the sandbox's start to
+	// the agent answering.
+	ResetSeconds float64 `json:"reset_seconds"`
+	ReadySeconds float64 `json:"ready_seconds"`
+}
+
+// Errors of the server, each with its HTTP status (errorStatus).
+var (
+	// ErrCapacity: MaxEpisodes are live (HTTP 429).
+	ErrCapacity = errors.New("serve: episode cap reached")
+	// ErrNotFound: no live episode has that ID (HTTP 404).
+	ErrNotFound = errors.New("serve: no such episode")
+	// ErrClosed: the server is shutting down (HTTP 503).
+	ErrClosed = errors.New("serve: server is closed")
+	// ErrBadRequest: the request is malformed (HTTP 400).
+	ErrBadRequest = errors.New("serve: bad request")
+	// ErrNotRunning: the episode is starting or closing (HTTP 409).
+	ErrNotRunning = errors.New("serve: episode is not running")
+)
