@@ -126,6 +126,7 @@ func containsSlashOrNul(s string) bool {
 func (v *FS) newDir(ino, parent uint32) *dir {
 	d := &dir{parent: parent, entries: make(map[string]dirent), dirty: true}
 	v.dirs[ino] = d
+	v.dirsSinceFlush++
 	return d
 }
 

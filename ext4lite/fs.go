@@ -49,16 +49,18 @@ type FS struct {
 	groups []*group
 	meta   map[uint64][]byte // staged metadata blocks (see device.go)
 
-	journal       *jbd2.Journal // nil without a journal
-	deferFree     bool          // hold freed blocks until the next commit
-	pendingFree   [][2]uint64
-	opsSinceFlush int            // mutating operations since the last flush
-	refs          map[uint32]int // open references (Ref/Unref)
+	journal        *jbd2.Journal // nil without a journal
+	deferFree      bool          // hold freed blocks until the next commit
+	pendingFree    [][2]uint64
+	opsSinceFlush  int            // mutating operations since the last flush
+	dirsSinceFlush int            // directories made since the last flush (a block each)
+	refs           map[uint32]int // open references (Ref/Unref)
 	// crashAfterCommit (tests only) stops a flush after its commit, before
 	// the checkpoint: the log keeps a committed transaction.
 	crashAfterCommit bool
 	inodes           map[uint32]*inode
 	dirs             map[uint32]*dir
+	last             lastDir // the path API's last directory (path.go)
 
 	buf         []byte // copy buffer for WriteFile
 	allocCursor uint64 // next block to try when no better goal is known

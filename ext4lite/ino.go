@@ -360,6 +360,7 @@ func (v *FS) exchange(op *inode, od *dir, oname string, ode dirent, np *inode, n
 			return errInvalid
 		}
 	}
+	v.forgetPaths()
 	od.entries[oname], nd.entries[nname] = nde, ode
 	od.dirty, nd.dirty = true, true
 	v.touch(op)

@@ -127,6 +127,7 @@ func (v *FS) link(pin *inode, d *dir, name string, child *inode) error {
 // unlink removes name from directory pin and drops child's link, freeing
 // it when no link is left.
 func (v *FS) unlink(pin *inode, d *dir, name string, child *inode) error {
+	v.forgetPaths()
 	delete(d.entries, name)
 	d.dirty = true
 	v.touch(pin)
@@ -622,6 +623,7 @@ func (v *FS) renameLocked(op *inode, od *dir, oname string, np *inode, nd *dir, 
 	if !ok {
 		return fs.ErrNotExist
 	}
+	v.forgetPaths()
 	src, err := v.getInode(ode.ino)
 	if err != nil {
 		return err
