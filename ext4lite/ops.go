@@ -315,7 +315,11 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	if err := v.checkFileSize("write", uint64(h.Size)); err != nil {
 		return pathErr("write", h.Path, err)
 	}
-	if err := v.reclaimFor(v.dataNeed(h.Size)); err != nil {
+	data := h.Size
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		data = sp.DataSize()
+	}
+	if err := v.reclaimFor(v.dataNeed(data)); err != nil {
 		return pathErr("write", h.Path, err)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeReg)
@@ -343,26 +347,37 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	return v.applyHeader(in, h)
 }
 
-// fill writes h.Size bytes from r into the new file in.
+// fill writes h.Size bytes from r into the new file in. A *sink.Sparse of
+// that size is written region by region: its holes cost nothing.
 func (v *FS) fill(in *inode, h *sink.Header, r io.Reader) error {
-	buf := v.copyBuf()
-	var off int64
-	for off < h.Size {
-		n, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), h.Size-off)])
-		if n > 0 {
-			if err := v.writeData(in, buf[:n], off, true); err != nil {
-				return err
-			}
-			off += int64(n)
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		if err := sp.WriteRegions(func(off int64, r io.Reader, n int64) error {
+			return v.fillAt(in, r, off, n)
+		}); err != nil {
+			return err
 		}
-		if rerr != nil {
-			if off < h.Size {
-				return fmt.Errorf("%w: got %d of %d bytes", io.ErrUnexpectedEOF, off, h.Size)
-			}
-			break
-		}
+	} else if err := v.fillAt(in, r, 0, h.Size); err != nil {
+		return err
 	}
 	in.d.SetSize(uint64(h.Size))
+	return nil
+}
+
+// fillAt writes n bytes from r at off; all-zero blocks stay holes.
+func (v *FS) fillAt(in *inode, r io.Reader, off, n int64) error {
+	buf := v.copyBuf()
+	for done := int64(0); done < n; {
+		k, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), n-done)])
+		if k > 0 {
+			if err := v.writeData(in, buf[:k], off+done, true); err != nil {
+				return err
+			}
+			done += int64(k)
+		}
+		if rerr != nil && done < n {
+			return fmt.Errorf("%w: got %d of %d bytes at %d", io.ErrUnexpectedEOF, done, n, off)
+		}
+	}
 	return nil
 }
 

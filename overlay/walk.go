@@ -75,9 +75,10 @@ func (w *walker) run(r io.Reader) error {
 		return &EntryError{After: true, Err: err}
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
+	tap := &tarTap{r: rc}
+	tr := tar.NewReader(tap)
 	for {
-		hdr, err := tr.Next()
+		hdr, err := tap.next(tr)
 		if err == io.EOF {
 			break
 		}
@@ -85,7 +86,7 @@ func (w *walker) run(r io.Reader) error {
 			return &EntryError{Name: w.last, After: true, Err: corrupt(err)}
 		}
 		w.last = hdr.Name
-		if err := w.entry(hdr, tr); err != nil {
+		if err := w.entryData(tap, tr, hdr); err != nil {
 			return &EntryError{Name: hdr.Name, Err: corrupt(err)}
 		}
 	}
@@ -104,6 +105,27 @@ func corrupt(err error) error {
 		}
 	}
 	return err
+}
+
+// entryData applies entry hdr, its data read from tr or, for a sparse
+// entry, region by region from the archive (tar_sparse.go), and reads what
+// the sink left unread so the tap can record the next header.
+func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
+	if !isSparse(hdr) {
+		if err := w.entry(hdr, tr); err != nil {
+			return err
+		}
+		_, err := io.Copy(io.Discard, tr)
+		return err
+	}
+	sp, done, err := tap.sparseEntry(hdr)
+	if err != nil {
+		return err
+	}
+	if err := w.entry(hdr, sp); err != nil {
+		return err
+	}
+	return done()
 }
 
 func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
