@@ -256,7 +256,7 @@ func fuzzVolume(t *testing.T, img []byte) {
 // carries jbd2's sentinel without ext4lite's (TestCheckJournalErrorWraps).
 var fuzzErrOK = []error{ErrCorrupt, ErrUnsupported, ErrNotExt4, ErrNoSpace, fs.ErrNotExist,
 	sink.ErrSymlinkInPath, syscall.ENOTDIR, syscall.EISDIR, syscall.EINVAL, syscall.ENAMETOOLONG,
-	syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENODATA, syscall.EEXIST, jbd2.ErrCorrupt, jbd2.ErrUnsupported}
+	syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENODATA, syscall.EEXIST, syscall.EFBIG, jbd2.ErrCorrupt, jbd2.ErrUnsupported}
 
 func fuzzErr(t *testing.T, op string, err error, clean bool) {
 	t.Helper()
