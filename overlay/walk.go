@@ -34,7 +34,7 @@ type walker struct {
 	dst       sink.Sink
 	mode      mode
 	dest      string
-	maxSize   int64
+	lim       limits
 	opaqueKey string
 
 	dirs   map[string]*sink.Header // metadata to apply at the end
@@ -46,12 +46,12 @@ type walker struct {
 	last   string
 }
 
-func newWalker(dst sink.Sink, m mode, dest string, maxSize int64) (*walker, error) {
+func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) {
 	d, err := cleanName(dest)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
-	w := &walker{dst: dst, mode: m, dest: d, maxSize: maxSize,
+	w := &walker{dst: dst, mode: m, dest: d, lim: lim,
 		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{}}
 	// Record the root's metadata before reading it moves its atime.
 	if err := w.ensureDir("."); err != nil {
@@ -138,6 +138,9 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 		return err
 	}
 	p := joinPath(w.dest, name)
+	if err := w.lim.checkPath(p); err != nil {
+		return err
+	}
 	if w.mode != modeImport && name != "." {
 		if base := baseOf(p); strings.HasPrefix(base, ".wh.") {
 			return w.whiteout(parentOf(p), base, hdr)
@@ -145,6 +148,9 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	}
 	h, err := header(hdr, p)
 	if err != nil {
+		return err
+	}
+	if err := w.lim.checkXattrs(h.Xattrs); err != nil {
 		return err
 	}
 	if p != w.dest {
@@ -176,8 +182,8 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	if p == "." || p == w.dest {
 		return fmt.Errorf("%w: the root must be a directory", ErrCorrupt)
 	}
-	if hdr.Typeflag != tar.TypeLink && h.Type() == sink.TypeReg && w.maxSize > 0 && h.Size > w.maxSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.maxSize)
+	if hdr.Typeflag != tar.TypeLink && h.Type() == sink.TypeReg && w.lim.maxFileSize > 0 && h.Size > w.lim.maxFileSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.lim.maxFileSize)
 	}
 	// A directory in the way is replaced. Under a directory this walk
 	// created, only walk-made directories can be in the way and isDir
