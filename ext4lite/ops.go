@@ -483,7 +483,11 @@ func decodeDev(b []byte) (major, minor uint32) {
 	return (w & 0xfff00) >> 8, w&0xff | (w>>12)&0xfff00
 }
 
-// Link makes newname a hard link to oldname (sink.Sink).
+// Link makes newname a hard link to oldname (sink.Sink). It is LinkAt
+// with the sink contract's one difference: a non-directory already at
+// newname is replaced (as tar extraction and layer application need),
+// where LinkAt, which is link(2), fails with fs.ErrExist. Both refuse a
+// directory (fs.ErrPermission) and share the rest (addLink).
 func (v *FS) Link(oldname, newname string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -494,15 +498,35 @@ func (v *FS) Link(oldname, newname string) error {
 	if err != nil {
 		return pathErr("link", oldname, err)
 	}
-	if old.isDir() {
-		return pathErr("link", oldname, fs.ErrPermission)
-	}
 	pin, d, name, err := v.parentOf(newname)
 	if err != nil {
 		return pathErr("link", newname, err)
 	}
+	if err := v.addLink(old, pin, d, name, true); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return pathErr("link", oldname, err)
+		}
+		return pathErr("link", newname, err)
+	}
+	return nil
+}
+
+// addLink gives the non-directory in the new name name in directory pin
+// (d): what Link and LinkAt share. An existing name is replaced (a
+// non-directory; a directory is errIsDir) with replace set, else
+// fs.ErrExist; a name already pointing at in is left alone.
+func (v *FS) addLink(in *inode, pin *inode, d *dir, name string, replace bool) error {
+	if in.isDir() {
+		return fs.ErrPermission
+	}
+	if in.d.LinksCount == 0 {
+		return fs.ErrNotExist // linking an unlinked file back (linkat of O_TMPFILE) is not supported
+	}
 	if de, ok := d.entries[name]; ok {
-		if de.ino == old.ino {
+		if !replace {
+			return fs.ErrExist
+		}
+		if de.ino == in.ino {
 			return nil
 		}
 		cur, err := v.getInode(de.ino)
@@ -510,17 +534,17 @@ func (v *FS) Link(oldname, newname string) error {
 			return err
 		}
 		if cur.isDir() {
-			return pathErr("link", newname, errIsDir)
+			return errIsDir
 		}
 		if err := v.unlink(pin, d, name, cur); err != nil {
 			return err
 		}
 	}
-	if err := v.incLinks(old); err != nil {
-		return pathErr("link", newname, err)
+	if err := v.incLinks(in); err != nil {
+		return err
 	}
-	v.touchCtime(old)
-	return v.link(pin, d, name, old)
+	v.touchCtime(in)
+	return v.link(pin, d, name, in)
 }
 
 // Remove removes a file or an empty directory.
