@@ -180,7 +180,7 @@ func writeSome(v *ext4lite.FS) error {
 		Xattrs: map[string][]byte{"user.k": []byte("v")}}, bytes.NewReader(data)); err != nil {
 		return err
 	}
-	for _, p := range []string{"frag", "data", "htree"} {
+	for _, p := range []string{"sparse", "data", "htree"} {
 		if err := v.RemoveAll(p); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/ext4lite/ext4test"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -170,58 +171,14 @@ func journaled(dir, img, name, open string) (ext4Seed, error) {
 	return ext4Seed{name + suffix, jb}, err
 }
 
-// fillTree writes what every seed holds: each structure the readers parse
-// at least once (a fragmented file with an extent tree block, an htree
-// directory, in-inode and block xattrs, slow and fast symlinks, a device,
-// hard links) plus "data", four contiguous blocks the journal seeds
-// rewrite.
+// fillTree writes what every seed holds: ext4test.SeedTree (each
+// structure the readers parse at least once, as in ext4lite's own seeds)
+// plus "data", four contiguous blocks the journal seeds rewrite.
 func fillTree(v *ext4lite.FS) error {
 	bs := v.BlockSize()
-	t0 := time.Unix(1700000000, 0)
-	hs := []*sink.Header{
-		{Path: "dir", Mode: sink.TypeDir | 0o755},
-		{Path: "htree", Mode: sink.TypeDir | 0o755},
-		{Path: "fast", Mode: sink.TypeSymlink | 0o777, Linkname: "dir"},
-		{Path: "slow", Mode: sink.TypeSymlink | 0o777, Linkname: strings.Repeat("long/", 20)},
-		{Path: "chr", Mode: sink.TypeChar | 0o600, Devmajor: 1, Devminor: 3},
-	}
-	for _, h := range hs {
-		h.Mtime = t0
-		var err error
-		switch h.Type() {
-		case sink.TypeDir:
-			err = v.Mkdir(h)
-		case sink.TypeSymlink:
-			err = v.Symlink(h)
-		default:
-			err = v.Mknod(h)
-		}
-		if err != nil {
-			return err
-		}
+	if err := ext4test.SeedTree(v, bs); err != nil {
+		return err
 	}
 	data := bytes.Repeat([]byte("data"), bs)
-	if err := v.WriteFile(&sink.Header{Path: "data", Mode: sink.TypeReg | 0o644, Size: int64(len(data)), Mtime: t0,
-		Xattrs: map[string][]byte{"user.a": []byte("x"), "user.big": bytes.Repeat([]byte("X"), bs/2)}}, bytes.NewReader(data)); err != nil {
-		return err
-	}
-	if err := v.Link("data", "dir/hard"); err != nil {
-		return err
-	}
-	// Every other block a hole: more extents than the inode holds, so the
-	// tree has an index level.
-	frag := make([]byte, 14*bs)
-	for i := 0; i < len(frag); i += 2 * bs {
-		copy(frag[i:], "frag")
-	}
-	if err := v.WriteFile(&sink.Header{Path: "frag", Mode: sink.TypeReg | 0o600, Size: int64(len(frag)), Mtime: t0}, bytes.NewReader(frag)); err != nil {
-		return err
-	}
-	for i := 0; i < 3*bs/64; i++ {
-		h := &sink.Header{Path: fmt.Sprintf("htree/entry-%03d-%s", i, strings.Repeat("n", i%20)), Mode: sink.TypeReg | 0o644, Mtime: t0}
-		if err := v.WriteFile(h, strings.NewReader("")); err != nil {
-			return err
-		}
-	}
-	return nil
+	return v.WriteFile(&sink.Header{Path: "data", Mode: sink.TypeReg | 0o644, Size: int64(len(data)), Mtime: time.Unix(1700000000, 0)}, bytes.NewReader(data))
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"os"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
@@ -334,7 +335,7 @@ type MemDevice []byte
 // ReadAt implements io.ReaderAt.
 func (m MemDevice) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
-		return 0, errors.New("ext4test: negative offset")
+		return 0, os.ErrInvalid
 	}
 	if off >= int64(len(m)) {
 		return 0, io.EOF
@@ -349,7 +350,7 @@ func (m MemDevice) ReadAt(p []byte, off int64) (int, error) {
 // WriteAt implements io.WriterAt.
 func (m MemDevice) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off > int64(len(m))-int64(len(p)) {
-		return 0, errors.New("ext4test: write past the end of the device")
+		return 0, os.ErrInvalid
 	}
 	return copy(m[off:], p), nil
 }
