@@ -22,6 +22,11 @@
 //     mutated bytes, imported by overlay (which reads sparse maps itself,
 //     holes never read) and read by archive/tar (apparent bytes): every
 //     file overlay stores must hold exactly what archive/tar reads.
+//   - FuzzEROFSGvisor (in fuzz/erofsgvisor, a binary of its own so the
+//     others are not instrumented over gVisor) is a differential target:
+//     EROFS images from gvx's builder and mkfs.erofs, damaged, read by
+//     gvx's reader and by gVisor's pkg/erofs (the Sentry's); where our
+//     Check passes and both read an entry, they must agree on it.
 //
 // Seeds are generated at test time from the real tools (mkfs.ext4,
 // debugfs, GNU tar) where they are installed, and from gvx's own writers
