@@ -21,12 +21,19 @@
 # owner, link count, size, device numbers and symlink targets (stat), xattrs
 # (getfattr), and mtimes with nanoseconds.
 #
-# Last, the quadratic case: 20,000 empty files in one directory, gvx-vol
+# Then the quadratic case: 20,000 empty files in one directory, gvx-vol
 # create --from vs mkfs.ext4 -d, checked the same way.
+#
+# Last, the sparse case: one file of SPARSE (64G) apparent size holding
+# SPARSE_DATA (256M) of random data in 64 regions, as a GNU PAX 1.0 sparse
+# tar (tar -S --format=posix), against a tar of the same data as a plain
+# file (the "data-only" tar): gvx-vol import of each, gvx-vol export of
+# each volume, and gvx-vol erofs build of each tar. Sparse import, export and
+# build should be within 2x of the data-only ones: holes are never read.
 #
 # usage: sudo bench/import.sh [RUNS]   (default 3)
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
-#        GVX_VOL=prebuilt-binary
+#        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
 #        ~3 × the tree's size free in /var/tmp.
@@ -35,6 +42,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 size=${SIZE:-4G}
 flat_n=${FLAT:-20000}
+sparse=${SPARSE:-64G}
+sparse_data=${SPARSE_DATA:-256M}
 [ "$(id -u)" = 0 ] || { echo "bench/import.sh: needs root (loop mounts, devices, trusted.* xattrs)" >&2; exit 1; }
 for t in mkfs.ext4 e2fsck mount umount tar diff find stat getfattr setfattr mknod; do
 	command -v "$t" >/dev/null || { echo "bench/import.sh: needs $t" >&2; exit 1; }
@@ -234,4 +243,44 @@ if [ "$flat_n" -gt 0 ]; then
 		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $flat $ic 1G"
 	check "gvx-vol create --from DIR ($flat_n in one dir)" "$ia" "$flat" flat
 	check "mkfs.ext4 -d DIR ($flat_n in one dir)" "$ic" "$flat" flat
+fi
+
+# ---------------------------------------------------------------- sparse
+if [ "$sparse" != 0 ]; then
+	sp=$work/sparse
+	mkdir -p "$sp/s" "$sp/d"
+	apparent=$(numfmt --from=iec "$sparse")
+	data=$(numfmt --from=iec "$sparse_data")
+	chunk=$((data / 64))
+	truncate -s "$apparent" "$sp/s/file"
+	for i in $(seq 0 63); do
+		# 64 regions spread over the apparent size, the last at its end.
+		off=$(((apparent - chunk) / 63 * i / 4096 * 4096))
+		head -c "$chunk" /dev/urandom | dd of="$sp/s/file" bs=1M seek="$off" oflag=seek_bytes conv=notrunc status=none
+	done
+	# The data-only twin: the same bytes as one dense file.
+	for i in $(seq 0 63); do
+		off=$(((apparent - chunk) / 63 * i / 4096 * 4096))
+		dd if="$sp/s/file" bs=1M skip="$off" iflag=skip_bytes,count_bytes count="$chunk" status=none
+	done >"$sp/d/file"
+	tar -S --format=posix -C "$sp/s" -cf "$sp/sparse.tar" file
+	tar --format=posix -C "$sp/d" -cf "$sp/dense.tar" file
+	vsize=$(((data * 2 + (1 << 30)) / (1 << 20)))M
+	echo
+	echo "== sparse: a $sparse file with $sparse_data of data (sparse.tar $(du -h --apparent-size "$sp/sparse.tar" | cut -f1)) vs the data alone (dense.tar $(du -h --apparent-size "$sp/dense.tar" | cut -f1)), $vsize volumes, $runs runs each"
+	race sparse-import \
+		"import dense.tar (data only)|$sp/d.ext4|$gvx create --size $vsize $sp/d.ext4 >/dev/null && $gvx import $sp/d.ext4 $sp/dense.tar" \
+		"import sparse.tar ($sparse apparent)|$sp/s.ext4|$gvx create --size $vsize $sp/s.ext4 >/dev/null && $gvx import $sp/s.ext4 $sp/sparse.tar"
+	race sparse-export \
+		"export (data only)|$sp/d.out.tar|$gvx export $sp/d.ext4 $sp/d.out.tar" \
+		"export ($sparse apparent)|$sp/s.out.tar|$gvx export $sp/s.ext4 $sp/s.out.tar"
+	race sparse-erofs \
+		"erofs build dense.tar|$sp/d.erofs|$gvx erofs build -q --from-tar --tmpdir $sp $sp/dense.tar $sp/d.erofs" \
+		"erofs build sparse.tar|$sp/s.erofs|$gvx erofs build -q --from-tar --tmpdir $sp $sp/sparse.tar $sp/s.erofs"
+	e2fsck -fn "$sp/s.ext4" >/dev/null 2>&1 && echo "   e2fsck -fn of the sparse volume: clean" || echo "   e2fsck -fn of the sparse volume: FAILED"
+	echo "   exported sparse tar: $(du -h --apparent-size "$sp/s.out.tar" | cut -f1); erofs image: $(du -h --apparent-size "$sp/s.erofs" | cut -f1) apparent, $(du -h "$sp/s.erofs" | cut -f1) allocated"
+	got=$(mktemp -d "$work/x.XXXXXX")
+	tar -C "$got" -xf "$sp/s.out.tar"
+	cmp "$sp/s/file" "$got/file" && echo "   export round trip: identical (cmp)" || echo "   export round trip: DIFFERS"
+	rm -rf "$sp" "$got"
 fi

@@ -125,8 +125,9 @@ type inode struct {
 	xattrs map[string][]byte
 	nlink  uint32 // non-directories: names pointing here
 
-	size    int64 // regular files
-	dataOff int64 // regular files: offset in the spool
+	size    int64         // regular files
+	dataOff int64         // regular files: offset in the spool
+	regions []sink.Region // sparse regular files: the data regions (content.go)
 	link    string
 	rdev    uint32
 
@@ -370,6 +371,21 @@ func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
 	if err := b.setMeta(n, h); err != nil {
 		return err
 	}
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		// Only the data is spooled; holes are never read.
+		n.size, n.dataOff, n.regions = h.Size, b.spool.size, sp.Regions()
+		if n.regions == nil {
+			n.regions = []sink.Region{}
+		}
+		err := sp.WriteRegions(func(_ int64, r io.Reader, k int64) error {
+			_, err := b.spool.add(r, k)
+			return err
+		})
+		if err != nil {
+			return &fs.PathError{Op: "write", Path: h.Path, Err: err}
+		}
+		return b.place("write", h.Path, n)
+	}
 	off, err := b.spool.add(r, h.Size)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: h.Path, Err: err}
@@ -521,7 +537,30 @@ func (b *Builder) Open(p string) (io.ReadCloser, error) {
 	if n.mode&sink.TypeMask != sink.TypeReg {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
 	}
-	return io.NopCloser(io.NewSectionReader(&b.spool, n.dataOff, n.size)), nil
+	// Seekable and an io.ReaderAt, as ext4lite's: exporters seek over holes.
+	return struct {
+		*io.SectionReader
+		io.Closer
+	}{io.NewSectionReader(b.content(n), 0, n.size), io.NopCloser(nil)}, nil
+}
+
+// DataRegions implements sink.DataMapper: a file written from a
+// *sink.Sparse has its regions, any other one is all data.
+func (b *Builder) DataRegions(p string) ([]sink.Region, error) {
+	n, err := b.lookup("dataregions", p)
+	if err != nil {
+		return nil, err
+	}
+	if n.mode&sink.TypeMask != sink.TypeReg {
+		return nil, &fs.PathError{Op: "dataregions", Path: p, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
+	}
+	if n.regions != nil {
+		return slices.Clone(n.regions), nil
+	}
+	if n.size == 0 {
+		return nil, nil
+	}
+	return []sink.Region{{Off: 0, Len: n.size}}, nil
 }
 
 // Finish implements sink.Finisher: it publishes the image at Options.Path

@@ -384,7 +384,11 @@ func (im *Image) Open(p string) (io.ReadCloser, error) {
 	if n.typ() != sink.TypeReg {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
 	}
-	return io.NopCloser(io.NewSectionReader(im.dataReader(n), 0, n.size)), nil
+	// Seekable and an io.ReaderAt: exporters and checkers read at offsets.
+	return struct {
+		*io.SectionReader
+		io.Closer
+	}{io.NewSectionReader(im.dataReader(n), 0, n.size), io.NopCloser(nil)}, nil
 }
 
 // ReadDir implements sink.Source: the names in p, without "." and "..",

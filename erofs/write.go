@@ -23,6 +23,83 @@ func superChecksum(block []byte) uint32 {
 	return ^crc
 }
 
+// holeWriter is the image's output: buffered, and where the output can
+// seek (a file), whole zero blocks of sparse files are seeked over rather
+// than written, so the image file is sparse too and writing it costs the
+// data, not the apparent size.
+type holeWriter struct {
+	cw   *countWriter
+	bw   *bufio.Writer
+	seek io.Seeker // nil: zeros are written
+	hole int64     // zeros owed before the next byte
+}
+
+var zeroChunk [64 << 10]byte
+
+func (h *holeWriter) Write(p []byte) (int, error) {
+	if err := h.fill(false); err != nil {
+		return 0, err
+	}
+	return h.bw.Write(p)
+}
+
+// ReadFrom keeps bufio's copy without an extra buffer.
+func (h *holeWriter) ReadFrom(r io.Reader) (int64, error) {
+	if err := h.fill(false); err != nil {
+		return 0, err
+	}
+	return h.bw.ReadFrom(r)
+}
+
+// zeros adds n zero bytes.
+func (h *holeWriter) zeros(n int64) error {
+	if h.seek == nil {
+		for n > 0 {
+			k := min(n, int64(len(zeroChunk)))
+			if _, err := h.bw.Write(zeroChunk[:k]); err != nil {
+				return err
+			}
+			n -= k
+		}
+		return nil
+	}
+	h.hole += n
+	return nil
+}
+
+// fill moves past the owed zeros: a seek, and at the end of the image one
+// written zero byte so the file has its full size.
+func (h *holeWriter) fill(last bool) error {
+	if h.hole == 0 {
+		return nil
+	}
+	if err := h.bw.Flush(); err != nil {
+		return err
+	}
+	skip := h.hole
+	if last {
+		skip--
+	}
+	if _, err := h.seek.Seek(skip, io.SeekCurrent); err != nil {
+		return fmt.Errorf("erofs: seeking over a hole: %w", err)
+	}
+	h.cw.n += skip
+	h.hole = 0
+	if last {
+		_, err := h.bw.Write(zeroChunk[:1])
+		return err
+	}
+	return nil
+}
+
+// Flush writes what is buffered and owed.
+func (h *holeWriter) Flush() error {
+	if err := h.fill(true); err != nil {
+		return err
+	}
+	return h.bw.Flush()
+}
+
 type countWriter struct {
 	w io.Writer
 	n int64
@@ -69,7 +146,10 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	sb.Marshal(meta[disk.SuperOffset:])
 
 	cw := &countWriter{w: w}
-	bw := bufio.NewWriterSize(cw, 1<<20)
+	bw := &holeWriter{cw: cw, bw: bufio.NewWriterSize(cw, 1<<20)}
+	if s, ok := w.(io.Seeker); ok {
+		bw.seek = s
+	}
 	if _, err := bw.Write(meta); err != nil {
 		return cw.n, err
 	}
@@ -106,8 +186,19 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 			}
 		case sink.TypeReg:
 			m := n.size - int64(l.tail)
-			if _, err := io.Copy(bw, io.NewSectionReader(&b.spool, n.dataOff, m)); err != nil {
-				return cw.n, fmt.Errorf("erofs: reading spooled data: %w", err)
+			c := b.content(n)
+			var at int64
+			for _, s := range c.dataSpans(m, disk.BlockSize) {
+				if err := bw.zeros(s.Off - at); err != nil {
+					return cw.n, err
+				}
+				if _, err := io.Copy(bw, io.NewSectionReader(c, s.Off, s.Len)); err != nil {
+					return cw.n, fmt.Errorf("erofs: reading spooled data: %w", err)
+				}
+				at = s.Off + s.Len
+			}
+			if err := bw.zeros(m - at); err != nil {
+				return cw.n, err
 			}
 			if pad := l.nblocks*disk.BlockSize - m; pad > 0 {
 				clear(block)
@@ -195,7 +286,7 @@ func (b *Builder) putInode(meta []byte, p *plan, n *inode) error {
 	t := x[l.xsize : l.xsize+l.tail]
 	switch n.mode & sink.TypeMask {
 	case sink.TypeReg:
-		if _, err := b.spool.ReadAt(t, n.dataOff+n.size-int64(l.tail)); err != nil && err != io.EOF {
+		if _, err := b.content(n).ReadAt(t, n.size-int64(l.tail)); err != nil && err != io.EOF {
 			return fmt.Errorf("erofs: reading spooled data: %w", err)
 		}
 	case sink.TypeSymlink:

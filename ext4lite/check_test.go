@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/ext4lite/ext4test"
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/sinktest"
@@ -655,28 +655,7 @@ func TestCheckBounded(t *testing.T) {
 }
 
 // memDevice is a Device over a byte slice (reads past the end are EOF).
-type memDevice []byte
-
-func (m memDevice) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, os.ErrInvalid
-	}
-	if off >= int64(len(m)) {
-		return 0, io.EOF
-	}
-	n := copy(p, m[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (m memDevice) WriteAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > int64(len(m)) {
-		return 0, os.ErrInvalid
-	}
-	return copy(m[off:], p), nil
-}
+type memDevice = ext4test.MemDevice
 
 func ExampleCheck() {
 	dir, err := os.MkdirTemp("", "example")

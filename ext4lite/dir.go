@@ -1,7 +1,9 @@
 package ext4lite
 
 import (
+	"fmt"
 	"sort"
+	"syscall"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
@@ -41,6 +43,9 @@ func (v *FS) loadDir(in *inode) (*dir, error) {
 		return nil, err
 	}
 	size := in.d.Size()
+	if max := v.opts.maxDirSize(); size > max {
+		return nil, &LimitError{Op: "readdir", What: fmt.Sprintf("size of directory inode %d (Options.MaxDirSize)", in.ino), Size: size, Max: max, Errno: syscall.EFBIG}
+	}
 	if size%uint64(v.bs) != 0 {
 		return nil, corruptf(-1, in.ino, "directory size %d is not a multiple of the block size", size)
 	}
@@ -126,6 +131,7 @@ func containsSlashOrNul(s string) bool {
 func (v *FS) newDir(ino, parent uint32) *dir {
 	d := &dir{parent: parent, entries: make(map[string]dirent), dirty: true}
 	v.dirs[ino] = d
+	v.dirsSinceFlush++
 	return d
 }
 

@@ -7,7 +7,7 @@ import "sort"
 // descriptors and the superblock. Data blocks were written when they were
 // written to, so metadata never points at unwritten data.
 func (v *FS) flushMetadata() error {
-	v.opsSinceFlush = 0
+	v.opsSinceFlush, v.dirsSinceFlush = 0, 0
 	inos := make([]uint32, 0, len(v.dirs))
 	for ino, d := range v.dirs {
 		if d.dirty {

@@ -49,16 +49,18 @@ type FS struct {
 	groups []*group
 	meta   map[uint64][]byte // staged metadata blocks (see device.go)
 
-	journal       *jbd2.Journal // nil without a journal
-	deferFree     bool          // hold freed blocks until the next commit
-	pendingFree   [][2]uint64
-	opsSinceFlush int            // mutating operations since the last flush
-	refs          map[uint32]int // open references (Ref/Unref)
+	journal        *jbd2.Journal // nil without a journal
+	deferFree      bool          // hold freed blocks until the next commit
+	pendingFree    [][2]uint64
+	opsSinceFlush  int            // mutating operations since the last flush
+	dirsSinceFlush int            // directories made since the last flush (a block each)
+	refs           map[uint32]int // open references (Ref/Unref)
 	// crashAfterCommit (tests only) stops a flush after its commit, before
 	// the checkpoint: the log keeps a committed transaction.
 	crashAfterCommit bool
 	inodes           map[uint32]*inode
 	dirs             map[uint32]*dir
+	last             lastDir // the path API's last directory (path.go)
 
 	buf         []byte // copy buffer for WriteFile
 	allocCursor uint64 // next block to try when no better goal is known
@@ -165,70 +167,41 @@ func (v *FS) loadSuperblock(sb *disk.Superblock, raw []byte) error {
 	if sb.FeatureIncompat&disk.IncompatExtents == 0 && !v.readOnly {
 		return fmt.Errorf("%w: volumes without the extent feature (ext2/ext3 block maps) can only be opened read-only", ErrUnsupported)
 	}
-	if sb.LogBlockSize > 6 {
-		return corruptf(disk.SuperblockOffset, 0, "block size 2^%d KiB", sb.LogBlockSize)
-	}
-	if sb.LogClusterSize != sb.LogBlockSize {
-		return fmt.Errorf("%w: bigalloc clusters", ErrUnsupported)
-	}
-	v.sb = sb
-	v.bs = sb.BlockSize()
-	v.blocksCount = sb.BlocksCount()
-	if sb.FeatureIncompat&disk.Incompat64bit == 0 {
-		v.blocksCount = uint64(sb.BlocksCountLo)
-	}
-	v.firstDataBlock = uint64(sb.FirstDataBlock)
-	v.blocksPerGroup = sb.BlocksPerGroup
-	v.inodesPerGroup = sb.InodesPerGroup
-	v.inodeSize = int(sb.InodeSize)
-	if v.blocksPerGroup == 0 || v.blocksPerGroup > uint32(v.bs*8) || v.blocksPerGroup%8 != 0 {
-		return corruptf(disk.SuperblockOffset, 0, "%d blocks per group", v.blocksPerGroup)
-	}
-	if v.inodesPerGroup == 0 || v.inodesPerGroup > uint32(v.bs*8) || v.inodesPerGroup%8 != 0 {
-		return corruptf(disk.SuperblockOffset, 0, "%d inodes per group", v.inodesPerGroup)
-	}
-	if v.inodeSize < disk.GoodOldInodeSize || v.inodeSize > v.bs || v.inodeSize&(v.inodeSize-1) != 0 {
-		return corruptf(disk.SuperblockOffset, 0, "inode size %d", v.inodeSize)
-	}
-	if v.firstDataBlock >= v.blocksCount || (v.bs == 1024) != (v.firstDataBlock == 1) {
-		return corruptf(disk.SuperblockOffset, 0, "first data block %d with %d-byte blocks", v.firstDataBlock, v.bs)
-	}
-	v.groupCount = uint32((v.blocksCount - v.firstDataBlock + uint64(v.blocksPerGroup) - 1) / uint64(v.blocksPerGroup))
-	if uint64(v.groupCount)*uint64(v.inodesPerGroup) != uint64(sb.InodesCount) {
-		return corruptf(disk.SuperblockOffset, 0, "%d inodes for %d groups of %d", sb.InodesCount, v.groupCount, v.inodesPerGroup)
-	}
-	if sb.FirstIno < disk.GoodOldFirstIno || sb.FirstIno >= sb.InodesCount {
-		return corruptf(disk.SuperblockOffset, 0, "first inode %d", sb.FirstIno)
-	}
-	v.descSize = disk.GroupDescSize32
-	if sb.FeatureIncompat&disk.Incompat64bit != 0 {
-		v.descSize = int(sb.DescSize)
-		if v.descSize < disk.GroupDescSize64 || v.descSize > 1024 || v.descSize&(v.descSize-1) != 0 {
-			return corruptf(disk.SuperblockOffset, 0, "group descriptor size %d", v.descSize)
-		}
-	}
 	if sb.FeatureIncompat&disk.IncompatMetaBG != 0 {
 		return fmt.Errorf("%w: meta_bg", ErrUnsupported)
 	}
-	v.gdtBlocks = uint32((uint64(v.groupCount)*uint64(v.descSize) + uint64(v.bs) - 1) / uint64(v.bs))
-	if uint64(v.gdtBlocks)+v.firstDataBlock+1 >= v.blocksCount {
-		return corruptf(disk.SuperblockOffset, 0, "group descriptor table does not fit")
+	g, err := sb.Geometry()
+	if err != nil {
+		return geometryErr(err, "")
 	}
-	v.csum = sb.FeatureROCompat&disk.ROCompatMetadataCsum != 0
-	v.gdtCsum = !v.csum && sb.FeatureROCompat&disk.ROCompatGdtCsum != 0
-	if v.csum {
-		if sb.FeatureIncompat&disk.IncompatCsumSeed != 0 {
-			v.seed = sb.ChecksumSeed
-		} else {
-			v.seed = disk.CRC32c(^uint32(0), sb.UUID[:])
-		}
-	}
+	v.sb = sb
+	v.bs = g.BlockSize
+	v.blocksCount = g.Blocks
+	v.firstDataBlock = g.FirstDataBlock
+	v.blocksPerGroup = g.BlocksPerGroup
+	v.inodesPerGroup = g.InodesPerGroup
+	v.inodeSize = g.InodeSize
+	v.groupCount = g.Groups
+	v.descSize = g.DescSize
+	v.gdtBlocks = g.GDTBlocks
+	v.csum, v.gdtCsum, v.seed = g.Csum, g.GdtCsum, g.Seed
 	v.hashSeed = sb.HashSeed
 	v.hashVersion = sb.DefHashVersion
 	if v.hashVersion <= disk.HashTea && sb.Flags&disk.FlagUnsignedHash != 0 {
 		v.hashVersion += 3
 	}
 	return nil
+}
+
+// geometryErr turns a disk.GeometryError into ext4lite's errors: a
+// corrupt superblock, or ErrUnsupported; prefix names the caller ("check
+// of " for Check).
+func geometryErr(err error, prefix string) error {
+	var ge *disk.GeometryError
+	if errors.As(err, &ge) && ge.Unsupported {
+		return fmt.Errorf("%w: %s%s", ErrUnsupported, prefix, ge.Msg)
+	}
+	return corruptf(disk.SuperblockOffset, 0, "superblock: %v", err)
 }
 
 // probeEnd reads the filesystem's last block: a device that ends before

@@ -272,7 +272,9 @@ func (v *FS) UnlinkAt(dir Ino, name string, isDir bool) error {
 	return v.unlink(pin, d, name, in)
 }
 
-// LinkAt makes a new name for the non-directory ino.
+// LinkAt makes a new name for the non-directory ino, with link(2)'s
+// semantics: an existing name is fs.ErrExist (Link, the sink face,
+// replaces it instead; everything else is shared, see addLink).
 func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -289,21 +291,11 @@ func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
 	if in.isDir() {
 		return fs.ErrPermission
 	}
-	if in.d.LinksCount == 0 {
-		return fs.ErrNotExist // linking an unlinked file back (linkat of O_TMPFILE) is not supported
-	}
 	pin, d, err := v.dirLocked(dir)
 	if err != nil {
 		return err
 	}
-	if _, ok := d.entries[name]; ok {
-		return fs.ErrExist
-	}
-	if err := v.incLinks(in); err != nil {
-		return err
-	}
-	v.touchCtime(in)
-	return v.link(pin, d, name, in)
+	return v.addLink(in, pin, d, name, false)
 }
 
 // RenameAt moves oname in odir to nname in ndir, with rename(2)'s
@@ -360,6 +352,7 @@ func (v *FS) exchange(op *inode, od *dir, oname string, ode dirent, np *inode, n
 			return errInvalid
 		}
 	}
+	v.forgetPaths()
 	od.entries[oname], nd.entries[nname] = nde, ode
 	od.dirty, nd.dirty = true, true
 	v.touch(op)

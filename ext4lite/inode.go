@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"math"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -56,6 +57,12 @@ func (v *FS) getInode(ino uint32) (*inode, error) {
 	}
 	if v.csum && !isZero(slot) && !disk.VerifyInodeChecksum(v.seed, ino, slot) {
 		return nil, corruptf(off, ino, "inode checksum mismatch")
+	}
+	if s := in.d.Size(); s > math.MaxInt64 {
+		// No file can be that big (every API and the kernel's loff_t are
+		// signed 64-bit): a garbage i_size_high. It read as a negative
+		// size, which broke the tar export of the volume (fuzz.FuzzExt4).
+		return nil, corruptf(off, ino, "i_size %d past 2^63-1 (i_size_high %#x)", s, in.d.SizeHigh)
 	}
 	in.xattrBlk = in.d.FileACL()
 	v.inodes[ino] = in

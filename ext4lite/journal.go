@@ -186,6 +186,7 @@ func (v *FS) recover() error {
 	}
 	v.inodes = map[uint32]*inode{}
 	v.dirs = map[uint32]*dir{}
+	v.forgetPaths()
 	if err := v.loadGroupDescs(); err != nil {
 		return err
 	}
@@ -333,8 +334,10 @@ func (v *FS) maybeFlush() error {
 	// Directories are written whole at a flush, but their size is left
 	// out: counting it made every batch in a directory larger than the
 	// budget flush (and rewrite it) every 256 operations — quadratic.
-	// A flush writes each dirty directory once, whatever the batch size.
-	est := len(v.meta) + 3*v.opsSinceFlush/perBlock + v.opsSinceFlush/8 + 2*len(v.groups)/8 + 8
+	// A flush writes each dirty directory once, whatever the batch size;
+	// each directory made since the last flush is one block more (a
+	// 3,000-deep chain of new directories overflowed the journal).
+	est := len(v.meta) + 3*v.opsSinceFlush/perBlock + v.opsSinceFlush/8 + 2*len(v.groups)/8 + 8 + v.dirsSinceFlush
 	if est < v.journalBudget() {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,4 +152,55 @@ func TestFileSizeLimits(t *testing.T) {
 	if ckPeerCheck != nil {
 		ckPeerCheck(t, p)
 	}
+}
+
+// TestMaxDirSize: a directory larger than Options.MaxDirSize is refused
+// with EFBIG before any of its blocks is read — here a real 3-block
+// directory opened with a 2-block limit, and a directory whose i_size a
+// hostile volume set to 1 TiB under the default limit (before, the reader
+// walked its blocks until the first hole).
+func TestMaxDirSize(t *testing.T) {
+	v, p := newVolume(t, 8<<20)
+	bs := v.BlockSize()
+	if err := v.Mkdir(&sink.Header{Path: "d", Mode: sink.TypeDir | 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3*bs/40; i++ {
+		name := "d/" + strings.Repeat("n", 24) + string(rune('a'+i%26)) + strings.Repeat("0", i/26)
+		if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644}, strings.NewReader("")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ino, err := v.Lookup(RootIno, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	im := ckLoad(t, p)
+	if sz := im.inode(uint32(ino)).Size(); sz < 3*uint64(bs) {
+		t.Fatalf("the directory has %d bytes, want at least 3 blocks", sz)
+	}
+	w, err := Open(p, &Options{ReadOnly: true, MaxDirSize: 2 * int64(bs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.ReadDir("d")
+	limitErr(t, "ReadDir past MaxDirSize", err, syscall.EFBIG)
+	w.Close()
+
+	in := im.inode(uint32(ino))
+	in.SetSize(1 << 40)
+	im.putInode(uint32(ino), in)
+	if err := os.WriteFile(p, im.b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err = Open(p, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	_, err = w.ReadDir("d")
+	limitErr(t, "ReadDir of a 1 TiB directory", err, syscall.EFBIG)
 }

@@ -127,6 +127,7 @@ func (v *FS) link(pin *inode, d *dir, name string, child *inode) error {
 // unlink removes name from directory pin and drops child's link, freeing
 // it when no link is left.
 func (v *FS) unlink(pin *inode, d *dir, name string, child *inode) error {
+	v.forgetPaths()
 	delete(d.entries, name)
 	d.dirty = true
 	v.touch(pin)
@@ -314,7 +315,11 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	if err := v.checkFileSize("write", uint64(h.Size)); err != nil {
 		return pathErr("write", h.Path, err)
 	}
-	if err := v.reclaimFor(v.dataNeed(h.Size)); err != nil {
+	data := h.Size
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		data = sp.DataSize()
+	}
+	if err := v.reclaimFor(v.dataNeed(data)); err != nil {
 		return pathErr("write", h.Path, err)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeReg)
@@ -342,26 +347,37 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	return v.applyHeader(in, h)
 }
 
-// fill writes h.Size bytes from r into the new file in.
+// fill writes h.Size bytes from r into the new file in. A *sink.Sparse of
+// that size is written region by region: its holes cost nothing.
 func (v *FS) fill(in *inode, h *sink.Header, r io.Reader) error {
-	buf := v.copyBuf()
-	var off int64
-	for off < h.Size {
-		n, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), h.Size-off)])
-		if n > 0 {
-			if err := v.writeData(in, buf[:n], off, true); err != nil {
-				return err
-			}
-			off += int64(n)
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		if err := sp.WriteRegions(func(off int64, r io.Reader, n int64) error {
+			return v.fillAt(in, r, off, n)
+		}); err != nil {
+			return err
 		}
-		if rerr != nil {
-			if off < h.Size {
-				return fmt.Errorf("%w: got %d of %d bytes", io.ErrUnexpectedEOF, off, h.Size)
-			}
-			break
-		}
+	} else if err := v.fillAt(in, r, 0, h.Size); err != nil {
+		return err
 	}
 	in.d.SetSize(uint64(h.Size))
+	return nil
+}
+
+// fillAt writes n bytes from r at off; all-zero blocks stay holes.
+func (v *FS) fillAt(in *inode, r io.Reader, off, n int64) error {
+	buf := v.copyBuf()
+	for done := int64(0); done < n; {
+		k, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), n-done)])
+		if k > 0 {
+			if err := v.writeData(in, buf[:k], off+done, true); err != nil {
+				return err
+			}
+			done += int64(k)
+		}
+		if rerr != nil && done < n {
+			return fmt.Errorf("%w: got %d of %d bytes at %d", io.ErrUnexpectedEOF, done, n, off)
+		}
+	}
 	return nil
 }
 
@@ -467,7 +483,11 @@ func decodeDev(b []byte) (major, minor uint32) {
 	return (w & 0xfff00) >> 8, w&0xff | (w>>12)&0xfff00
 }
 
-// Link makes newname a hard link to oldname (sink.Sink).
+// Link makes newname a hard link to oldname (sink.Sink). It is LinkAt
+// with the sink contract's one difference: a non-directory already at
+// newname is replaced (as tar extraction and layer application need),
+// where LinkAt, which is link(2), fails with fs.ErrExist. Both refuse a
+// directory (fs.ErrPermission) and share the rest (addLink).
 func (v *FS) Link(oldname, newname string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -478,15 +498,35 @@ func (v *FS) Link(oldname, newname string) error {
 	if err != nil {
 		return pathErr("link", oldname, err)
 	}
-	if old.isDir() {
-		return pathErr("link", oldname, fs.ErrPermission)
-	}
 	pin, d, name, err := v.parentOf(newname)
 	if err != nil {
 		return pathErr("link", newname, err)
 	}
+	if err := v.addLink(old, pin, d, name, true); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return pathErr("link", oldname, err)
+		}
+		return pathErr("link", newname, err)
+	}
+	return nil
+}
+
+// addLink gives the non-directory in the new name name in directory pin
+// (d): what Link and LinkAt share. An existing name is replaced (a
+// non-directory; a directory is errIsDir) with replace set, else
+// fs.ErrExist; a name already pointing at in is left alone.
+func (v *FS) addLink(in *inode, pin *inode, d *dir, name string, replace bool) error {
+	if in.isDir() {
+		return fs.ErrPermission
+	}
+	if in.d.LinksCount == 0 {
+		return fs.ErrNotExist // linking an unlinked file back (linkat of O_TMPFILE) is not supported
+	}
 	if de, ok := d.entries[name]; ok {
-		if de.ino == old.ino {
+		if !replace {
+			return fs.ErrExist
+		}
+		if de.ino == in.ino {
 			return nil
 		}
 		cur, err := v.getInode(de.ino)
@@ -494,17 +534,17 @@ func (v *FS) Link(oldname, newname string) error {
 			return err
 		}
 		if cur.isDir() {
-			return pathErr("link", newname, errIsDir)
+			return errIsDir
 		}
 		if err := v.unlink(pin, d, name, cur); err != nil {
 			return err
 		}
 	}
-	if err := v.incLinks(old); err != nil {
-		return pathErr("link", newname, err)
+	if err := v.incLinks(in); err != nil {
+		return err
 	}
-	v.touchCtime(old)
-	return v.link(pin, d, name, old)
+	v.touchCtime(in)
+	return v.link(pin, d, name, in)
 }
 
 // Remove removes a file or an empty directory.
@@ -622,6 +662,7 @@ func (v *FS) renameLocked(op *inode, od *dir, oname string, np *inode, nd *dir, 
 	if !ok {
 		return fs.ErrNotExist
 	}
+	v.forgetPaths()
 	src, err := v.getInode(ode.ino)
 	if err != nil {
 		return err

@@ -25,6 +25,11 @@ type Options struct {
 	// it fails with EFBIG (a *LimitError), so every file ext4lite writes
 	// reads back with the same options.
 	MaxExtents int
+	// MaxDirSize bounds the bytes of one directory ext4lite reads (its
+	// i_size); default DefaultMaxDirSize. A larger directory is refused
+	// with EFBIG (a *LimitError) before any of it is read: a hostile
+	// volume's directory can claim terabytes of blocks.
+	MaxDirSize int64
 }
 
 // Default limits. A file of DefaultMaxExtents extents is at least 8 GiB
@@ -33,7 +38,17 @@ type Options struct {
 const (
 	DefaultMaxExtentNodes = 1 << 15
 	DefaultMaxExtents     = 1 << 21
+	// DefaultMaxDirSize is 1 GiB of directory blocks: some 10 million
+	// entries of 80-byte names, far past what Docker layers hold.
+	DefaultMaxDirSize = 1 << 30
 )
+
+func (o *Options) maxDirSize() uint64 {
+	if o.MaxDirSize > 0 {
+		return uint64(o.MaxDirSize)
+	}
+	return DefaultMaxDirSize
+}
 
 func (o *Options) maxExtentNodes() int {
 	if o.MaxExtentNodes > 0 {

@@ -21,21 +21,6 @@ var (
 	errNoAttr   = syscall.ENODATA
 )
 
-// splitPath splits a volume path into its components. Paths follow the
-// sink contract (and io/fs): slash-separated, relative to the volume's
-// root, already clean, "." for the root. Anything else is refused, so no
-// two spellings reach the same entry and nothing can climb above the root.
-// CleanPath turns a user's path ("/etc/", "a//b") into this form.
-func splitPath(p string) ([]string, error) {
-	if p == "." {
-		return nil, nil
-	}
-	if !fs.ValidPath(p) {
-		return nil, errInvalid
-	}
-	return strings.Split(p, "/"), nil
-}
-
 // CleanPath converts a user-supplied path (absolute or relative, with
 // redundant slashes or dots) into the clean relative form the path API
 // takes. ".." never climbs above the root.
@@ -50,7 +35,12 @@ func CleanPath(p string) string {
 // walk resolves components to an inode without following any symlink; an
 // intermediate symlink is sink.ErrSymlinkInPath.
 func (v *FS) walk(parts []string) (*inode, error) {
-	cur, err := v.getInode(disk.RootIno)
+	return v.walkFrom(disk.RootIno, parts)
+}
+
+// walkFrom is walk starting at directory inode start.
+func (v *FS) walkFrom(start uint32, parts []string) (*inode, error) {
+	cur, err := v.getInode(start)
 	if err != nil {
 		return nil, err
 	}
@@ -81,29 +71,69 @@ func (v *FS) walk(parts []string) (*inode, error) {
 	return cur, nil
 }
 
-// lookup resolves p to its inode.
-func (v *FS) lookup(p string) (*inode, error) {
-	parts, err := splitPath(p)
-	if err != nil {
-		return nil, err
+// lastDir remembers the directory the path API resolved last, so the next
+// path below it (an export's or an import's next entry, a walk's children)
+// resolves from there: a tree of depth D is walked in time linear in its
+// paths' length, not D² lookups and allocations. Any change that could make
+// the path mean another inode (unlink, rename, exchange, a reload of the
+// caches) forgets it (forgetPaths).
+type lastDir struct {
+	path string // clean path, never "."
+	ino  uint32
+}
+
+// forgetPaths drops the lastDir cache; called wherever a directory entry
+// is removed or re-pointed.
+func (v *FS) forgetPaths() { v.last = lastDir{} }
+
+// resolve resolves clean path p (already split-checked by the caller, ""
+// for the root) starting from lastDir when p lies below it.
+func (v *FS) resolve(p string) (*inode, error) {
+	start, rest := uint32(disk.RootIno), p
+	if l := v.last; l.ino != 0 && len(p) > len(l.path) && p[len(l.path)] == '/' && p[:len(l.path)] == l.path {
+		start, rest = l.ino, p[len(l.path)+1:]
+	} else if p == l.path && l.ino != 0 {
+		return v.getInode(l.ino)
 	}
-	return v.walk(parts)
+	var parts []string
+	if rest != "" {
+		parts = strings.Split(rest, "/")
+	}
+	in, err := v.walkFrom(start, parts)
+	if err == nil && in.isDir() && p != "" {
+		v.last = lastDir{path: p, ino: in.ino}
+	}
+	return in, err
+}
+
+// lookup resolves p to its inode. Paths follow the sink contract (and
+// io/fs): slash-separated, relative to the volume's root, already clean,
+// "." for the root. Anything else is refused, so no two spellings reach the
+// same entry and nothing can climb above the root. CleanPath turns a user's
+// path ("/etc/", "a//b") into this form.
+func (v *FS) lookup(p string) (*inode, error) {
+	if p == "." {
+		return v.getInode(disk.RootIno)
+	}
+	if !fs.ValidPath(p) {
+		return nil, errInvalid
+	}
+	return v.resolve(p)
 }
 
 // parentOf resolves the directory holding p's last component.
 func (v *FS) parentOf(p string) (*inode, *dir, string, error) {
-	parts, err := splitPath(p)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if len(parts) == 0 {
+	if p == "." || !fs.ValidPath(p) {
 		return nil, nil, "", errInvalid // the root has no parent entry
 	}
-	name := parts[len(parts)-1]
+	dirPath, name := "", p
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dirPath, name = p[:i], p[i+1:]
+	}
 	if len(name) > disk.MaxNameLen {
 		return nil, nil, "", errTooLong
 	}
-	pin, err := v.walk(parts[:len(parts)-1])
+	pin, err := v.resolve(dirPath)
 	if err != nil {
 		return nil, nil, "", err
 	}

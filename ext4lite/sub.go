@@ -36,7 +36,7 @@ func (t *Tree) join(p string) string {
 		return t.base
 	}
 	if !fs.ValidPath(p) {
-		return "/invalid/" // refused by splitPath
+		return "/invalid/" // refused by lookup
 	}
 	return t.base + "/" + p
 }

@@ -64,7 +64,8 @@ func (j *Journal) Recover(home HomeWriter, fsBlocks uint64) (Stats, error) {
 	if !j.dirtyAtOpen {
 		return Stats{}, nil
 	}
-	r := &recovery{j: j, home: home, fsBlocks: fsBlocks, buf: make([]byte, j.bs), data: make([]byte, j.bs)}
+	r := &recovery{j: j, home: home, fsBlocks: fsBlocks, buf: make([]byte, j.bs), data: make([]byte, j.bs),
+		v1: !j.csum && j.sb.FeatureCompat&disk.CompatChecksum != 0}
 	r.st.StartSeq = j.sb.Sequence
 	if err := r.pass(passScan); err != nil {
 		return r.st, err
@@ -110,6 +111,8 @@ type recovery struct {
 	revokes  map[uint64]uint32 // fs block → newest revoking transaction
 	st       Stats
 	csumErr  string // scan: the current transaction's first checksum failure
+	v1       bool   // checksum v1 (COMPAT_CHECKSUM without v2/v3): crc32_be in commit blocks
+	v1sum    uint32 // scan: crc32_be of the current transaction's descriptors and logged blocks
 }
 
 // badCsum records the current transaction's first checksum failure.
@@ -133,7 +136,7 @@ func (r *recovery) pass(p passKind) error {
 	var txErr error           // first structural problem in the current, not yet committed, transaction
 	var badMeta bool          // a descriptor or revoke block of it failed its checksum
 	var lastCommitTime uint64 // h_commit_sec of the previous commit
-	r.csumErr = ""
+	r.csumErr, r.v1sum = "", ^uint32(0)
 
 	// end stops the scan; in later passes an early end is corruption.
 	end := func(why string) error {
@@ -169,6 +172,9 @@ func (r *recovery) pass(p passKind) error {
 				badMeta = true
 				r.badCsum(seq, blk, "descriptor block checksum fails")
 			}
+			if r.v1 && p == passScan {
+				r.v1sum = disk.CRC32BE(r.v1sum, r.buf)
+			}
 			r.parseTags()
 			if uint32(len(r.tags)) > logLen-visited {
 				return end("descriptor runs past the log")
@@ -189,6 +195,14 @@ func (r *recovery) pass(p passKind) error {
 			blk = j.next(blk)
 		case disk.BlockCommit:
 			commitOK := !j.csum || disk.CommitChecksumOK(j.seed, r.buf)
+			if r.v1 && p == passScan {
+				// As the kernel: the sum covers descriptor and logged
+				// blocks, not revoke blocks; a mismatch ends the log
+				// (debugfs's jw counts revoke blocks in: e2fsck and the
+				// kernel then stop before such a transaction).
+				commitOK = disk.CommitV1OK(r.buf, r.v1sum)
+				r.v1sum = ^uint32(0)
+			}
 			if p != passScan {
 				if !commitOK {
 					return end("commit checksum")
@@ -251,11 +265,15 @@ func (r *recovery) dataBlock(p passKind, seq, at uint32, t disk.BlockTag, txErr 
 			*txErr = corruptf(at, "transaction %d logs block %d, filesystem has %d", seq, t.Block, r.fsBlocks)
 			return nil
 		}
-		if !j.csum {
+		if !j.csum && !r.v1 {
 			return nil
 		}
 		if err := j.dev.ReadBlock(at, r.data); err != nil {
 			return fmt.Errorf("jbd2: reading journal block %d: %w", at, err)
+		}
+		if r.v1 {
+			r.v1sum = disk.CRC32BE(r.v1sum, r.data)
+			return nil
 		}
 		if !r.tagChecksumOK(seq, t) {
 			r.badCsum(seq, at, "checksum of logged block %d fails", t.Block)

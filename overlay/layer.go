@@ -22,6 +22,14 @@ type LayerOptions struct {
 	// of trusted.overlay.opaque (WriteLayerOverlayFS only), for overlayfs
 	// mounted with -o userxattr by an unprivileged user.
 	UserXattr bool
+	// MaxPathDepth and MaxXattrSize bound an entry's path depth and each
+	// xattr value; 0 means DefaultMaxPathDepth and DefaultMaxXattrSize.
+	MaxPathDepth int
+	MaxXattrSize int
+}
+
+func (o LayerOptions) limits() limits {
+	return newLimits(o.MaxFileSize, o.MaxPathDepth, o.MaxXattrSize)
 }
 
 // ApplyLayer applies the OCI layer read from r (uncompressed, gzip or
@@ -36,7 +44,7 @@ type LayerOptions struct {
 // to keep theirs; hard links may point into this layer or lower ones.
 // Names are handled as in ImportTar: nothing lands outside dst.
 func ApplyLayer(dst sink.Sink, r io.Reader, opts LayerOptions) error {
-	w, err := newWalker(dst, modeLayer, ".", opts.MaxFileSize)
+	w, err := newWalker(dst, modeLayer, ".", opts.limits())
 	if err != nil {
 		return err
 	}
@@ -50,7 +58,7 @@ func ApplyLayer(dst sink.Sink, r io.Reader, opts LayerOptions) error {
 // user.overlay.opaque=y with opts.UserXattr). Stacking such trees as
 // lowerdir=Ln:…:L1 shows what Flatten builds.
 func WriteLayerOverlayFS(dst sink.Sink, r io.Reader, opts LayerOptions) error {
-	w, err := newWalker(dst, modeOverlayFS, ".", opts.MaxFileSize)
+	w, err := newWalker(dst, modeOverlayFS, ".", opts.limits())
 	if err != nil {
 		return err
 	}

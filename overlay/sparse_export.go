@@ -82,7 +82,7 @@ func mappedRegions(rs []sink.Region, size int64) ([]region, int64) {
 
 // writeSparse writes the entry for regular file p (header h) as a PAX 1.0
 // sparse file to w, reading data from src.
-func writeSparse(w io.Writer, p string, h *sink.Header, recs map[string]string, regs []region, src io.Reader) error {
+func writeSparse(w io.Writer, p string, h *sink.Header, recs map[string]string, regs []region, src io.Reader, buf []byte) error {
 	if k := len(regs); k == 0 || regs[k-1].off+regs[k-1].n < h.Size {
 		regs = append(regs, region{h.Size, 0}) // GNU tar marks a trailing hole so
 	}
@@ -146,8 +146,11 @@ func writeSparse(w io.Writer, p string, h *sink.Header, recs map[string]string, 
 		} else if _, err := io.CopyN(io.Discard, src, rg.off-at); err != nil {
 			return fmt.Errorf("file changed while read: %w", err)
 		}
-		if _, err := io.CopyN(w, src, rg.n); err != nil {
-			return fmt.Errorf("file changed while read: %w", err)
+		if n, err := io.CopyBuffer(onlyWriter{w}, io.LimitReader(src, rg.n), buf); err != nil || n < rg.n {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("file changed while read: %d of %d bytes at %d: %w", n, rg.n, rg.off, err)
 		}
 		at = rg.off + rg.n
 	}

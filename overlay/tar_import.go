@@ -13,8 +13,16 @@ type ImportOptions struct {
 	Dest string
 	// MaxFileSize refuses regular files larger than this (logical size,
 	// holes included) with ErrTooLarge; 0 means no limit. Set it for
-	// untrusted input: a sparse entry can claim any size.
+	// untrusted input: a sparse entry can claim any size (a sparse one
+	// costs only its data to import).
 	MaxFileSize int64
+	// MaxPathDepth refuses entries whose path (Dest included) has more
+	// components, with ErrTooLarge and ENAMETOOLONG; 0 means
+	// DefaultMaxPathDepth.
+	MaxPathDepth int
+	// MaxXattrSize refuses entries with a larger xattr value, with
+	// ErrTooLarge and E2BIG; 0 means DefaultMaxXattrSize.
+	MaxXattrSize int
 }
 
 // ImportTar writes the plain (non-layer) tar archive read from r into dst.
@@ -22,8 +30,9 @@ type ImportOptions struct {
 //
 // It keeps PAX xattrs (SCHILY.xattr.* and LIBARCHIVE.xattr.*), hard links
 // (to an entry already in dst, else ErrCorrupt), devices, fifos, GNU and
-// PAX sparse files (holes arrive as zeros; sinks may store zero blocks as
-// holes), nanosecond PAX times (an absent atime becomes the mtime), and
+// PAX sparse files (old GNU, PAX 0.0, 0.1 and 1.0: handed to the sink as a
+// *sink.Sparse, so holes are never read and cost nothing; see
+// tar_sparse.go), nanosecond PAX times (an absent atime becomes the mtime), and
 // applies directory metadata after all children. Absolute names lose their
 // leading "/" as with GNU tar; names with a ".." element are refused with
 // ErrUnsafePath, and writes under a symlink with sink.ErrSymlinkInPath. A
@@ -32,7 +41,7 @@ type ImportOptions struct {
 //
 // Errors are *EntryError values naming the entry.
 func ImportTar(dst sink.Sink, r io.Reader, opts ImportOptions) error {
-	w, err := newWalker(dst, modeImport, dest(opts.Dest), opts.MaxFileSize)
+	w, err := newWalker(dst, modeImport, dest(opts.Dest), newLimits(opts.MaxFileSize, opts.MaxPathDepth, opts.MaxXattrSize))
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ type walker struct {
 	dst       sink.Sink
 	mode      mode
 	dest      string
-	maxSize   int64
+	lim       limits
 	opaqueKey string
 
 	dirs   map[string]*sink.Header // metadata to apply at the end
@@ -46,12 +46,12 @@ type walker struct {
 	last   string
 }
 
-func newWalker(dst sink.Sink, m mode, dest string, maxSize int64) (*walker, error) {
+func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) {
 	d, err := cleanName(dest)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
-	w := &walker{dst: dst, mode: m, dest: d, maxSize: maxSize,
+	w := &walker{dst: dst, mode: m, dest: d, lim: lim,
 		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{}}
 	// Record the root's metadata before reading it moves its atime.
 	if err := w.ensureDir("."); err != nil {
@@ -75,9 +75,10 @@ func (w *walker) run(r io.Reader) error {
 		return &EntryError{After: true, Err: err}
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
+	tap := &tarTap{r: rc}
+	tr := tar.NewReader(tap)
 	for {
-		hdr, err := tr.Next()
+		hdr, err := tap.next(tr)
 		if err == io.EOF {
 			break
 		}
@@ -85,7 +86,7 @@ func (w *walker) run(r io.Reader) error {
 			return &EntryError{Name: w.last, After: true, Err: corrupt(err)}
 		}
 		w.last = hdr.Name
-		if err := w.entry(hdr, tr); err != nil {
+		if err := w.entryData(tap, tr, hdr); err != nil {
 			return &EntryError{Name: hdr.Name, Err: corrupt(err)}
 		}
 	}
@@ -106,6 +107,27 @@ func corrupt(err error) error {
 	return err
 }
 
+// entryData applies entry hdr, its data read from tr or, for a sparse
+// entry, region by region from the archive (tar_sparse.go), and reads what
+// the sink left unread so the tap can record the next header.
+func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
+	if !isSparse(hdr) {
+		if err := w.entry(hdr, tr); err != nil {
+			return err
+		}
+		_, err := io.Copy(io.Discard, tr)
+		return err
+	}
+	sp, done, err := tap.sparseEntry(hdr)
+	if err != nil {
+		return err
+	}
+	if err := w.entry(hdr, sp); err != nil {
+		return err
+	}
+	return done()
+}
+
 func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader, 'V': // global PAX records; GNU volume label
@@ -116,6 +138,9 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 		return err
 	}
 	p := joinPath(w.dest, name)
+	if err := w.lim.checkPath(p); err != nil {
+		return err
+	}
 	if w.mode != modeImport && name != "." {
 		if base := baseOf(p); strings.HasPrefix(base, ".wh.") {
 			return w.whiteout(parentOf(p), base, hdr)
@@ -123,6 +148,9 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	}
 	h, err := header(hdr, p)
 	if err != nil {
+		return err
+	}
+	if err := w.lim.checkXattrs(h.Xattrs); err != nil {
 		return err
 	}
 	if p != w.dest {
@@ -154,8 +182,8 @@ func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
 	if p == "." || p == w.dest {
 		return fmt.Errorf("%w: the root must be a directory", ErrCorrupt)
 	}
-	if hdr.Typeflag != tar.TypeLink && h.Type() == sink.TypeReg && w.maxSize > 0 && h.Size > w.maxSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.maxSize)
+	if hdr.Typeflag != tar.TypeLink && h.Type() == sink.TypeReg && w.lim.maxFileSize > 0 && h.Size > w.lim.maxFileSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, h.Size, w.lim.maxFileSize)
 	}
 	// A directory in the way is replaced. Under a directory this walk
 	// created, only walk-made directories can be in the way and isDir

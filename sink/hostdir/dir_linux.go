@@ -424,14 +424,30 @@ const holeBlock = 4096
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // writeSparse copies exactly size bytes from r to f, seeking over all-zero
-// blocks so they stay holes.
+// blocks so they stay holes; a *sink.Sparse of that size is written region
+// by region, its holes never read.
 func writeSparse(f *os.File, r io.Reader, size int64) error {
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == size {
+		if err := sp.WriteRegions(func(off int64, r io.Reader, n int64) error {
+			return writeRange(f, r, off, off+n, size)
+		}); err != nil {
+			return err
+		}
+	} else if err := writeRange(f, r, 0, size, size); err != nil {
+		return err
+	}
+	return f.Truncate(size)
+}
+
+// writeRange copies bytes start to end of the file (of size bytes) from r
+// to f, seeking over all-zero blocks.
+func writeRange(f *os.File, r io.Reader, start, end, size int64) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var off int64
-	for off < size {
-		n := int(min(int64(len(buf)), size-off))
+	off := start
+	for off < end {
+		n := int(min(int64(len(buf)), end-off))
 		if _, err := io.ReadFull(r, buf[:n]); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
@@ -455,7 +471,7 @@ func writeSparse(f *os.File, r io.Reader, size int64) error {
 		}
 		off += int64(n)
 	}
-	return f.Truncate(size)
+	return nil
 }
 
 var zeroBlock [4096]byte

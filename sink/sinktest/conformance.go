@@ -39,6 +39,7 @@ func Conformance(t *testing.T, newSink func() (sink.Sink, sink.Source)) {
 	t.Run("RemoveAll", c.removeAll)
 	t.Run("ReadDirSorted", c.readDir)
 	t.Run("HardLinks", c.hardLinks)
+	t.Run("Sparse", c.sparse)
 	t.Run("RandomTree", c.randomTree)
 	t.Run("EdgeTree", c.edgeTree)
 }
@@ -217,6 +218,55 @@ func (c *conf) types(t *testing.T) {
 	}
 	if err := s.WriteFile(&sink.Header{Path: "short", Mode: sink.TypeReg | 0o644, Size: 10}, bytes.NewReader([]byte("abc"))); err == nil {
 		t.Errorf("WriteFile with a short reader succeeded")
+	}
+}
+
+// sparse: a *sink.Sparse (what a sparse tar entry arrives as) stores the
+// same bytes as its apparent contents, whichever view the sink reads:
+// unaligned regions, two in one block, data in the last byte and a file
+// ending in a hole; a short data stream is an error.
+func (c *conf) sparse(t *testing.T) {
+	s, src := c.newSink()
+	const size = 16 << 20
+	regs := []sink.Region{{Off: 100, Len: 5000}, {Off: 8000, Len: 10}, {Off: 8190, Len: 3}, {Off: 1 << 20, Len: 1 << 16}, {Off: size - 1, Len: 1}}
+	var data []byte
+	want := make([]byte, size)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, rg := range regs {
+		for i := range rg.Len {
+			b := byte(r.IntN(255) + 1)
+			data = append(data, b)
+			want[rg.Off+i] = b
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		size int64
+		regs []sink.Region
+	}{{"f", size, regs}, {"tailhole", size + 3<<20, regs}, {"empty", 1 << 30, nil}} {
+		sp, err := sink.NewSparse(tc.size, tc.regs, bytes.NewReader(data))
+		must(t, "NewSparse", err)
+		h := c.hdr(tc.name, sink.TypeReg|0o644)
+		h.Size = tc.size
+		must(t, "WriteFile "+tc.name, s.WriteFile(h, sp))
+		got, err := src.Lstat(tc.name)
+		must(t, "Lstat", err)
+		if got.Size != tc.size {
+			t.Errorf("%s: size %d, want %d", tc.name, got.Size, tc.size)
+		}
+	}
+	if got := readAll(t, src, "f"); !bytes.Equal(got, want) {
+		t.Errorf("f: content differs from the sparse file's apparent bytes")
+	}
+	if got := readAll(t, src, "tailhole"); !bytes.Equal(got[:size], want) || !bytes.Equal(got[size:], make([]byte, 3<<20)) {
+		t.Errorf("tailhole: content differs from the sparse file's apparent bytes")
+	}
+	sp, err := sink.NewSparse(size, regs, bytes.NewReader(data[:len(data)-2]))
+	must(t, "NewSparse", err)
+	h := c.hdr("short", sink.TypeReg|0o644)
+	h.Size = size
+	if err := s.WriteFile(h, sp); err == nil {
+		t.Errorf("WriteFile of a sparse file whose data stream is short succeeded")
 	}
 }
 

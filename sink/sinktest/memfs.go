@@ -237,6 +237,33 @@ func (m *MemFS) WriteFile(h *sink.Header, r io.Reader) error {
 	}
 	blocks := map[int64][]byte{}
 	var added int64
+	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
+		// Region by region: the holes are never read.
+		err := sp.WriteRegions(func(off int64, r io.Reader, n int64) error {
+			for end := off + n; off < end; {
+				bi, in := off/BlockSize, off%BlockSize
+				b := blocks[bi]
+				if b == nil {
+					b = make([]byte, min(int64(BlockSize), h.Size-bi*BlockSize))
+					added += int64(len(b))
+					if m.MaxBytes > 0 && m.usedNow()+added > m.MaxBytes {
+						return ErrFull
+					}
+					blocks[bi] = b
+				}
+				k := min(int64(len(b))-in, end-off)
+				if _, err := io.ReadFull(r, b[in:in+k]); err != nil {
+					return err
+				}
+				off += k
+			}
+			return nil
+		})
+		if err != nil {
+			return &fs.PathError{Op: "writefile", Path: h.Path, Err: err}
+		}
+		return m.finishWrite(h, blocks, added)
+	}
 	buf := make([]byte, BlockSize)
 	for off := int64(0); off < h.Size; off += BlockSize {
 		n := min(int64(BlockSize), h.Size-off)
@@ -255,6 +282,11 @@ func (m *MemFS) WriteFile(h *sink.Header, r io.Reader) error {
 		}
 		blocks[off/BlockSize] = bytes.Clone(buf[:n])
 	}
+	return m.finishWrite(h, blocks, added)
+}
+
+// finishWrite places the file h holding blocks.
+func (m *MemFS) finishWrite(h *sink.Header, blocks map[int64][]byte, added int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := m.newNode(h)
@@ -403,6 +435,31 @@ func (m *MemFS) Open(p string) (io.ReadCloser, error) {
 	return &memReader{blocks: n.blocks, size: n.h.Size}, nil
 }
 
+// DataRegions implements sink.DataMapper: the file's stored blocks, merged
+// where adjacent, clipped to its size.
+func (m *MemFS) DataRegions(p string) ([]sink.Region, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.lookup("dataregions", p)
+	if err != nil {
+		return nil, err
+	}
+	if n.h.Type() != sink.TypeReg {
+		return nil, &fs.PathError{Op: "dataregions", Path: p, Err: fmt.Errorf("%w: not a regular file", fs.ErrInvalid)}
+	}
+	var out []sink.Region
+	for _, bi := range slices.Sorted(maps.Keys(n.blocks)) {
+		off := bi * BlockSize
+		l := min(int64(BlockSize), n.h.Size-off)
+		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == off {
+			out[k].Len += l
+			continue
+		}
+		out = append(out, sink.Region{Off: off, Len: l})
+	}
+	return out, nil
+}
+
 // DataBytes returns the number of non-zero file bytes held (holes excluded).
 func (m *MemFS) DataBytes() int64 { return m.usedNow() }
 
@@ -412,6 +469,31 @@ type memReader struct {
 	blocks map[int64][]byte
 	size   int64
 	off    int64
+}
+
+// ReadAt reads at off without moving the Read position.
+func (r *memReader) ReadAt(p []byte, off int64) (int, error) {
+	c := memReader{blocks: r.blocks, size: r.size, off: off}
+	n, err := io.ReadFull(&c, p)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Seek moves the Read position (exporters seek over holes).
+func (r *memReader) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		off += r.off
+	case io.SeekEnd:
+		off += r.size
+	}
+	if off < 0 {
+		return 0, fs.ErrInvalid
+	}
+	r.off = off
+	return off, nil
 }
 
 func (r *memReader) Read(p []byte) (int, error) {

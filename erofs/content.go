@@ -1,0 +1,83 @@
+package erofs
+
+import (
+	"io"
+	"sort"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+// content is a regular file's bytes as the builder keeps them: dense, size
+// bytes at off in the spool, or sparse, only the data regions' bytes there
+// one after the other (what a sparse tar entry gives) and zeros elsewhere.
+type content struct {
+	s    *spool
+	off  int64
+	size int64
+	regs []sink.Region // nil: dense
+	at   []int64       // spool offset of each region's bytes
+}
+
+func (b *Builder) content(n *inode) *content {
+	c := &content{s: &b.spool, off: n.dataOff, size: n.size, regs: n.regions}
+	if c.regs != nil {
+		c.at = make([]int64, len(c.regs))
+		o := c.off
+		for i, r := range c.regs {
+			c.at[i] = o
+			o += r.Len
+		}
+	}
+	return c
+}
+
+// ReadAt reads the file's bytes at off: holes read as zeros.
+func (c *content) ReadAt(p []byte, off int64) (int, error) {
+	if off >= c.size {
+		return 0, io.EOF
+	}
+	short := int64(len(p)) > c.size-off
+	p = p[:min(int64(len(p)), c.size-off)]
+	if c.regs == nil {
+		n, err := c.s.ReadAt(p, c.off+off)
+		if err == nil && short {
+			err = io.EOF
+		}
+		return n, err
+	}
+	clear(p)
+	end := off + int64(len(p))
+	i := sort.Search(len(c.regs), func(i int) bool { return c.regs[i].Off+c.regs[i].Len > off })
+	for ; i < len(c.regs) && c.regs[i].Off < end; i++ {
+		r := c.regs[i]
+		from, to := max(r.Off, off), min(r.Off+r.Len, end)
+		if _, err := c.s.ReadAt(p[from-off:to-off], c.at[i]+from-r.Off); err != nil && err != io.EOF {
+			return 0, err
+		}
+	}
+	if short {
+		return len(p), io.EOF
+	}
+	return len(p), nil
+}
+
+// dataSpans returns the block-aligned spans of [0, limit) that hold data,
+// in order and merged: everything else is whole blocks of zeros.
+func (c *content) dataSpans(limit, bs int64) []sink.Region {
+	if c.regs == nil {
+		return []sink.Region{{Off: 0, Len: limit}}
+	}
+	var out []sink.Region
+	for _, r := range c.regs {
+		s, e := r.Off&^(bs-1), min((r.Off+r.Len+bs-1)&^(bs-1), limit)
+		if s >= e {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len >= s {
+			out[k].Len = max(out[k].Len, e-out[k].Off)
+			continue
+		}
+		out = append(out, sink.Region{Off: s, Len: e - s})
+	}
+	return out
+}
