@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"archive/tar"
 	"bufio"
 	"errors"
 	"fmt"
@@ -9,14 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -98,9 +95,8 @@ const natResolvConf = "nameserver 10.0.2.3\n"
 // natRunscFlags are the runsc flags of a NAT episode: the Sentry takes
 // eth0 over from the namespace, segments its own packets (a veth passes
 // GSO frames through, which the host side would see with partial
-// checksums), and may read the resolv.conf tar named in the spec (rungv
-// writes the spec; see natSpec).
-var natRunscFlags = []string{"--network=sandbox", "--gso=false", "--allow-rootfs-tar-annotation"}
+// checksums).
+var natRunscFlags = []string{"--network=sandbox", "--gso=false"}
 
 // networkRunscFlags are runsc's flags for a network mode.
 func networkRunscFlags(m NetworkMode) []string {
@@ -125,45 +121,10 @@ func natEnabled(runscArgs []string) bool {
 // writable (memory) layer before the guest starts.
 const annRootfsUpperTar = "dev.gvisor.tar.rootfs.upper"
 
-// natSpec gives the guest an /etc/resolv.conf naming 10.0.2.3 (runsc
-// writes none). It is put into the rootfs's memory layer from a small tar
-// (writable, as docker's is), not bind-mounted: a bind mount would start a
-// gofer, ~30 ms more per episode. The tar's /etc is 0755 root:root, which
-// the guest then sees as /etc's mode and owner.
-func natSpec(spec *specs.Spec, bundle string) error {
-	p := filepath.Join(bundle, "rootfs-upper.tar")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(f)
-	now := time.Now()
-	for _, h := range []*tar.Header{
-		{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now},
-		{Name: "./etc/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now},
-		{Name: "./etc/resolv.conf", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(natResolvConf)), ModTime: now},
-	} {
-		if err = tw.WriteHeader(h); err != nil {
-			break
-		}
-		if h.Size > 0 {
-			if _, err = io.WriteString(tw, natResolvConf); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("nat: %s: %w", p, err)
-	}
-	spec.Annotations[annRootfsUpperTar] = p
-	return nil
-}
+// natResolvFile is the guest's /etc/resolv.conf naming 10.0.2.3 (runsc
+// writes none), a first file of the rootfs's writable layer
+// (upper_linux.go).
+var natResolvFile = upperFile{path: "/etc/resolv.conf", mode: 0o644, body: natResolvConf}
 
 // natSetup runs in the supervisor, root in the episode's user namespace
 // that owns its network namespace: it makes the veth pair, gives eth0 the

@@ -258,10 +258,15 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		}
 		spec.Annotations[annCPUNum] = strconv.Itoa(n)
 	}
+	var upper []upperFile
 	if o.Network == NetworkNAT {
-		if err := natSpec(spec, bundle); err != nil {
-			return nil, err
-		}
+		upper = append(upper, natResolvFile)
+	}
+	if shim := dockerdShim(o, img, src); shim != nil {
+		upper = append(upper, *shim)
+	}
+	if err := writeUpperTar(spec, bundle, upper); err != nil {
+		return nil, err
 	}
 	if hasVolume(o.Mounts) {
 		shareBindMounts(spec, o.Mounts)
@@ -278,6 +283,9 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		"--ignore-cgroups",
 	}
 	args = append(args, networkRunscFlags(o.Network)...)
+	if len(upper) > 0 {
+		args = append(args, allowRootfsTar)
+	}
 	if o.Platform != "" {
 		args = append(args, "--platform="+o.Platform)
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -97,7 +98,9 @@ func isDindDaemon(args []string, privileged bool) bool {
 // episode's network interface, whose traffic the NAT's policy decides.
 func sandboxSocketFlags(o *Options, img *Image) []string {
 	args, err := processArgs(o, img)
-	dind := err == nil && isDindDaemon(args, o.Privileged)
+	// A daemon image's episode whose command starts dockerd from a script
+	// (dockerdShim) needs the same.
+	dind := err == nil && (isDindDaemon(args, o.Privileged) || o.Privileged && dindImage(img))
 	var flags []string
 	if o.NetRaw || dind {
 		flags = append(flags, "--net-raw")
@@ -245,4 +248,71 @@ func specMount(m Mount) (specs.Mount, error) {
 		return specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: append(opts, "rbind")}, nil
 	}
 	return specs.Mount{}, fmt.Errorf("%w: mount type %q", ErrUnsupported, m.Type)
+}
+
+// dindImage reports whether img is a Docker daemon image: its own
+// entrypoint (or, without one, its command) starts a daemon, as
+// docker:dind's dockerd-entrypoint.sh does.
+func dindImage(img *Image) bool {
+	first := img.Config.Entrypoint
+	if len(first) == 0 {
+		first = img.Config.Cmd
+	}
+	return len(first) > 0 && dind.IsDaemonCommand(first[0])
+}
+
+// shimPath is where dockerdShim puts its dockerd: first on docker:dind's
+// PATH (/usr/local/sbin:/usr/local/bin:/usr/sbin:…), ahead of the image's
+// own dockerd.
+const shimPath = "/usr/local/sbin/dockerd"
+
+// dockerdShim is, for a privileged episode of a daemon image (dindImage)
+// whose command does not start the daemon itself but, say, a shell line
+// that does (`sh -c "dockerd-entrypoint.sh --tls=false & …"`, the seeds'
+// Go example), a dockerd at shimPath that runs the image's own with
+// whichever of dind.Flags its command line does not set: dindArgs cannot
+// reach a daemon a script starts. Nothing when the command is the daemon
+// (dindArgs added the flags), when the image has something at shimPath
+// already, no dockerd where docker:dind and Debian keep it, or a
+// daemon.json that sets iptables itself (dockerd refuses a directive given
+// both ways).
+func dockerdShim(o *Options, img *Image, src sink.Source) *upperFile {
+	if !o.Privileged || src == nil || !dindImage(img) {
+		return nil
+	}
+	if args, err := processArgs(o, img); err != nil || dind.IsDaemon(args) {
+		return nil
+	}
+	if _, err := src.Lstat(strings.TrimPrefix(shimPath, "/")); err == nil {
+		return nil
+	}
+	if rc, err := src.Open("etc/docker/daemon.json"); err == nil {
+		b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+		rc.Close()
+		if strings.Contains(string(b), "iptables") {
+			return nil
+		}
+	}
+	real := ""
+	for _, p := range []string{"/usr/local/bin/dockerd", "/usr/bin/dockerd", "/usr/sbin/dockerd"} {
+		if _, err := src.Lstat(strings.TrimPrefix(p, "/")); err == nil {
+			real = p
+			break
+		}
+	}
+	if real == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# rungv: dockerd in gVisor's Sentry needs these flags (docs/dind.md);\n# a flag the command line gives wins.\n")
+	var vars []string
+	for i, f := range dind.Flags {
+		name, _, _ := strings.Cut(f, "=")
+		v := fmt.Sprintf("f%d", i)
+		vars = append(vars, "$"+v)
+		fmt.Fprintf(&b, "%s=%s\n", v, f)
+		fmt.Fprintf(&b, "for a; do case \"$a\" in %s|%s=*) %s=;; esac; done\n", name, name, v)
+	}
+	fmt.Fprintf(&b, "exec %s \"$@\" %s\n", real, strings.Join(vars, " "))
+	return &upperFile{path: shimPath, mode: 0o755, body: b.String()}
 }

@@ -153,7 +153,7 @@ func TestSandboxSocketFlags(t *testing.T) {
 		{"dind privileged", Options{Privileged: true}, dind, both},
 		{"dind with flags", Options{Privileged: true, Args: []string{"--tls=false"}}, dind, both},
 		{"dind unprivileged", Options{}, dind, nil},
-		{"dind entrypoint running a shell", Options{Privileged: true, Args: []string{"sh", "-c", "dockerd"}}, dind, nil},
+		{"dind entrypoint running a shell", Options{Privileged: true, Args: []string{"sh", "-c", "dockerd"}}, dind, both},
 		{"shell privileged", Options{Privileged: true}, shell, nil},
 		{"asked for raw", Options{NetRaw: true}, shell, both[:1]},
 		{"asked for packet writes", Options{AllowPacketSocketWrite: true}, shell, both[1:]},
