@@ -20,8 +20,9 @@ type CheckResult struct {
 // itself and its parent, dirent file types match their inodes, link counts
 // match the names found, every xattr and symlink parses, and the inode
 // count matches the superblock. Each inode is read once, so the work is
-// bounded by the image size whatever its bytes say. A finding is a
-// *FormatError wrapping ErrCorrupt.
+// bounded by the image size whatever its bytes say, and its memory by
+// ReaderOptions.MaxInodes (a *LimitError wrapping ErrTooLarge past it). A
+// finding is a *FormatError wrapping ErrCorrupt.
 func (im *Image) Check() (CheckResult, error) {
 	var res CheckResult
 	type seen struct {
@@ -32,6 +33,9 @@ func (im *Image) Check() (CheckResult, error) {
 	visit := func(nid uint64) (*seen, bool, error) {
 		if s, ok := inodes[nid]; ok {
 			return s, false, nil
+		}
+		if max := im.opts.maxInodes(); int64(len(inodes)) >= max {
+			return nil, false, &LimitError{What: "inodes", Limit: max}
 		}
 		n, err := im.inode(nid)
 		if err != nil {

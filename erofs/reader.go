@@ -29,14 +29,20 @@ type Image struct {
 	bs       int64
 	metaOff  int64
 	xattrOff int64
+	opts     ReaderOptions
 }
 
 var _ sink.Source = (*Image)(nil)
 
 // Open validates the superblock of the image held by r (size bytes) and
-// its root inode.
+// its root inode, with the default ReaderOptions.
 func Open(r io.ReaderAt, size int64) (*Image, error) {
-	im := &Image{r: r, size: size}
+	return OpenOptions(r, size, ReaderOptions{})
+}
+
+// OpenOptions is Open with the reader's limits given.
+func OpenOptions(r io.ReaderAt, size int64, o ReaderOptions) (*Image, error) {
+	im := &Image{r: r, size: size, opts: o}
 	if size < disk.SuperOffset+disk.SuperSize {
 		return nil, corruptf(0, "image of %d bytes is smaller than a superblock", size)
 	}
@@ -402,8 +408,12 @@ func (im *Image) ReadDir(p string) ([]string, error) {
 		return nil, &fs.PathError{Op: "readdir", Path: p, Err: errNotDir}
 	}
 	var names []string
+	max := im.opts.maxDirEntries()
 	err = im.dirEntries(n, func(e rdirent) error {
 		if e.name != "." && e.name != ".." {
+			if len(names) >= max {
+				return &LimitError{What: fmt.Sprintf("entries of directory %d", n.nid), Limit: int64(max)}
+			}
 			names = append(names, e.name)
 		}
 		return nil
