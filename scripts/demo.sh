@@ -140,7 +140,7 @@ vol fsck "$dest/ep-0000.ext4"
 rm -f "$dest"/ep-*.ext4
 
 echo "== $episodes episodes in gVisor sandboxes, 4 at a time (rungv pool)"
-"$work/rungv" pool --golden "$golden" --scratch "$dest" -n "$episodes" -j 4 --clone "$mode" --ready "$ready" \
+"$work/rungv" pool --golden "$golden" --scratch "$dest" -n "$episodes" -j 4 --clone "$mode" --ready "$ready" --network none \
 	--timeout 5m --json -e DOCKER_TLS_CERTDIR= --entrypoint sh "$image" -c "$script" >"$work/pool.json" || true
 python3 - "$work/pool.json" <<'PY' || { cat "$work/pool.json"; exit 1; }
 import json, sys
