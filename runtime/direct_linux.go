@@ -213,12 +213,6 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	cmd.ExtraFiles = files.files
 	cmd.Env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+strings.Join([]string{ep.state, o.DebugLogDir}, string(filepath.ListSeparator)))
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
-	if lim.pidsRlimit > 0 {
-		// Not the process's own limit: the child's, set between fork and
-		// exec would need cgo; so the process's, which the child inherits
-		// (this process makes no more processes of its own).
-		_ = unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(lim.pidsRlimit), Max: uint64(lim.pidsRlimit)})
-	}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -266,12 +260,12 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
 		return fail(fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(ep.state)))
 	}
-	code, err := waitGuest(cmd, done, func(s unix.Signal) {
+	code, err := waitChild(ep.ctx, cmd, done, StopTimeout, func(s unix.Signal) {
 		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
 		if ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
 			_ = cmd.Process.Kill()
 		}
-	}, ep.ctx)
+	})
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	srv.Wait()
@@ -307,12 +301,9 @@ func directNetwork(link *os.File) *boot.CreateLinksAndRoutesArgs {
 // splitRunscArgs splits what prepare made ("GLOBALS... run --bundle=B
 // ID") into its parts.
 func splitRunscArgs(a []string) (globals []string, bundle, id string, err error) {
-	for i, s := range a {
-		if s == "run" && i+2 < len(a)+0 && i+3 == len(a) {
-			b, ok := strings.CutPrefix(a[i+1], "--bundle=")
-			if ok {
-				return a[:i], b, a[i+2], nil
-			}
+	if n := len(a); n >= 3 && a[n-3] == "run" {
+		if b, ok := strings.CutPrefix(a[n-2], "--bundle="); ok {
+			return a[:n-3], b, a[n-1], nil
 		}
 	}
 	return nil, "", "", errors.New("rungv: internal: unexpected runsc arguments")
@@ -405,24 +396,26 @@ func (l *fileList) closeAll() {
 	l.files = nil
 }
 
-// waitGuest waits for the sandbox (done gets cmd.Wait's result) while
-// forwarding rungv's signals to the guest with signal; SIGTERM and SIGINT
-// start StopTimeout, after which the guest is killed. Cancelling ctx kills
-// it too.
-func waitGuest(cmd *exec.Cmd, done <-chan error, signalGuest func(unix.Signal), ctx context.Context) (int, error) {
+// waitChild waits for cmd (done gets cmd.Wait's result) while forwarding
+// rungv's signals with forward. With grace > 0, SIGTERM and SIGINT start
+// it, after which SIGKILL is sent (the guest's stop timeout, when signal
+// reaches the guest itself); with 0 the child sees to that (the
+// supervisor's init does). Cancelling ctx kills cmd. It returns the
+// child's shell-style exit code.
+func waitChild(ctx context.Context, cmd *exec.Cmd, done <-chan error, grace time.Duration, forward func(unix.Signal)) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	var grace <-chan time.Time
+	var stop <-chan time.Time
 	for {
 		select {
 		case s := <-sigs:
-			signalGuest(s.(syscall.Signal))
-			if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
-				grace = time.After(StopTimeout)
+			forward(s.(syscall.Signal))
+			if (s == unix.SIGTERM || s == unix.SIGINT) && grace > 0 && stop == nil {
+				stop = time.After(grace)
 			}
-		case <-grace:
-			signalGuest(unix.SIGKILL)
+		case <-stop:
+			forward(unix.SIGKILL)
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-done

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -403,9 +402,9 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 type hostLimits struct {
 	cg   *episodeCgroup // nil: none
 	info StartInfo
-	// pids is the pids limit (0: none); pidsRlimit the RLIMIT_NPROC to
-	// set where a user namespace of the episode's own counts it.
-	pids, pidsRlimit int
+	// pidsRlimit is the RLIMIT_NPROC to set where a user namespace of the
+	// episode's own counts it (0: none).
+	pidsRlimit int
 }
 
 // newEpisodeLimits makes the episode's host cgroup where it may and
@@ -426,7 +425,6 @@ func newEpisodeLimits(id string, o *Options) (*hostLimits, error) {
 		return nil, err
 	}
 	if pids > 0 {
-		lim.pids = pids
 		userns := o.Isolation != IsolationSeccompOnly
 		if userns {
 			// RLIMIT_NPROC always (the kernel exempts only real root's
@@ -588,27 +586,11 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	}
 	pub.serve()
 
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	for {
-		select {
-		case s := <-sigs:
-			_ = cmd.Process.Signal(s)
-		case <-ep.ctx.Done():
-			_ = cmd.Process.Kill()
-			<-done
-			return exitCode(cmd.ProcessState), ep.ctx.Err()
-		case err := <-done:
-			var ee *exec.ExitError
-			if err != nil && !errors.As(err, &ee) {
-				return 0, err
-			}
-			return exitCode(cmd.ProcessState), nil
-		}
-	}
+	// The supervisor passes signals on to init, which keeps the guest's
+	// stop timeout.
+	return waitChild(ep.ctx, cmd, done, 0, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
 }
 
 // checkExecMount refuses an image file on a noexec mount: the Sentry maps
