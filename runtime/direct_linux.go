@@ -87,7 +87,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
-	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0", "--log="+filepath.Join(ep.state, "boot.log"))
+	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0")
 	// The sandbox's own stderr (runsc's fatal errors, Go's panics) goes to
 	// a file in the state directory, for the error message; the guest's
 	// stdio is moved off 0-2 first (remapBootStdio).
@@ -211,7 +211,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	cmd.Args[0] = "runsc-sandbox"
 	setStdio(cmd, o)
 	cmd.ExtraFiles = files.files
-	cmd.Env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+strings.Join([]string{ep.state, o.DebugLogDir}, string(filepath.ListSeparator)))
+	cmd.Env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+o.DebugLogDir)
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
@@ -335,33 +335,19 @@ func bootEnv() []string {
 	return env
 }
 
-// bootLogTail is the end of the sandbox's log, for an error message: a
-// Go panic's first lines, or the log's warnings and errors.
+// bootLogTail is what the sandbox printed on its own stderr (runsc's
+// fatal errors, Go's panics: --panic-log-fd), first lines, for an error
+// message; "" if nothing.
 func bootLogTail(state string) string {
-	if b, err := os.ReadFile(filepath.Join(state, "panic.log")); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 12 {
-			lines = lines[:12]
-		}
-		return "; the sandbox panicked:\n  " + strings.Join(lines, "\n  ")
-	}
-	b, err := os.ReadFile(filepath.Join(state, "boot.log"))
-	if err != nil || len(b) == 0 {
+	b, err := os.ReadFile(filepath.Join(state, "panic.log"))
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return ""
 	}
-	var lines []string
-	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		if bytes.Contains(l, []byte("FATAL")) || bytes.HasPrefix(l, []byte("W")) || bytes.HasPrefix(l, []byte("E")) {
-			lines = append(lines, string(l))
-		}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 12 {
+		lines = lines[:12]
 	}
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "; the sandbox's log says:\n  " + strings.Join(lines, "\n  ")
+	return "; the sandbox says:\n  " + strings.Join(lines, "\n  ")
 }
 
 // bootHint says what to change for a sandbox that failed to boot for a
@@ -463,14 +449,15 @@ func remapBootStdio(args []string) {
 }
 
 // bootLandlockEnv carries, to a seccomp-only sandbox process, the
-// directories its logs go to; its presence asks the process to confine
-// itself with Landlock before runsc's code runs (confineBoot).
+// directory its debug logs go to ("" without --debug-log); its presence
+// asks the process to confine itself with Landlock before runsc's code
+// runs (confineBoot).
 const bootLandlockEnv = "GVX_BOOT_LANDLOCK"
 
 // confineBoot is the seccomp-only sandbox's own second wall, in place of
 // the chroot and namespaces it lacks: by path it may only read /proc and
-// /sys, read and write /dev's nodes (null), write its logs into the
-// directories in bootLandlockEnv, and execute nothing but this binary.
+// /sys, read and write /dev's nodes (null), write debug logs into the
+// directory in bootLandlockEnv, and execute nothing but this binary.
 // Everything else it serves (rootfs, relay, volumes, network, published
 // ports) it holds as descriptors already. gVisor's own seccomp filters,
 // installed later, forbid opening files by path outright; this also holds
