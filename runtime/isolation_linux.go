@@ -115,13 +115,14 @@ func maskedProc() string {
 	return ""
 }
 
-// inGVisor tells whether this process runs in a gVisor sandbox: its
-// kernel log starts with gVisor's own lines.
+// inGVisor tells whether this process runs in a gVisor sandbox: gVisor's
+// /proc/version is its own fixed string ("Linux version 4.19.0-gvisor #1
+// SMP Sun Jan 10 15:06:54 PST 2016" in the pinned version).
 func inGVisor() bool {
 	b, err := os.ReadFile("/proc/version")
 	if err != nil {
 		return false
 	}
-	// gVisor reports a fixed, old version string.
-	return strings.Contains(string(b), "#1 SMP Sun Jan 10 15:06:54 PST 2016")
+	v := string(b)
+	return strings.Contains(v, "-gvisor ") || strings.Contains(v, "#1 SMP Sun Jan 10 15:06:54 PST 2016")
 }
