@@ -117,10 +117,6 @@ func natEnabled(runscArgs []string) bool {
 	return false
 }
 
-// annRootfsUpperTar names a tar file the Sentry unpacks into the rootfs's
-// writable (memory) layer before the guest starts.
-const annRootfsUpperTar = "dev.gvisor.tar.rootfs.upper"
-
 // natResolvFile is the guest's /etc/resolv.conf naming 10.0.2.3 (runsc
 // writes none), a first file of the rootfs's writable layer
 // (upper_linux.go).

@@ -25,6 +25,10 @@ type upperFile struct {
 	body string
 }
 
+// annRootfsUpperTar names a tar file the Sentry unpacks into the rootfs's
+// writable (memory) layer before the guest starts.
+const annRootfsUpperTar = "dev.gvisor.tar.rootfs.upper"
+
 // allowRootfsTar is runsc's flag that lets the bundle name the tar.
 const allowRootfsTar = "--allow-rootfs-tar-annotation"
 
