@@ -193,6 +193,15 @@ func TestRestrictedContainer(t *testing.T) {
 		}
 	})
 
+	t.Run("noexec cache refused", func(t *testing.T) {
+		// --tmpfs /tmp is noexec: a cache there would kill every guest
+		// program at its first instruction; rungv says so and what to do.
+		out, err := run([]string{"-e", "GVX_CACHE=/tmp/cache"}, "/rungv", "run", "oci:/srv/gvx/bb", "true")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(out, "noexec") || !strings.Contains(out, "GVX_CACHE") {
+			t.Fatalf("err %v, output:\n%s", err, out)
+		}
+	})
+
 	t.Run("volume", func(t *testing.T) {
 		out, err := run(nil, "/rungv", "run", "--network", "none", "--mount", "type=volume,src=/srv/gvx/v.ext4,dst=/data,size=1G",
 			"oci:/srv/gvx/bb", "sh", "-c", "dd if=/dev/urandom of=/data/big bs=1M count=100 2>/dev/null && md5sum /data/big")
