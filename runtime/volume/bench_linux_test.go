@@ -11,12 +11,24 @@ import (
 )
 
 // BenchmarkServe measures the server's side of the guest's file I/O over
-// a real lisafs connection: what one small file of an untar costs (the six
+// a real lisafs connection: one round trip that does next to nothing (a
+// walk to a missing name), what one small file of an untar costs (the six
 // RPCs the Sentry sends for it), a 1 MiB write (what dd bs=1M becomes),
 // a 1 MiB read, and the fsync the Sentry sends per file on sync(2) when
 // nothing changed. Profile with -cpuprofile; bench/volume.sh measures the
 // whole episode.
 func BenchmarkServe(b *testing.B) {
+	b.Run("walk-enoent", func(b *testing.B) { // one round trip, next to no work: the RPC floor
+		s := serve(b, 64<<20)
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.root.Walk(ctx, "missing"); err != unix.ENOENT {
+				b.Fatalf("walk: %v, want ENOENT", err)
+			}
+		}
+	})
 	b.Run("untar-file", func(b *testing.B) {
 		s := serve(b, 2<<30)
 		dirs := make([]lisafs.ClientFD, 100)
