@@ -2,7 +2,6 @@ package volume
 
 import (
 	"fmt"
-	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -125,15 +124,4 @@ func BenchmarkServe(b *testing.B) {
 			}
 		}
 	})
-}
-
-// e2fsckClean runs e2fsck -fn on the volume file (skips without it).
-func e2fsckClean(t testing.TB, path string) {
-	t.Helper()
-	if _, err := exec.LookPath("e2fsck"); err != nil {
-		t.Skip("e2fsck not installed (apt-get install e2fsprogs)")
-	}
-	if out, err := exec.Command("e2fsck", "-fn", path).CombinedOutput(); err != nil {
-		t.Fatalf("e2fsck -fn %s: %v\n%s", path, err, out)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -261,4 +262,15 @@ func TestFsyncAfterCleanSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2fsckClean(t, crash)
+}
+
+// e2fsckClean runs e2fsck -fn on the volume file (skips without it).
+func e2fsckClean(t testing.TB, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("e2fsck"); err != nil {
+		t.Skip("e2fsck not installed (apt-get install e2fsprogs)")
+	}
+	if out, err := exec.Command("e2fsck", "-fn", path).CombinedOutput(); err != nil {
+		t.Fatalf("e2fsck -fn %s: %v\n%s", path, err, out)
+	}
 }
