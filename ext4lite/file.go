@@ -143,9 +143,7 @@ func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
 		// blocks that p does not cover.
 		span := int64(got)*bs - inBlk
 		n := min(int64(len(p)-done), span)
-		buf := make([]byte, int64(got)*bs)
-		copy(buf[inBlk:], p[done:done+int(n)])
-		if err := v.writeAt(buf, int64(start)*bs); err != nil {
+		if err := v.writeNew(p[done:done+int(n)], int64(start)*bs, inBlk, int64(got)*bs); err != nil {
 			return err
 		}
 		done += int(n)
@@ -155,6 +153,33 @@ func (v *FS) writeData(in *inode, p []byte, off int64, sparse bool) error {
 	}
 	in.dirty = true
 	return nil
+}
+
+// writeNew writes src into size bytes of newly allocated blocks at
+// devOff, src starting inBlk bytes in; the bytes src does not cover are
+// zeroed (they are read back as the file's holes and tail). When src
+// starts at a block boundary its whole blocks go to the device as they
+// are (a write of a MiB, dd's, is one pwrite and no copy) and only a
+// partial last block is staged in a zeroed buffer.
+func (v *FS) writeNew(src []byte, devOff, inBlk, size int64) error {
+	if inBlk != 0 {
+		buf := make([]byte, size)
+		copy(buf[inBlk:], src)
+		return v.writeAt(buf, devOff)
+	}
+	bs := int64(v.bs)
+	whole := int64(len(src)) / bs * bs
+	if whole > 0 {
+		if err := v.writeAt(src[:whole], devOff); err != nil {
+			return err
+		}
+	}
+	if whole == size {
+		return nil
+	}
+	tail := make([]byte, size-whole)
+	copy(tail, src[whole:])
+	return v.writeAt(tail, devOff+whole)
 }
 
 // truncateData sets i_size, freeing blocks past it (and zeroing the tail of

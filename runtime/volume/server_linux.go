@@ -81,15 +81,26 @@ func (v *Volume) Close() error {
 	return v.fs.Close()
 }
 
-// Sync writes everything to the volume file.
+// Sync writes everything to the volume file and flushes it. A volume
+// that nothing changed since its last successful sync is already on
+// stable storage: Sync returns at once. That matters because sync(2) in
+// the guest becomes one FSync per file the Sentry holds open (2,000 after
+// an untar of 2,000 files), and a flush of a clean volume still commits a
+// transaction and fsyncs the host file twice (~1.4 ms).
 func (v *Volume) Sync() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return unix.EIO
 	}
+	if !v.dirty {
+		return nil
+	}
+	if err := v.fs.Sync(); err != nil {
+		return err // still dirty: the next sync tries again
+	}
 	v.dirty = false
-	return v.fs.Sync()
+	return nil
 }
 
 // Conn implements lisafs.ConnectionImpl for one mount of a Volume.
@@ -280,6 +291,10 @@ func (fd *controlFD) Close() {
 	}
 	fd.c.vol.mu.Lock()
 	if !fd.c.vol.closed {
+		// The last reference to an unlinked inode frees it without
+		// marking the volume dirty: on disk the inode stays on the orphan
+		// list until the next flush, which is consistent (recovery
+		// releases orphans) and promises the guest nothing less.
 		_ = fd.c.vol.fs.Unref(fd.ino)
 	}
 	fd.c.vol.mu.Unlock()
