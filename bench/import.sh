@@ -16,6 +16,10 @@
 # archive of it (GNU tar --format=posix --xattrs). Each tool runs RUNS times
 # after one warm-up (the source stays in the page cache).
 #
+# Then the physical yardstick: GNU tar -x of TREE.tar onto tmpfs against
+# gvx-vol create + import of it with the volume on the same tmpfs and in
+# the work directory (× is gvx-vol's time over tar's).
+#
 # Then for each image: e2fsck -fn, gvx-vol fsck, allocated size, and a loop
 # mount (read-only) compared with the source: contents (diff -r), type, mode,
 # owner, link count, size, device numbers and symlink targets (stat), xattrs
@@ -33,6 +37,7 @@
 #
 # usage: sudo bench/import.sh [RUNS]   (default 3)
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
+#        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
@@ -51,9 +56,12 @@ done
 
 work=$(mktemp -d /var/tmp/gvx-import-bench.XXXXXX)
 mnt=$work/mnt
+tmpfs=${TMPFS:-/dev/shm}
+[ "$(stat -f -c %T "$tmpfs" 2>/dev/null)" = tmpfs ] || { echo "bench/import.sh: TMPFS=$tmpfs is not a tmpfs (set TMPFS to one with ~2 × the tree's size free)" >&2; exit 1; }
+tmpfs_work=$(mktemp -d "$tmpfs/gvx-import-bench.XXXXXX")
 cleanup() {
 	mountpoint -q "$mnt" 2>/dev/null && { umount "$mnt" || umount -l "$mnt"; }
-	rm -rf "$work"
+	rm -rf "$work" "$tmpfs_work"
 }
 trap cleanup EXIT
 mkdir "$mnt"
@@ -75,7 +83,8 @@ echo "   $(mkfs.ext4 -V 2>&1 | head -1); gvx-vol $built"
 
 # ---------------------------------------------------------------- timing
 # race LABEL NAME|IMG|CMD… : runs each command RUNS times after one warm-up,
-# removing its IMG before each run (untimed). Prints hyperfine's report,
+# removing its IMG (a file, or a directory tar -x fills) before each run
+# (untimed). Prints hyperfine's report,
 # then medians, CPU time and ratios against the first command.
 race() {
 	local label=$1
@@ -85,7 +94,7 @@ race() {
 		local args=()
 		for nc in "$@"; do
 			name=${nc%%|*} img=${nc#*|} cmd=${img#*|} img=${img%%|*}
-			args+=(--prepare "rm -f $img" -n "$name" "$cmd")
+			args+=(--prepare "rm -rf $img" -n "$name" "$cmd")
 		done
 		hyperfine --style basic --warmup 1 --runs "$runs" \
 			--export-json "$json" --export-markdown "$work/$label.md" "${args[@]}"
@@ -106,7 +115,7 @@ race() {
 		for nc in "$@"; do
 			name=${nc%%|*} img=${nc#*|} cmd=${img#*|} img=${img%%|*}
 			for i in $(seq 0 "$runs"); do
-				rm -f "$img"
+				rm -rf "$img"
 				t0=$(date +%s%N)
 				bash -c "$cmd"
 				t1=$(date +%s%N)
@@ -211,6 +220,19 @@ if [ -z "${SKIP_TREE:-}" ]; then
 		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null" \
 		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file" \
 		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size"
+
+	# The physical yardstick: GNU tar -x of the same tar onto tmpfs (no
+	# filesystem to build, no disk), against gvx-vol import with the
+	# volume on the same tmpfs and in the work directory (on disk: its
+	# journal commits fsync, so the disk's writeback is in the time).
+	echo
+	echo "== tar -x of the same tar onto tmpfs ($tmpfs) vs gvx-vol import, $runs runs each"
+	tx=$tmpfs_work/tar-x vt=$tmpfs_work/vol.ext4
+	race tar-x \
+		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file" \
+		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file" \
+		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+	rm -rf "$tx" "$vt"
 
 	listing "$src" >"$work/src.list"
 	mtimes "$src" >"$work/src.mtimes"
