@@ -5,6 +5,9 @@
 #   A  gvx-vol create --size SIZE --from DIR IMG
 #   B  gvx-vol create --size SIZE IMG && gvx-vol import IMG TREE.tar
 #   C  mkfs.ext4 -q -F -d DIR IMG SIZE
+#   D  mke2fs -q -F -t ext4 -d TREE.tar IMG SIZE, e2fsprogs 1.47.4+ from a
+#      Debian sid root (bench/sidroot.sh: debootstrap --variant=minbase,
+#      cached under /var/tmp/gvx-bench-cache; SID=0 skips D)
 #
 # The tree is a copy of BENCH_TREE (default /usr/share and /usr/local/go: about
 # 0.9 GiB in 67k entries on the machine it was written on) made with cp -a
@@ -37,7 +40,7 @@
 #
 # usage: sudo bench/import.sh [RUNS]   (default 3)
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
-#        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)
+#        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)  SID=0
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
@@ -177,7 +180,20 @@ check() {
 	paste "$work/$4.mtimes" "$base.mtimes" | awk -F'\t' '$1 != $2 {print "      source " $1 " → image " $2}' | head -3  || true
 }
 
-ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4
+ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4 id=$work/img-d.ext4
+
+# D: the newest mke2fs, whose -d also takes a tarball (through libarchive,
+# which it dlopens).
+sid_mke2fs=
+if [ "${SID:-1}" != 0 ]; then
+	. bench/sidroot.sh
+	if sid=$(sidroot e2fsprogs libarchive13t64) && c=$(sidcmd "$sid" /usr/sbin/mke2fs); then
+		sid_mke2fs="MKE2FS_CONFIG=$sid/etc/mke2fs.conf $c"
+		echo "   sid: $(eval "$sid_mke2fs -V" 2>&1 | head -1) in $sid"
+	else
+		echo "   (no sid mke2fs: the race leaves D out)"
+	fi
+fi
 
 # ---------------------------------------------------------------- the tree
 if [ -z "${SKIP_TREE:-}" ]; then
@@ -216,10 +232,12 @@ if [ -z "${SKIP_TREE:-}" ]; then
 
 	echo
 	echo "== import of the tree into a $size volume, $runs runs each"
-	race tree \
-		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null" \
-		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file" \
-		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size"
+	tree_cmds=(
+		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null"
+		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size")
+	[ -z "$sid_mke2fs" ] || tree_cmds+=("mke2fs (sid) -d TAR|$id|$sid_mke2fs -q -F -t ext4 -d $tar_file $id $size")
+	race tree "${tree_cmds[@]}"
 
 	# The physical yardstick: GNU tar -x of the same tar onto tmpfs (no
 	# filesystem to build, no disk), against gvx-vol import with the
@@ -245,7 +263,8 @@ if [ -z "${SKIP_TREE:-}" ]; then
 	check "A gvx-vol create --from DIR" "$ia" "$src" src
 	check "B gvx-vol create + import TAR" "$ib" "$src" src
 	check "C mkfs.ext4 -d DIR" "$ic" "$src" src
-	rm -f "$ia" "$ib" "$ic" "$tar_file"
+	[ -z "$sid_mke2fs" ] || check "D mke2fs (sid) -d TAR" "$id" "$src" src
+	rm -f "$ia" "$ib" "$ic" "$id" "$tar_file"
 	rm -rf "$src"
 fi
 
