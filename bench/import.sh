@@ -5,6 +5,9 @@
 #   A  gvx-vol create --size SIZE --from DIR IMG
 #   B  gvx-vol create --size SIZE IMG && gvx-vol import IMG TREE.tar
 #   C  mkfs.ext4 -q -F -d DIR IMG SIZE
+#   D  mke2fs -q -F -t ext4 -d TREE.tar IMG SIZE, e2fsprogs 1.47.4+ from a
+#      Debian sid root (bench/sidroot.sh: debootstrap --variant=minbase,
+#      cached under /var/tmp/gvx-bench-cache; SID=0 skips D)
 #
 # The tree is a copy of BENCH_TREE (default /usr/share and /usr/local/go: about
 # 0.9 GiB in 67k entries on the machine it was written on) made with cp -a
@@ -15,6 +18,10 @@
 # setuid, owners, a sparse file, long and short symlinks. TREE.tar is a PAX
 # archive of it (GNU tar --format=posix --xattrs). Each tool runs RUNS times
 # after one warm-up (the source stays in the page cache).
+#
+# Then the physical yardstick: GNU tar -x of TREE.tar onto tmpfs against
+# gvx-vol create + import of it with the volume on the same tmpfs and in
+# the work directory (× is gvx-vol's time over tar's).
 #
 # Then for each image: e2fsck -fn, gvx-vol fsck, allocated size, and a loop
 # mount (read-only) compared with the source: contents (diff -r), type, mode,
@@ -33,6 +40,7 @@
 #
 # usage: sudo bench/import.sh [RUNS]   (default 3)
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
+#        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)  SID=0
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
@@ -51,9 +59,12 @@ done
 
 work=$(mktemp -d /var/tmp/gvx-import-bench.XXXXXX)
 mnt=$work/mnt
+tmpfs=${TMPFS:-/dev/shm}
+[ "$(stat -f -c %T "$tmpfs" 2>/dev/null)" = tmpfs ] || { echo "bench/import.sh: TMPFS=$tmpfs is not a tmpfs (set TMPFS to one with ~2 × the tree's size free)" >&2; exit 1; }
+tmpfs_work=$(mktemp -d "$tmpfs/gvx-import-bench.XXXXXX")
 cleanup() {
 	mountpoint -q "$mnt" 2>/dev/null && { umount "$mnt" || umount -l "$mnt"; }
-	rm -rf "$work"
+	rm -rf "$work" "$tmpfs_work"
 }
 trap cleanup EXIT
 mkdir "$mnt"
@@ -75,7 +86,8 @@ echo "   $(mkfs.ext4 -V 2>&1 | head -1); gvx-vol $built"
 
 # ---------------------------------------------------------------- timing
 # race LABEL NAME|IMG|CMD… : runs each command RUNS times after one warm-up,
-# removing its IMG before each run (untimed). Prints hyperfine's report,
+# removing its IMG (a file, or a directory tar -x fills) before each run
+# (untimed). Prints hyperfine's report,
 # then medians, CPU time and ratios against the first command.
 race() {
 	local label=$1
@@ -85,7 +97,7 @@ race() {
 		local args=()
 		for nc in "$@"; do
 			name=${nc%%|*} img=${nc#*|} cmd=${img#*|} img=${img%%|*}
-			args+=(--prepare "rm -f $img" -n "$name" "$cmd")
+			args+=(--prepare "rm -rf $img" -n "$name" "$cmd")
 		done
 		hyperfine --style basic --warmup 1 --runs "$runs" \
 			--export-json "$json" --export-markdown "$work/$label.md" "${args[@]}"
@@ -106,7 +118,7 @@ race() {
 		for nc in "$@"; do
 			name=${nc%%|*} img=${nc#*|} cmd=${img#*|} img=${img%%|*}
 			for i in $(seq 0 "$runs"); do
-				rm -f "$img"
+				rm -rf "$img"
 				t0=$(date +%s%N)
 				bash -c "$cmd"
 				t1=$(date +%s%N)
@@ -168,7 +180,20 @@ check() {
 	paste "$work/$4.mtimes" "$base.mtimes" | awk -F'\t' '$1 != $2 {print "      source " $1 " → image " $2}' | head -3  || true
 }
 
-ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4
+ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4 id=$work/img-d.ext4
+
+# D: the newest mke2fs, whose -d also takes a tarball (through libarchive,
+# which it dlopens).
+sid_mke2fs=
+if [ "${SID:-1}" != 0 ]; then
+	. bench/sidroot.sh
+	if sid=$(sidroot e2fsprogs libarchive13t64) && c=$(sidcmd "$sid" /usr/sbin/mke2fs); then
+		sid_mke2fs="MKE2FS_CONFIG=$sid/etc/mke2fs.conf $c"
+		echo "   sid: $(eval "$sid_mke2fs -V" 2>&1 | head -1) in $sid"
+	else
+		echo "   (no sid mke2fs: the race leaves D out)"
+	fi
+fi
 
 # ---------------------------------------------------------------- the tree
 if [ -z "${SKIP_TREE:-}" ]; then
@@ -207,10 +232,25 @@ if [ -z "${SKIP_TREE:-}" ]; then
 
 	echo
 	echo "== import of the tree into a $size volume, $runs runs each"
-	race tree \
-		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null" \
-		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file" \
-		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size"
+	tree_cmds=(
+		"gvx-vol create --from DIR|$ia|$gvx create --size $size --from $src $ia >/dev/null"
+		"gvx-vol create + import TAR|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size")
+	[ -z "$sid_mke2fs" ] || tree_cmds+=("mke2fs (sid) -d TAR|$id|$sid_mke2fs -q -F -t ext4 -d $tar_file $id $size")
+	race tree "${tree_cmds[@]}"
+
+	# The physical yardstick: GNU tar -x of the same tar onto tmpfs (no
+	# filesystem to build, no disk), against gvx-vol import with the
+	# volume on the same tmpfs and in the work directory (on disk: its
+	# journal commits fsync, so the disk's writeback is in the time).
+	echo
+	echo "== tar -x of the same tar onto tmpfs ($tmpfs) vs gvx-vol import, $runs runs each"
+	tx=$tmpfs_work/tar-x vt=$tmpfs_work/vol.ext4
+	race tar-x \
+		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file" \
+		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file" \
+		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+	rm -rf "$tx" "$vt"
 
 	listing "$src" >"$work/src.list"
 	mtimes "$src" >"$work/src.mtimes"
@@ -223,7 +263,8 @@ if [ -z "${SKIP_TREE:-}" ]; then
 	check "A gvx-vol create --from DIR" "$ia" "$src" src
 	check "B gvx-vol create + import TAR" "$ib" "$src" src
 	check "C mkfs.ext4 -d DIR" "$ic" "$src" src
-	rm -f "$ia" "$ib" "$ic" "$tar_file"
+	[ -z "$sid_mke2fs" ] || check "D mke2fs (sid) -d TAR" "$id" "$src" src
+	rm -f "$ia" "$ib" "$ic" "$id" "$tar_file"
 	rm -rf "$src"
 fi
 

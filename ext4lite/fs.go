@@ -63,6 +63,7 @@ type FS struct {
 	last             lastDir // the path API's last directory (path.go)
 
 	buf         []byte // copy buffer for WriteFile
+	scratch     []byte // writeFresh's partial blocks (file.go)
 	allocCursor uint64 // next block to try when no better goal is known
 	inodeCursor uint32 // group to try first for new inodes
 	cleanAtOpen bool   // s_state had EXT4_VALID_FS when opened

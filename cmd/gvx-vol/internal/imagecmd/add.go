@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
@@ -67,18 +65,13 @@ func runAdd(c *cli.Context) error {
 	}
 	opts := image.Options{Profile: c.String("profile"), Platform: c.String("platform"),
 		Tags: c.StringSlice("tag"), InsecureRegistries: c.StringSlice("insecure-registry")}
-	var bar *progressbar.ProgressBar
+	var bar *cliutil.Progress
 	if stderrIsTerminal() {
 		opts.Progress = func(done, total int64) {
 			if bar == nil {
-				bar = progressbar.NewOptions64(total,
-					progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionSetDescription("pulling layers"),
-					progressbar.OptionShowBytes(true),
-					progressbar.OptionThrottle(100*time.Millisecond),
-					progressbar.OptionClearOnFinish())
+				bar = cliutil.NewProgress(os.Stderr, "pulling layers", total)
 			}
-			bar.Set64(done)
+			bar.Set(done)
 		}
 	}
 	res, err := image.Add(c.Context, cc, c.Args().First(), opts)

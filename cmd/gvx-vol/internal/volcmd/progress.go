@@ -4,25 +4,20 @@ import (
 	"io"
 	"os"
 
-	"github.com/schollz/progressbar/v3"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 )
 
-// progressReader counts bytes through a progress bar drawn on stderr when
+// progressReader counts bytes through a progress line drawn on stderr when
 // it is a terminal (never in scripts or CI logs).
 type progressReader struct {
 	io.Reader
-	bar *progressbar.ProgressBar
+	bar *cliutil.Progress
 }
 
 func withProgress(r io.Reader, size int64, desc string) *progressReader {
 	pr := &progressReader{Reader: r}
 	if stderrIsTerminal() {
-		pr.bar = progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription(desc),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100_000_000),
-			progressbar.OptionClearOnFinish())
+		pr.bar = cliutil.NewProgress(os.Stderr, desc, size)
 		pr.Reader = io.TeeReader(r, pr.bar)
 	}
 	return pr

@@ -1,0 +1,43 @@
+# Sourced by bench scripts (bash): the newest peers from Debian sid.
+#
+#   sidroot PKG...          prints the path of a cached sid root filesystem
+#                           (debootstrap --variant=minbase --include=PKG,…),
+#                           built on first use (a few minutes) from the
+#                           host's Debian mirror, found exactly as package
+#                           image/dindtest finds it (go run ./bench/debmirror;
+#                           $GVX_DEBIAN_MIRROR overrides). Cached under
+#                           $GVX_BENCH_CACHE (/var/tmp/gvx-bench-cache) by a
+#                           key of mirror, suite and packages.
+#   sidcmd ROOT PROG        prints a command line that runs ROOT's PROG (an
+#                           absolute path inside ROOT) with ROOT's own
+#                           dynamic loader and libraries (dlopen included)
+#                           on host paths: no chroot, so the bench's files
+#                           need no bind mount; for hyperfine's sh -c.
+sidroot() {
+	local cache=${GVX_BENCH_CACHE:-/var/tmp/gvx-bench-cache} mirror key root pkgs
+	command -v debootstrap >/dev/null || { echo "sidroot: needs debootstrap (apt-get install debootstrap)" >&2; return 1; }
+	mirror=$(CGO_ENABLED=0 go run ./bench/debmirror) || return 1
+	key=$(printf '%s\n' "$mirror" sid minbase "$@" | sha256sum | cut -c1-16)
+	root=$cache/sid-$key
+	if [ ! -e "$root/.complete" ]; then
+		mkdir -p "$cache"
+		rm -rf "$root.tmp"
+		pkgs=$(IFS=,; echo "$*")
+		echo "   (building a Debian sid root with $pkgs in $root: a few minutes, once)" >&2
+		if ! debootstrap --variant=minbase ${pkgs:+--include="$pkgs"} sid "$root.tmp" "$mirror" >"$root.log" 2>&1; then
+			echo "sidroot: debootstrap of sid failed; its log: $root.log" >&2
+			return 1
+		fi
+		touch "$root.tmp/.complete"
+		mv "$root.tmp" "$root"
+	fi
+	echo "$root"
+}
+
+sidcmd() {
+	local root=$1 prog=$2 arch ld
+	arch=$(uname -m)-linux-gnu
+	ld=$(find "$root/usr/lib/$arch" "$root/usr/lib64" -maxdepth 1 -name 'ld-linux*.so.*' -type f 2>/dev/null | head -1)
+	[ -n "$ld" ] || { echo "sidcmd: no dynamic loader in $root" >&2; return 1; }
+	echo "$ld --library-path $root/usr/lib/$arch $root$prog"
+}
