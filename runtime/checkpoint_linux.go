@@ -18,6 +18,7 @@ import (
 	"gvisor.dev/gvisor/runsc/boot"
 
 	"z.gfire.dev/gvx/runtime/volume"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Checkpoint, restore and fork (docs/runtime.md, "Checkpoint, restore,
@@ -56,30 +57,12 @@ type CheckpointInfo struct {
 	Network NetworkMode `json:"network"`
 }
 
-// ControlRequest is one request on Options.Control, a JSON line.
-//
-//   - {"op":"checkpoint"}: save the episode into Options.CheckpointDir and
-//     end it (the guest's kernel is killed after the save; exit code 0).
-//     Reply {"op":"checkpointed"}; the volumes are then closed cleanly
-//     when the episode ends, and hold what the checkpoint saw.
-//   - {"op":"checkpoint","resume":true}: pause the kernel, save it, sync
-//     every volume and hold it still, and reply {"op":"paused"}: the
-//     caller now clones the volume files (reflink) and sends
-//     {"op":"resume"}, after which the episode continues (reply
-//     {"op":"resumed"}). What a fork is made of.
-//
-// An episode is checkpointed at most once (its files are made when it
-// starts). A failure replies {"error":"..."}.
-type ControlRequest struct {
-	Op     string `json:"op"`
-	Resume bool   `json:"resume,omitempty"`
-}
-
-// ControlReply answers a ControlRequest.
-type ControlReply struct {
-	Op    string `json:"op,omitempty"`
-	Error string `json:"error,omitempty"`
-}
+// ControlRequest and ControlReply are what Options.Control carries, one
+// JSON line each (spec.ControlRequest describes the protocol).
+type (
+	ControlRequest = spec.ControlRequest
+	ControlReply   = spec.ControlReply
+)
 
 // ReadCheckpointInfo reads dir's CheckpointInfo.
 func ReadCheckpointInfo(dir string) (*CheckpointInfo, error) {
@@ -212,9 +195,9 @@ func (c *checkpointer) serve(rw io.ReadWriter) {
 			continue
 		}
 		switch req.Op {
-		case "checkpoint":
+		case spec.OpCheckpoint:
 			if !req.Resume {
-				reply("checkpointed", c.checkpoint(false))
+				reply(spec.OpCheckpointed, c.checkpoint(false))
 				continue
 			}
 			if err := c.checkpoint(true); err != nil {
@@ -224,10 +207,10 @@ func (c *checkpointer) serve(rw io.ReadWriter) {
 			// Paused and saved: hold every volume still while the caller
 			// clones them, until it says resume (or goes away).
 			err := c.freeze(0, func() error {
-				reply("paused", nil)
+				reply(spec.OpPaused, nil)
 				for in.Scan() {
 					var r ControlRequest
-					if json.Unmarshal(in.Bytes(), &r) == nil && r.Op == "resume" {
+					if json.Unmarshal(in.Bytes(), &r) == nil && r.Op == spec.OpResume {
 						return nil
 					}
 					reply("", errors.New("control: paused: only resume is accepted"))
@@ -238,7 +221,7 @@ func (c *checkpointer) serve(rw io.ReadWriter) {
 			if err == nil {
 				err = rerr
 			}
-			reply("resumed", err)
+			reply(spec.OpResumed, err)
 		default:
 			reply("", fmt.Errorf("control: unknown op %q (checkpoint, resume)", req.Op))
 		}
