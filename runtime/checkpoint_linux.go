@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/sentry/control"
@@ -172,6 +174,7 @@ func redialControl(fd int, path string) (*urpc.Client, error) {
 // checkpointer serves Options.Control for a running seccomp-only
 // episode.
 type checkpointer struct {
+	id    string // the sandbox's container ID
 	ctl   *urpc.Client
 	files []*os.File // createCheckpoint's; nil once used
 	vols  []*volume.Conn
@@ -236,9 +239,15 @@ func (c *checkpointer) freeze(i int, fn func() error) error {
 	return c.vols[i].Freeze(func() error { return c.freeze(i+1, fn) })
 }
 
-// checkpoint saves the kernel into the files made at start. With resume
-// the kernel is paused first and stays paused afterwards (gVisor's save
-// nests inside that pause) until the caller resumes it.
+// checkpoint saves the kernel into the files made at start. The kernel
+// is paused first and stays paused afterwards (gVisor's save nests inside
+// that pause): with resume it goes on once the caller is done with the
+// volumes; without, every guest process is killed before it runs again,
+// so the episode ends (its volumes closed cleanly) as the checkpoint saw
+// it. gVisor cannot save a host socket the guest holds (a connection to
+// a published port being served): then it resumes the guest for a moment,
+// so that the relay can finish the connection, and tries again for up to
+// saveRetry.
 func (c *checkpointer) checkpoint(resume bool) error {
 	if c.files == nil {
 		return errors.New("control: checkpoint: this episode has no checkpoint directory (Options.CheckpointDir), or was checkpointed already")
@@ -250,24 +259,60 @@ func (c *checkpointer) checkpoint(resume bool) error {
 			f.Close()
 		}
 	}()
-	if resume {
+	deadline := time.Now().Add(saveRetry)
+	for {
 		if err := c.ctl.Call(boot.ContMgrPause, &struct{}{}, nil); err != nil {
 			return fmt.Errorf("control: pause: %w", err)
+		}
+		err := c.save(files)
+		if err == nil {
+			break
+		}
+		_ = c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
+		if !strings.Contains(err.Error(), "not savable") || time.Now().After(deadline) {
+			return fmt.Errorf("control: checkpoint: %w%s", err, saveHint(err))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resume {
+		return nil
+	}
+	args := boot.SignalArgs{CID: c.id, Signo: int32(unix.SIGKILL), Mode: boot.DeliverToAllProcesses}
+	if err := c.ctl.Call(boot.ContMgrSignal, &args, nil); err != nil {
+		return fmt.Errorf("control: checkpoint saved, but ending the episode failed: %w", err)
+	}
+	return c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
+}
+
+// saveRetry bounds how long checkpoint retries a save that met a host
+// socket.
+const saveRetry = 2 * time.Second
+
+// save is one save of the paused kernel into files (rewound first).
+func (c *checkpointer) save(files []*os.File) error {
+	for _, f := range files {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
 		}
 	}
 	opts := control.SaveOpts{
 		Metadata:      statefile.CompressionLevelNone.ToMetadata(),
-		Resume:        resume,
+		Resume:        true, // the pause around it is ours
 		FilePayload:   urpc.FilePayload{Files: files},
 		HavePagesFile: true,
 	}
-	if err := c.ctl.Call(boot.ContMgrCheckpoint, &opts, nil); err != nil {
-		if resume {
-			_ = c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
-		}
-		return fmt.Errorf("control: checkpoint: %w", err)
+	return c.ctl.Call(boot.ContMgrCheckpoint, &opts, nil)
+}
+
+// saveHint says what to change for a save gVisor refused.
+func saveHint(err error) string {
+	if strings.Contains(err.Error(), "not savable") {
+		return " (the guest holds a host socket: a client is still connected to a published port; close every connection to the episode's sockets, keep-alive ones included, and checkpoint again)"
 	}
-	return nil
+	return ""
 }
 
 // checkRestoreMatches refuses a restore whose options cannot carry the

@@ -251,7 +251,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		if err != nil {
 			return 0, err
 		}
-		ck = &checkpointer{ctl: ctl, files: files, vols: volConns}
+		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns}
 		defer func() {
 			for _, f := range ck.files {
 				f.Close()

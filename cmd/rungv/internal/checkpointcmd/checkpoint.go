@@ -181,7 +181,9 @@ func waitReady(ctx context.Context, sock string, out *watch, done <-chan ran) er
 
 // ping is one GET /_ping on the Docker API at the unix socket sock.
 func ping(ctx context.Context, sock string) error {
-	cl := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	// No keep-alive: a connection the guest still holds is a host socket
+	// gVisor cannot save.
+	cl := http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}, Timeout: time.Second}
