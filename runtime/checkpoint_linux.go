@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -174,6 +175,9 @@ func redialControl(fd int, path string) (*urpc.Client, error) {
 // checkpointer serves Options.Control for a running seccomp-only
 // episode.
 type checkpointer struct {
+	// ended is set once a checkpoint ended the episode: its exit status
+	// is 0, whatever the killed guest's.
+	ended atomic.Bool
 	id    string // the sandbox's container ID
 	ctl   *urpc.Client
 	files []*os.File // createCheckpoint's; nil once used
@@ -277,6 +281,7 @@ func (c *checkpointer) checkpoint(resume bool) error {
 	if resume {
 		return nil
 	}
+	c.ended.Store(true)
 	args := boot.SignalArgs{CID: c.id, Signo: int32(unix.SIGKILL), Mode: boot.DeliverToAllProcesses}
 	if err := c.ctl.Call(boot.ContMgrSignal, &args, nil); err != nil {
 		return fmt.Errorf("control: checkpoint saved, but ending the episode failed: %w", err)

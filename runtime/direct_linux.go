@@ -339,6 +339,9 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	srv.Wait()
+	if ck != nil && ck.ended.Load() && err == nil {
+		code = 0 // ended by its checkpoint (spec.ControlRequest)
+	}
 	return code, err
 }
 

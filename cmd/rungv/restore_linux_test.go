@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,7 +60,7 @@ func TestRestoreDockerd(t *testing.T) {
 		t.Fatalf("rungv checkpoint printed %q (%v)", out.String(), err)
 	}
 	t.Logf("checkpoint: ready after %.2f s, saved in %.2f s", res.Ready, res.Save)
-	before := fileSum(t, res.Volumes[0])
+	before := fileDigest(t, res.Volumes[0])
 
 	var ds []*daemon
 	for _, name := range []string{"ep1", "ep2"} {
@@ -86,23 +83,8 @@ func TestRestoreDockerd(t *testing.T) {
 	for _, d := range ds {
 		d.stop()
 	}
-	if !bytes.Equal(fileSum(t, res.Volumes[0]), before) {
+	if fileDigest(t, res.Volumes[0]) != before {
 		t.Error("the companion volume changed")
 	}
 	checkClean(t, tmp)
-}
-
-// fileSum is the sha256 of the file at path.
-func fileSum(t *testing.T, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return h.Sum(nil)
 }

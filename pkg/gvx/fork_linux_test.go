@@ -151,6 +151,21 @@ func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbo
 	return sb, pw, out
 }
 
+// startCounter runs the counter guest on a golden volume (golden.txt) in
+// a new directory, checkpointable into DIR/ck, until it has counted to 10.
+func startCounter(t *testing.T, ctx context.Context) (dir string, e *episode) {
+	t.Helper()
+	need(t)
+	poolEnv(t)
+	dir, _ = poolDirs(t)
+	vol := filepath.Join(dir, "golden.ext4")
+	makeGolden(t, vol)
+	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"))
+	e = startEpisode(t, ctx, sb, in, out)
+	out.waitFor(t, `(?m)^c10$`)
+	return dir, e
+}
+
 // volumeNames lists the root of the volume file vol, without lost+found.
 func volumeNames(t *testing.T, vol string) []string {
 	t.Helper()
@@ -178,15 +193,9 @@ func volumeNames(t *testing.T, vol string) []string {
 // counter from the saved value, run the image's programs, and see only
 // their own writes; the companion volume keeps neither.
 func TestCheckpointRestore(t *testing.T) {
-	need(t)
-	poolEnv(t)
-	dir, _ := poolDirs(t)
 	ctx := context.Background()
-	vol := filepath.Join(dir, "golden.ext4")
-	makeGolden(t, vol)
-	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"))
-	g := startEpisode(t, ctx, sb, in, out)
-	out.waitFor(t, `(?m)^c10$`)
+	dir, g := startCounter(t, ctx)
+	sb, out := g.sb, g.out
 	cp, err := sb.Checkpoint(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -241,15 +250,9 @@ func TestCheckpointRestore(t *testing.T) {
 // parent's counter from where it was at the fork, the parent goes on, and
 // all three diverge (each sees only its own new file).
 func TestFork(t *testing.T) {
-	need(t)
-	poolEnv(t)
-	dir, _ := poolDirs(t)
 	ctx := context.Background()
-	vol := filepath.Join(dir, "parent.ext4")
-	makeGolden(t, vol)
-	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"))
-	parent := startEpisode(t, ctx, sb, in, out)
-	out.waitFor(t, `(?m)^c10$`)
+	_, parent := startCounter(t, ctx)
+	sb := parent.sb
 	outs := []*output{newOutput(), newOutput()}
 	ins := make([]*os.File, 2)
 	kids, _, err := sb.Fork(ctx, 2, func(i int) gvx.Config {
