@@ -88,3 +88,28 @@ func TestRestoreDockerd(t *testing.T) {
 	}
 	checkClean(t, tmp)
 }
+
+// TestCheckpointRefusals: what cannot be checkpointed or restored is
+// refused before anything starts, with the fix in the message.
+func TestCheckpointRefusals(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		for _, c := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"run", "--isolation", "namespaces", "--network", "none", "--restore", tmp, imageRef}, 125, "need --isolation seccomp-only"},
+			{[]string{"run", "--isolation", "namespaces", "--network", "none", "--checkpoint-dir", tmp + "/ck", imageRef, "true"}, 125, "need --isolation seccomp-only"},
+			{[]string{"run", "--isolation", "seccomp-only", "--network", "none", "--restore", tmp + "/none", imageRef}, 125, "not a checkpoint directory made by rungv checkpoint"},
+			{[]string{"checkpoint", "--dir", tmp + "/ck", "--network", "none", imageRef, "true"}, 2, "--ready-socket PATH or --ready TEXT"},
+			{[]string{"checkpoint", "--dir", tmp + "/ck", "--isolation", "seccomp-only", "--network", "none", "--ready", "never", imageRef, "true"}, 125, "ended before it was ready"},
+		} {
+			r := runRungv(t, u, tmp, "", c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("rungv %v: exit %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+			}
+		}
+		checkClean(t, tmp)
+	})
+}

@@ -74,7 +74,8 @@ func fail(format string, a ...any) error {
 	return cli.Exit(verb+": "+fmt.Sprintf(format, a...), 125)
 }
 
-func run(c *cli.Context) error {
+func run(c *cli.Context) (err error) {
+	saved := false
 	if c.String("ready-socket") == "" && c.String("ready") == "" {
 		return specflags.Usage(verb, "say when the episode is ready: --ready-socket PATH or --ready TEXT")
 	}
@@ -93,7 +94,16 @@ func run(c *cli.Context) error {
 		return fail("%v", err)
 	}
 	defer sb.Close()
-	if err := sb.EnableCheckpoint(c.String("dir")); err != nil {
+	dir := c.String("dir")
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		// Ours: a failed checkpoint leaves no half-made directory.
+		defer func() {
+			if !saved {
+				os.RemoveAll(dir)
+			}
+		}()
+	}
+	if err := sb.EnableCheckpoint(dir); err != nil {
 		return fail("%v", err)
 	}
 	t0 := time.Now()
@@ -113,6 +123,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	saved = true
 	r := result{Dir: cp.Dir, Ready: ready.Seconds(), Checkpoint: time.Since(t1).Seconds()}
 	for _, m := range cp.Spec.Mounts {
 		if m.Type == spec.MountVolume {
