@@ -193,7 +193,8 @@ func (s *Sandbox) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 // Fork saves the running s without ending it and returns n sandboxes,
 // not yet run, that continue from that instant: each on its own clones
 // of the volumes (in the checkpoint directory, as child-I-vol-J.ext4),
-// with proc's Stdin, Stdout, Stderr and Rungv. s is paused from the save
+// with proc's Stdin, Stdout, Stderr, Rungv and Ports (its own sockets, as
+// Restore takes them). s is paused from the save
 // until its volumes are cloned, then goes on. Run each child, then Close
 // it; the checkpoint directory (returned too) can start more children
 // with Restore.
@@ -286,15 +287,29 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 // checkpoint: vols are the host paths of its volumes, one per volume
 // mount of the checkpoint in order, which Restore makes as reflink clones
 // (a sparse copy where the filesystem cannot clone) of the companions;
-// they must not exist. proc sets Stdin, Stdout, Stderr and Rungv. The
-// caller removes vols when done. The episode can itself be checkpointed
-// (EnableCheckpoint before Run).
+// they must not exist. proc sets Stdin, Stdout, Stderr and Rungv, and, for
+// a checkpoint that publishes ports, Ports: the restored episode's own
+// host sockets or addresses, one per published port of the checkpoint in
+// order (GuestPort 0 or the same). The caller removes vols when done. The
+// episode can itself be checkpointed (EnableCheckpoint before Run).
 func (c *Checkpoint) Restore(ctx context.Context, vols []string, proc Config) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ports := proc.Ports
+	proc.Ports = nil
 	if err := onlyProcess(proc); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (and Ports, for a restore)", err)
+	}
+	s := c.Spec.Clone()
+	if len(ports) != len(s.Ports) {
+		return nil, fmt.Errorf("gvx: restore %s: the checkpoint publishes %d ports: give the restored episode its own host socket for each (Config.Ports, in order), not %d", c.Dir, len(s.Ports), len(ports))
+	}
+	for i, p := range ports {
+		if p.GuestPort != 0 && p.GuestPort != s.Ports[i].GuestPort {
+			return nil, fmt.Errorf("gvx: restore %s: Ports[%d] is guest port %d, the checkpoint's is %d", c.Dir, i, p.GuestPort, s.Ports[i].GuestPort)
+		}
+		s.Ports[i].HostSocket, s.Ports[i].HostAddr = p.HostSocket, p.HostAddr
 	}
 	idx := volumeMounts(c.Spec)
 	if len(vols) != len(idx) {
@@ -304,7 +319,6 @@ func (c *Checkpoint) Restore(ctx context.Context, vols []string, proc Config) (*
 	if err != nil {
 		return nil, err
 	}
-	s := c.Spec.Clone()
 	for j, i := range idx {
 		if _, err := reflink.CloneFile(s.Mounts[i].Source, vols[j], reflink.Options{Mode: reflink.Auto, NoSync: true}); err != nil {
 			return nil, fmt.Errorf("gvx: restore %s: clone the volume at %s: %w", c.Dir, s.Mounts[i].Target, err)
