@@ -76,6 +76,28 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
+	var restore []*os.File // the checkpoint's files (RestoreFrom)
+	defer func() {
+		for _, f := range restore {
+			f.Close()
+		}
+	}()
+	if o.RestoreFrom != "" {
+		var info *CheckpointInfo
+		if restore, js, info, err = openCheckpoint(o.RestoreFrom); err != nil {
+			return 0, err
+		}
+		if err := checkRestoreMatches(o, info); err != nil {
+			return 0, err
+		}
+		// The saved kernel's tasks carry the checkpointed container's ID,
+		// and gVisor validates the spec against the saved one: boot the
+		// checkpoint's own.
+		id = info.ContainerID
+		if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
+			return 0, err
+		}
+	}
 	var spec *specs.Spec
 	if err := json.Unmarshal(js, &spec); err != nil || spec == nil {
 		return 0, fmt.Errorf("seccomp-only: read the bundle's spec: %v", err)
@@ -125,6 +147,8 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	volFiles := volumeFilesByTarget(o.Mounts, vols)
 	var conns []*lisafs.Connection
+	var volConns []*volume.Conn
+	var volTargets []string
 	for _, m := range spec.Mounts {
 		if !specutils.HasMountConfig(m) {
 			continue
@@ -147,6 +171,8 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		if err != nil {
 			return 0, err
 		}
+		volConns = append(volConns, impl.(*volume.Conn))
+		volTargets = append(volTargets, m.Destination)
 		delete(volFiles, m.Destination) // the connection owns it now
 		ours, theirs, err := unet.SocketPair(false)
 		if err != nil {
@@ -164,7 +190,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		confs = append(confs, specutils.GoferMountConf{Lower: specutils.Lisafs, Upper: specutils.NoOverlay}.String())
 	}
 	args = append(args, "--io-fds="+strings.Join(ioFDs, ","), "--gofer-mount-confs="+strings.Join(confs, ","))
-	if p := spec.Annotations[annRootfsUpperTar]; p != "" {
+	if p := spec.Annotations[annRootfsUpperTar]; p != "" && restore == nil { // a restored rootfs is the checkpoint's
 		f, err := os.Open(p)
 		if err != nil {
 			return 0, err
@@ -191,7 +217,21 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, fmt.Errorf("seccomp-only: connect to the sandbox's control socket: %w", err)
 	}
-	defer ctl.Close()
+	defer func() { ctl.Close() }()
+	// A restore replaces the control server's handlers and drops every
+	// connection (gVisor's refreshHandlers): a socket made now, before
+	// the lockdown, connects again afterwards (restoreSocket).
+	redial := -1
+	if restore != nil {
+		if redial, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return 0, fmt.Errorf("seccomp-only: restore: %w", err)
+		}
+		defer func() {
+			if redial >= 0 {
+				unix.Close(redial)
+			}
+		}()
+	}
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -204,6 +244,19 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	var natLink *os.File
 	if nat != nil {
 		natLink = nat.Child
+	}
+	var ck *checkpointer
+	if o.CheckpointDir != "" {
+		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: o.Network})
+		if err != nil {
+			return 0, err
+		}
+		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns}
+		defer func() {
+			for _, f := range ck.files {
+				f.Close()
+			}
+		}()
 	}
 	args = patchBootArgs(append(args, id))
 
@@ -257,8 +310,25 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 			return fail(err)
 		}
 	}
-	if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
+	if restore != nil {
+		if err := restoreSandbox(ctl, restore); err != nil {
+			return fail(fmt.Errorf("seccomp-only: restore %s: %w%s", o.RestoreFrom, err, bootLogTail(ep.state)))
+		}
+		c, err := redialControl(redial, ctlPath)
+		redial = -1
+		if err != nil {
+			return fail(fmt.Errorf("seccomp-only: restore %s: reconnect to the sandbox's control server: %w", o.RestoreFrom, err))
+		}
+		ctl.Close()
+		ctl = c
+		if ck != nil {
+			ck.ctl = c
+		}
+	} else if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
 		return fail(fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(ep.state)))
+	}
+	if ck != nil && o.Control != nil {
+		go ck.serve(o.Control)
 	}
 	code, err := waitChild(ep.ctx, cmd, done, StopTimeout, func(s unix.Signal) {
 		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
@@ -269,6 +339,9 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	srv.Wait()
+	if ck != nil && ck.ended.Load() && err == nil {
+		code = 0 // ended by its checkpoint (spec.ControlRequest)
+	}
 	return code, err
 }
 

@@ -40,7 +40,8 @@ func TestOptionsFromSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostSide := map[string]bool{"Stdin": true, "Stdout": true, "Stderr": true, "CacheDir": true, "DebugLogDir": true, "OnStart": true}
+	hostSide := map[string]bool{"Stdin": true, "Stdout": true, "Stderr": true, "CacheDir": true, "DebugLogDir": true, "OnStart": true,
+		"CheckpointDir": true, "RestoreFrom": true, "Control": true} // rungv run's own flags, not the episode's
 	v := reflect.ValueOf(o)
 	for i := range v.NumField() {
 		if name := v.Type().Field(i).Name; !hostSide[name] && v.Field(i).IsZero() {

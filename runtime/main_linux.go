@@ -69,15 +69,19 @@ func isRunsc(args []string) bool {
 	if i == len(args) {
 		return false // flags only: rungv --help, --version, a usage error
 	}
-	return runscVerbs[args[i]] || i > 0 && args[i] == "run"
+	return runscVerbs[args[i]] || i > 0 && sharedVerbs[args[i]]
 }
 
+// sharedVerbs are rungv's verbs that are runsc's too: rungv's own unless global
+// flags come first (as runsc re-executes itself).
+var sharedVerbs = map[string]bool{"run": true, "checkpoint": true}
+
 // runscVerbs are runsc's subcommands (`rungv --root=/x help` lists them),
-// except run, which is rungv's own unless global flags come first.
+// except sharedVerbs.
 var runscVerbs = map[string]bool{}
 
 func init() {
-	for _, v := range strings.Fields(`boot gofer umount bwrap checkpoint create delete do events exec
+	for _, v := range strings.Fields(`boot gofer umount bwrap create delete do events exec
 		flags fscheckpoint kill list pause port-forward ps read restore resume sandboxexec spec
 		start state tar update wait debug profile read-control statefile symbolize usage
 		write-control cpu-features features install mitigate nvproxy trace uninstall

@@ -158,6 +158,23 @@ type Options struct {
 	User string
 	// Network is NetworkNone when empty.
 	Network NetworkMode
+
+	// CheckpointDir, when set, prepares the episode to be checkpointed
+	// once, into this directory (made if missing; it must not hold a
+	// checkpoint), on a request on Control (ControlRequest).
+	// IsolationSeccompOnly only.
+	CheckpointDir string
+	// RestoreFrom, when set, starts the episode by restoring the
+	// checkpoint in this directory instead of starting Image's command:
+	// the guest continues where the checkpointed one was, on the volumes
+	// in Mounts (fresh clones of the checkpoint's companion volumes, at
+	// the same targets). Image must be the checkpointed episode's; its
+	// Args, Env and the like are the checkpoint's. IsolationSeccompOnly
+	// only.
+	RestoreFrom string
+	// Control, when set, carries ControlRequests (JSON lines) from the
+	// caller and the replies back: a socket, for rungv run --control-fd.
+	Control io.ReadWriter
 	Mounts  []Mount
 	// Ports publishes guest TCP ports as host unix sockets.
 	Ports []Port

@@ -54,6 +54,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Isolation, err = resolveIsolation(o.Isolation); err != nil {
 		return 0, err
 	}
+	if (o.CheckpointDir != "" || o.RestoreFrom != "") && o.Isolation != IsolationSeccompOnly {
+		return 0, fmt.Errorf("%w: checkpoint and restore need --isolation seccomp-only (rungv serves the volumes and drives the Sentry itself there; runsc's own restore refuses --rootless, which the namespaced path uses for volumes: docs/runtime.md, \"Checkpoint, restore, fork\")", ErrUnsupported)
+	}
 	sweepStale()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -387,7 +390,13 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 				}
 			}
 			if o.Lockdown {
-				if err := lockdownAs(directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())); err != nil {
+				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())
+				if o.RestoreFrom != "" {
+					// connect, no socket: the one socket made before for
+					// the control server once restored (redialControl).
+					prof.extra = append(prof.extra, unix.SYS_CONNECT)
+				}
+				if err := lockdownAs(prof); err != nil {
 					return fmt.Errorf("lock down: %w", err)
 				}
 			}

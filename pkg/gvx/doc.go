@@ -26,6 +26,14 @@
 // tears them down (kill, unlink the clone) and reports each one's reset,
 // ready and teardown latency; see ExampleNewPool and docs/pipeline.md.
 //
+// A Sandbox prepared with EnableCheckpoint (before Run; seccomp-only
+// isolation) can be saved once: Checkpoint ends it and keeps a checkpoint
+// directory (gVisor's saved kernel plus a clone of each volume as it was),
+// from which Checkpoint.Restore starts any number of episodes, each on its
+// own reflink clone; Fork saves it without ending it and returns n
+// children that continue from that instant. See fork.go and
+// docs/runtime.md, "Checkpoint, restore, fork".
+//
 // Example:
 //
 //	var out bytes.Buffer

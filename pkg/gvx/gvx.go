@@ -164,6 +164,8 @@ type Sandbox struct {
 	exited  chan struct{} // closed when rungv has been waited for
 	started bool
 	closed  bool
+
+	ck *checkpointing // EnableCheckpoint's (fork.go); nil: none
 }
 
 // New validates cfg and prepares an episode: cfg.Spec(), run by rungv. ctx
@@ -250,14 +252,15 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	cmd := exec.Command(s.bin, runArgs...)
+	cmd := exec.Command(s.bin, append(runArgs, s.ck.args()...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
-	cmd.ExtraFiles = []*os.File{errW, specR} // fd 3, fd 4
+	cmd.ExtraFiles = append([]*os.File{errW, specR}, s.ck.files()...) // fd 3, fd 4, fd 5...
 	unpin := dieWithCaller(cmd)
 	defer unpin()
 	err = cmd.Start()
 	errW.Close()
 	specR.Close()
+	s.ck.started()
 	if err != nil {
 		errR.Close()
 		specW.Close()

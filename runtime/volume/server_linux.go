@@ -772,3 +772,25 @@ func (fd *openFD) snapshot() error {
 }
 
 func (fd *openFD) Renamed() {}
+
+// Freeze syncs everything to the volume file and calls fn with the
+// volume's lock held, so that neither the periodic sync nor a request
+// writes the file while fn runs (a reflink clone of the file taken in fn
+// holds exactly the bytes the Sentry saw). The caller keeps the Sentry
+// from sending requests meanwhile (a paused kernel whose filesystems were
+// synced by gVisor's save: docs/runtime.md, "Checkpoint, restore, fork").
+func (c *Conn) Freeze(fn func() error) error {
+	v := c.vol
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return unix.EIO
+	}
+	if !v.readonly {
+		v.dirty = false
+		if err := v.fs.Sync(); err != nil {
+			return err
+		}
+	}
+	return fn()
+}

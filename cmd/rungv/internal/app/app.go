@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/rungv/internal/checkpointcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/infocmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/poolcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/runcmd"
@@ -21,7 +22,7 @@ func Main(args []string) {
 		Usage:                     "run an OCI image as one isolated gVisor episode",
 		DisableSliceFlagSeparator: true,
 		HideHelpCommand:           true,
-		Commands:                  []*cli.Command{runcmd.Command, poolcmd.Command, servecmd.Command, infocmd.Command},
+		Commands:                  []*cli.Command{runcmd.Command, checkpointcmd.Command, poolcmd.Command, servecmd.Command, infocmd.Command},
 		Description: `rungv runs each episode — one OCI image — in its own gVisor Sentry, as one
 unprivileged process tree that leaves nothing behind: the rootfs is a
 flattened EROFS image from the cache, /var/lib/docker can be an ext4lite

@@ -101,6 +101,9 @@ Examples:
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
 		&cli.BoolFlag{Name: "json", Usage: "report rungv's own events (start, created volumes, exit or error) as JSON lines on stderr"},
+		&cli.StringFlag{Name: "checkpoint-dir", Usage: "prepare the episode to be checkpointed once into `DIR` on a request on --control-fd (rungv checkpoint drives this; --isolation seccomp-only)"},
+		&cli.StringFlag{Name: "restore", Usage: "start by restoring the checkpoint in `DIR` (made by rungv checkpoint) onto the --mount volumes (fresh clones of its companion volumes, same targets) instead of running COMMAND; IMAGE must be the checkpointed one (--isolation seccomp-only)"},
+		&cli.IntFlag{Name: "control-fd", Value: -1, Usage: "read checkpoint requests (JSON lines, runtime.ControlRequest) from this open socket `N` and answer on it (what rungv checkpoint and the Go SDK's Fork use)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "rungv's own messages on stderr: error, info, or debug (debug also keeps runsc's logs: see --debug-log)"},
 	),
 	Action: run,
@@ -255,6 +258,15 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		return specflags.Usage(verb, "%v", err)
 	}
 	o.DebugLogDir = c.String("debug-log")
+	o.CheckpointDir, o.RestoreFrom = c.String("checkpoint-dir"), c.String("restore")
+	if fd := c.Int("control-fd"); fd >= 0 {
+		if fd <= 2 {
+			return specflags.Usage(verb, "--control-fd %d: standard input, output and error are the guest's; pass the socket on another descriptor", fd)
+		}
+		f := os.NewFile(uintptr(fd), "control-fd")
+		defer f.Close()
+		o.Control = f
+	}
 	o.CacheDir = c.String("cache-dir")
 	if rep.level >= 2 && o.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")

@@ -1,0 +1,344 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/sentry/control"
+	"gvisor.dev/gvisor/pkg/sentry/state/checkpointfiles"
+	"gvisor.dev/gvisor/pkg/state/statefile"
+	"gvisor.dev/gvisor/pkg/unet"
+	"gvisor.dev/gvisor/pkg/urpc"
+	"gvisor.dev/gvisor/runsc/boot"
+
+	"z.gfire.dev/gvx/runtime/volume"
+	"z.gfire.dev/gvx/spec"
+)
+
+// Checkpoint, restore and fork (docs/runtime.md, "Checkpoint, restore,
+// fork"). Only IsolationSeccompOnly episodes: there rungv itself starts
+// the Sentry and serves its volumes, so it can pause the kernel, have
+// gVisor save it, and hold the volume servers still while their files are
+// cloned. (runsc's own restore refuses --rootless, which the namespaced
+// path needs for volumes.)
+//
+// A checkpoint directory holds:
+//
+//	checkpoint.img, pages_meta.img, pages.img   gVisor's saved kernel,
+//	                uncompressed (the pages file is read lazily on restore)
+//	config.json     the OCI spec the sandbox ran with; a restore boots
+//	                the same spec
+//	gvx-checkpoint.json  CheckpointInfo
+//
+// and, beside it, whatever the caller cloned of the volumes (the
+// companion volumes): a restore mounts a fresh reflink clone of each at
+// the same target.
+
+// CheckpointInfoFile is the name of the CheckpointInfo in a checkpoint
+// directory.
+const CheckpointInfoFile = "gvx-checkpoint.json"
+
+// CheckpointInfo is what a checkpoint directory records besides gVisor's
+// files.
+type CheckpointInfo struct {
+	// ContainerID is the sandbox's container ID; the restored kernel's
+	// tasks carry it, so a restore reuses it.
+	ContainerID string `json:"container_id"`
+	// Volumes are the guest paths of the volume mounts, in mount order:
+	// a restore needs a volume at each (a clone of the companion).
+	Volumes []string `json:"volumes"`
+	// Network is the guest's network mode; a restore keeps it.
+	Network NetworkMode `json:"network"`
+}
+
+// ControlRequest and ControlReply are what Options.Control carries, one
+// JSON line each (spec.ControlRequest describes the protocol).
+type (
+	ControlRequest = spec.ControlRequest
+	ControlReply   = spec.ControlReply
+)
+
+// ReadCheckpointInfo reads dir's CheckpointInfo.
+func ReadCheckpointInfo(dir string) (*CheckpointInfo, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CheckpointInfoFile))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w (not a checkpoint directory made by rungv checkpoint?)", dir, err)
+	}
+	var ci CheckpointInfo
+	if err := json.Unmarshal(b, &ci); err != nil || ci.ContainerID == "" {
+		return nil, fmt.Errorf("checkpoint %s: %s is malformed: %v", dir, CheckpointInfoFile, err)
+	}
+	return &ci, nil
+}
+
+// checkpointFiles are gVisor's three files, in the order the save and
+// restore RPCs take them.
+var checkpointFiles = []string{checkpointfiles.StateFileName, checkpointfiles.PagesMetadataFileName, checkpointfiles.PagesFileName}
+
+// createCheckpoint makes dir (it must not hold a checkpoint yet), writes
+// the spec and info, and creates gVisor's files, returned open: they are
+// made before the host side locks down.
+func createCheckpoint(dir string, specJSON []byte, info CheckpointInfo) ([]*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("--checkpoint-dir %s: %w", dir, err)
+	}
+	for _, n := range checkpointFiles {
+		f, err := os.OpenFile(filepath.Join(dir, n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			return fail(fmt.Errorf("%s exists: a checkpoint directory takes one checkpoint; name a new one", n))
+		}
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, f)
+	}
+	js, _ := json.MarshalIndent(info, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, CheckpointInfoFile), js, 0o600); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), specJSON, 0o600); err != nil {
+		return fail(err)
+	}
+	return files, nil
+}
+
+// openCheckpoint opens dir's files for a restore: gVisor's, and the spec.
+func openCheckpoint(dir string) (files []*os.File, specJSON []byte, info *CheckpointInfo, err error) {
+	if info, err = ReadCheckpointInfo(dir); err != nil {
+		return nil, nil, nil, err
+	}
+	if specJSON, err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
+		return nil, nil, nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	for _, n := range checkpointFiles {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err == nil {
+			var st os.FileInfo
+			if st, err = f.Stat(); err == nil && st.Size() == 0 && n == checkpointfiles.StateFileName {
+				err = errors.New("empty: the episode was never checkpointed (no checkpoint request reached it, or it failed)")
+			}
+		}
+		if err != nil {
+			if f != nil {
+				f.Close()
+			}
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, nil, nil, fmt.Errorf("checkpoint %s: %s: %w", dir, n, err)
+		}
+		files = append(files, f)
+	}
+	return files, specJSON, info, nil
+}
+
+// restoreSandbox asks a booted (not started) sandbox to restore the
+// checkpoint in files (openCheckpoint's): its kernel is replaced by the
+// saved one, which runs on. The pages are loaded in the background.
+func restoreSandbox(ctl *urpc.Client, files []*os.File) error {
+	opts := boot.RestoreOpts{FilePayload: urpc.FilePayload{Files: files}, HavePagesFile: true, Background: true}
+	return ctl.Call(boot.ContMgrRestore, &opts, nil)
+}
+
+// redialControl connects fd (an AF_UNIX stream socket made before the
+// lockdown, which allows connect but no socket) to the sandbox's control
+// socket at path and returns the client; it owns fd either way.
+func redialControl(fd int, path string) (*urpc.Client, error) {
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	s, err := unet.NewSocket(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return urpc.NewClient(s), nil
+}
+
+// checkpointer serves Options.Control for a running seccomp-only
+// episode.
+type checkpointer struct {
+	// ended is set once a checkpoint ended the episode: its exit status
+	// is 0, whatever the killed guest's.
+	ended atomic.Bool
+	id    string // the sandbox's container ID
+	ctl   *urpc.Client
+	files []*os.File // createCheckpoint's; nil once used
+	vols  []*volume.Conn
+}
+
+// serve answers requests on rw until it reaches EOF.
+func (c *checkpointer) serve(rw io.ReadWriter) {
+	in := bufio.NewScanner(rw)
+	enc := json.NewEncoder(rw)
+	reply := func(op string, err error) {
+		r := ControlReply{Op: op}
+		if err != nil {
+			r = ControlReply{Error: err.Error()}
+		}
+		_ = enc.Encode(r)
+	}
+	for in.Scan() {
+		var req ControlRequest
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			reply("", fmt.Errorf("control: bad request %q: %v", in.Bytes(), err))
+			continue
+		}
+		switch req.Op {
+		case spec.OpCheckpoint:
+			if !req.Resume {
+				reply(spec.OpCheckpointed, c.checkpoint(false))
+				continue
+			}
+			if err := c.checkpoint(true); err != nil {
+				reply("", err)
+				continue
+			}
+			// Paused and saved: hold every volume still while the caller
+			// clones them, until it says resume (or goes away).
+			err := c.freeze(0, func() error {
+				reply(spec.OpPaused, nil)
+				for in.Scan() {
+					var r ControlRequest
+					if json.Unmarshal(in.Bytes(), &r) == nil && r.Op == spec.OpResume {
+						return nil
+					}
+					reply("", errors.New("control: paused: only resume is accepted"))
+				}
+				return nil
+			})
+			rerr := c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
+			if err == nil {
+				err = rerr
+			}
+			reply(spec.OpResumed, err)
+		default:
+			reply("", fmt.Errorf("control: unknown op %q (checkpoint, resume)", req.Op))
+		}
+	}
+}
+
+// freeze holds volumes i... still (Conn.Freeze, nested) while fn runs.
+func (c *checkpointer) freeze(i int, fn func() error) error {
+	if i == len(c.vols) {
+		return fn()
+	}
+	return c.vols[i].Freeze(func() error { return c.freeze(i+1, fn) })
+}
+
+// checkpoint saves the kernel into the files made at start. The kernel
+// is paused first and stays paused afterwards (gVisor's save nests inside
+// that pause): with resume it goes on once the caller is done with the
+// volumes; without, every guest process is killed before it runs again,
+// so the episode ends (its volumes closed cleanly) as the checkpoint saw
+// it. gVisor cannot save a host socket the guest holds (a connection to
+// a published port being served): then it resumes the guest for a moment,
+// so that the relay can finish the connection, and tries again for up to
+// saveRetry.
+func (c *checkpointer) checkpoint(resume bool) error {
+	if c.files == nil {
+		return errors.New("control: checkpoint: this episode has no checkpoint directory (Options.CheckpointDir), or was checkpointed already")
+	}
+	files := c.files
+	c.files = nil
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	deadline := time.Now().Add(saveRetry)
+	for {
+		if err := c.ctl.Call(boot.ContMgrPause, &struct{}{}, nil); err != nil {
+			return fmt.Errorf("control: pause: %w", err)
+		}
+		err := c.save(files)
+		if err == nil {
+			break
+		}
+		_ = c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
+		if !strings.Contains(err.Error(), "not savable") || time.Now().After(deadline) {
+			return fmt.Errorf("control: checkpoint: %w%s", err, saveHint(err))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resume {
+		return nil
+	}
+	c.ended.Store(true)
+	args := boot.SignalArgs{CID: c.id, Signo: int32(unix.SIGKILL), Mode: boot.DeliverToAllProcesses}
+	if err := c.ctl.Call(boot.ContMgrSignal, &args, nil); err != nil {
+		return fmt.Errorf("control: checkpoint saved, but ending the episode failed: %w", err)
+	}
+	return c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
+}
+
+// saveRetry bounds how long checkpoint retries a save that met a host
+// socket.
+const saveRetry = 2 * time.Second
+
+// save is one save of the paused kernel into files (rewound first).
+func (c *checkpointer) save(files []*os.File) error {
+	for _, f := range files {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	opts := control.SaveOpts{
+		Metadata:      statefile.CompressionLevelNone.ToMetadata(),
+		Resume:        true, // the pause around it is ours
+		FilePayload:   urpc.FilePayload{Files: files},
+		HavePagesFile: true,
+	}
+	return c.ctl.Call(boot.ContMgrCheckpoint, &opts, nil)
+}
+
+// saveHint says what to change for a save gVisor refused.
+func saveHint(err error) string {
+	if strings.Contains(err.Error(), "not savable") {
+		return " (the guest holds a host socket: a client is still connected to a published port; close every connection to the episode's sockets, keep-alive ones included, and checkpoint again)"
+	}
+	return ""
+}
+
+// checkRestoreMatches refuses a restore whose options cannot carry the
+// checkpoint: a volume at every target it had, the same network.
+func checkRestoreMatches(o *Options, info *CheckpointInfo) error {
+	have := map[string]bool{}
+	for _, m := range o.Mounts {
+		if m.Type == MountVolume {
+			have[m.Target] = true
+		}
+	}
+	for _, t := range info.Volumes {
+		if !have[t] {
+			return fmt.Errorf("%w: --restore %s: the checkpoint had a volume at %s: mount a fresh clone of its companion volume there (--mount type=volume,src=CLONE,dst=%s)", ErrBadOption, o.RestoreFrom, t, t)
+		}
+	}
+	if len(have) != len(info.Volumes) {
+		return fmt.Errorf("%w: --restore %s: the checkpoint had volumes at %v only: mount no others", ErrBadOption, o.RestoreFrom, info.Volumes)
+	}
+	if info.Network != o.Network {
+		return fmt.Errorf("%w: --restore %s: the checkpoint ran with --network %s: restore it with the same", ErrBadOption, o.RestoreFrom, info.Network)
+	}
+	return nil
+}
