@@ -182,6 +182,7 @@ type checkpointer struct {
 	ctl   *urpc.Client
 	files []*os.File // createCheckpoint's; nil once used
 	vols  []*volume.Conn
+	pub   *publisher // the relay keeps a record of the guest's bridges (relaylinks_linux.go)
 }
 
 // serve answers requests on rw until it reaches EOF.
@@ -263,6 +264,9 @@ func (c *checkpointer) checkpoint(resume bool) error {
 			f.Close()
 		}
 	}()
+	// The network stack is saved without its links: the relay records
+	// the guest's bridges so that a restore can make them again.
+	_ = c.pub.relayWord(relayLinksSave, relayLinksWait)
 	deadline := time.Now().Add(saveRetry)
 	for {
 		if err := c.ctl.Call(boot.ContMgrPause, &struct{}{}, nil); err != nil {
@@ -288,6 +292,10 @@ func (c *checkpointer) checkpoint(resume bool) error {
 	}
 	return c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
 }
+
+// relayLinksWait bounds how long a checkpoint waits for the relay's record
+// of the guest's bridges.
+const relayLinksWait = time.Second
 
 // saveRetry bounds how long checkpoint retries a save that met a host
 // socket.

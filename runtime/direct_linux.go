@@ -251,7 +251,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		if err != nil {
 			return 0, err
 		}
-		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns}
+		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns, pub: pub}
 		defer func() {
 			for _, f := range ck.files {
 				f.Close()
@@ -323,6 +323,10 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		ctl = c
 		if ck != nil {
 			ck.ctl = c
+		}
+		// The guest's own bridges (dockerd's docker0) were not saved.
+		if err := pub.relayWord(relayLinksRestore, 0); err != nil {
+			return fail(fmt.Errorf("seccomp-only: restore %s: tell the guest's relay: %w", o.RestoreFrom, err))
 		}
 	} else if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
 		return fail(fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(ep.state)))

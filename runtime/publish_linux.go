@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -353,3 +354,31 @@ func socketDirs(list []publishedSocket) []string {
 
 // dirs are the directories of the sockets this publisher created.
 func (p *publisher) dirs() []string { return socketDirs(p.sockets()) }
+
+// relayWord sends the guest's relay a control word (relaylinks_linux.go)
+// over the first port's pair and, with wait > 0, waits that long for its
+// answer. An episode without published ports has no relay: nothing is
+// sent.
+func (p *publisher) relayWord(word string, wait time.Duration) error {
+	if p == nil || len(p.ports) == 0 {
+		return nil
+	}
+	c := p.ports[0].ctl
+	if _, _, err := c.WriteMsgUnix([]byte(word), nil, nil); err != nil {
+		return err
+	}
+	if wait <= 0 {
+		return nil
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	defer c.SetReadDeadline(time.Time{})
+	b := make([]byte, 64)
+	n, _, _, _, err := c.ReadMsgUnix(b, nil)
+	if err != nil {
+		return err
+	}
+	if string(b[:n]) != relayLinksOK {
+		return fmt.Errorf("relay answered %q", b[:n])
+	}
+	return nil
+}

@@ -135,12 +135,19 @@ func relay(specs []string) int {
 // serve receives client connections over ctl until the host side closes it.
 func serve(ctl *net.UnixConn, target string) {
 	defer ctl.Close()
-	b := make([]byte, 16)
+	b := make([]byte, 64)
 	oob := make([]byte, unix.CmsgSpace(4*8))
 	for {
-		_, oobn, _, _, err := ctl.ReadMsgUnix(b, oob)
+		n, oobn, _, _, err := ctl.ReadMsgUnix(b, oob)
 		if err != nil {
 			return
+		}
+		if oobn == 0 {
+			// A control word from the host side (relaylinks_linux.go).
+			if ans := relayControl(string(b[:n])); ans != "" {
+				_, _, _ = ctl.WriteMsgUnix([]byte(ans), nil, nil)
+			}
+			continue
 		}
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil {

@@ -18,8 +18,9 @@ import (
 // API answers; two restores, each on its own clone of the companion
 // volume and with its own socket. Each answers docker info, runs the
 // golden's image, and sees its own tag only; the companion is unchanged.
-// Known limit (docs/runtime.md): the daemon's docker0 bridge does not
-// survive a restore, so the runs use --network none.
+// gVisor saves the network stack without its links: the daemon's docker0
+// is made again by the guest's relay, and the runs use the default
+// network to show it.
 func TestRestoreDockerd(t *testing.T) {
 	s := needDind(t, dindtest.Bookworm)
 	need(t, asRoot)
@@ -67,8 +68,13 @@ func TestRestoreDockerd(t *testing.T) {
 		vol := filepath.Join(dir, name+".ext4")
 		clone(res.Volumes[0], vol)
 		d := startDaemon(t, s, asRoot, tmp, privateTmp(t, asRoot), "type=volume,src="+vol+",dst=/var/lib/docker", append(mode, "--restore", ck)...)
-		if got := d.must("run", "--rm", "--network", "none", "hello:latest", "echo", "hi from "+name); strings.TrimSpace(got) != "hi from "+name {
+		// On the default network: docker0 is made again by the relay
+		// (runtime/relaylinks_linux.go), gVisor saves no links.
+		if got := d.must("run", "--rm", "hello:latest", "echo", "hi from "+name); strings.TrimSpace(got) != "hi from "+name {
 			t.Fatalf("%s: docker run printed %q", name, got)
+		}
+		if got := d.must("network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"); strings.TrimSpace(got) == "" {
+			t.Errorf("%s: the default bridge has no gateway after the restore: %q", name, got)
 		}
 		d.must("tag", "hello:latest", "mine-"+name)
 		ds = append(ds, d)
