@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/image/dindtest"
 	"z.gfire.dev/gvx/pkg/gvx"
 )
 
@@ -240,6 +241,63 @@ func TestWarmRun(t *testing.T) {
 		t.Errorf("summary: %+v", s)
 	}
 	t.Logf("claim p50 %v (boot: ready p50 %v), idle memory p50 %d KiB", s.Claim.P50, s.Ready.P50, s.IdleMemory>>10)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scratchEmpty(t, scratch)
+	before.check(t)
+}
+
+// TestWarmDocker is the warm pool's real claim: Docker daemon episodes
+// (image/dindtest's docker:dind stand-in) on clones of an empty
+// /var/lib/docker volume, their guest port 2375 published as each one's
+// own socket, warm once `docker info` (GET /info) answers through it. A
+// claim hands one over whose daemon answers through its socket at once,
+// the replacement boots, and Close leaves nothing behind.
+func TestWarmDocker(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	layoutDir := dindtest.Layout(t)
+	dir, mode := poolDirs(t)
+	golden := filepath.Join(dir, "golden.ext4")
+	makeGolden(t, golden)
+	scratch := filepath.Join(dir, "episodes")
+	before := takeResidue(t, scratch)
+	p, err := gvx.NewPool(gvx.PoolConfig{
+		Golden: golden, ScratchDir: scratch, CloneMode: mode, Warm: 1, Timeout: 2 * time.Minute,
+		Base: gvx.Config{Rungv: rungvBin, OCIImage: "oci:" + layoutDir, NetworkMode: gvx.NetModeNone,
+			Cmd: []string{"--tls=false"}, Envv: []string{"DOCKER_TLS_CERTDIR="}},
+		Sockets: map[string]int{"docker": 2375},
+		Ready:   gvx.DockerReady("docker"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitWarm(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	ep, err := p.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gvx.WaitDocker(ctx, ep.Sockets["docker"], ep.Done()); err != nil {
+		t.Fatal(err)
+	}
+	claim := time.Since(t0)
+	m := ep.Metrics()
+	if !m.Warm || m.IdleMemory <= 0 {
+		t.Errorf("claimed: %+v", m)
+	}
+	t.Logf("claim → docker info %v (boot to docker info %v); idle dockerd episode %d MiB (pss %v)", claim, m.Ready, m.IdleMemory>>20, m.IdleMemoryPSS)
+	waitWarm(t, p) // the replacement
+	if err := ep.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(ep.Sockets["docker"]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left: %v", err)
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
