@@ -21,8 +21,8 @@
 # (debootstrap bookworm + docker.io, from the test cache after the first
 # build), as in bench/pool-docker.sh.
 #
-# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", ROUNDS (default: 16/C,
-# at least 2), MEMORY_EPISODES=8. Needs xfsprogs, debootstrap, go, jq,
+# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm restore
+# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,7 +80,7 @@ printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
 for c in $jobs; do
 	host=$(bench host "$c")
 	hp50=$(jq .p50_ms <<<"$host")
-	for way in cold warm restore host; do
+	for way in ${WAYS:-cold warm restore host}; do
 		case $way in
 		host) r=$host ;;
 		restore)
@@ -103,12 +103,14 @@ for c in $jobs; do
 done
 
 m=${MEMORY_EPISODES:-8}
+if [ "$m" -gt 0 ]; then
 printf '\n== memory: %d idle dockerd episodes side by side\n' "$m"
 r=$(bench memory "$m")
 echo "$r" >>"$work/results.jsonl"
 jq -r --argjson total "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" '
 	"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
 	"   fit in \($total/1073741824*10|floor/10) GiB: \($total / ([.pss_per_episode_bytes, .mem_available_drop_per_episode_bytes] | max) | floor) episodes (by the larger of the two)"' <<<"$r"
+fi
 
 [ "$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)" = "$sum0" ] || { echo "bench/ready.sh: the golden volume changed!" >&2; exit 1; }
 left=$(find "$mnt/eps" -mindepth 1 2>/dev/null | wc -l)

@@ -279,7 +279,7 @@ type Metrics struct {
 	Reset time.Duration
 	// Claim is from asking for the episode (Claim, or Run taking its
 	// next) to having it with Ready passed: for a cold episode its whole
-	// boot, for a warm one the wait for it and Ready run once more.
+	// boot, for a warm one the wait for it (none, when one is ready).
 	Claim time.Duration
 	// Warm says the episode came from the warm pool.
 	Warm bool

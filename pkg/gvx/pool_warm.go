@@ -256,11 +256,12 @@ func (p *Pool) stopWarm() {
 	wg.Wait()
 }
 
-// Claim hands over a ready episode — Ready has passed and, for a warm
-// one, passed again just now — that no other Claim or Run gets. With Warm
-// it takes a warm one (waiting for the next if none is ready), and the
-// pool boots its replacement; without Warm (or when WarmMemory admits
-// none) it boots one now, ctx bounding the boot. The episode runs until
+// Claim hands over a ready episode (Ready has passed; a warm one's guest
+// is still running) that no other Claim or Run gets. With Warm it takes
+// the oldest warm one (waiting for the next if none is ready), and the
+// pool boots its replacement: the handover itself takes microseconds, and
+// the caller's first request to the guest (docker info) is what it
+// measures next. Without Warm it boots one now, ctx bounding the boot. The episode runs until
 // its Close, or the pool's; PoolConfig.Timeout bounds only its boot.
 // Its GVX_EPISODE is its ID, numbered per pool.
 func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
@@ -305,7 +306,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 	return ep, nil
 }
 
-// claimWarm takes the first ready warm episode whose Ready passes again.
+// claimWarm takes the oldest ready warm episode whose guest still runs.
 func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 	for {
 		p.mu.Lock()
@@ -324,16 +325,6 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 				p.release(ep)
 				continue
 			default:
-			}
-			if p.cfg.Ready != nil {
-				if err := p.cfg.Ready(ctx, ep); err != nil {
-					if ctx.Err() != nil { // the claimer gave up: the episode is still good
-						p.putBack(ep)
-						return nil, ctx.Err()
-					}
-					p.release(ep) // it died while it waited
-					continue
-				}
 			}
 			if !ep.handed.CompareAndSwap(false, true) {
 				return nil, ErrHandedOut
@@ -360,20 +351,6 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// putBack returns an episode not handed over to the front of the list.
-func (p *Pool) putBack(ep *Episode) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		p.mu.Unlock()
-		p.release(ep)
-		p.mu.Lock()
-		return
-	}
-	p.warm.ready = append([]*Episode{ep}, p.warm.ready...)
-	p.warm.changed()
 }
 
 // kill stops the episode's sandbox (its teardown follows).

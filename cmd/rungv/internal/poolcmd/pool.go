@@ -52,9 +52,9 @@ daemon is ready for a client on the host.
 --warm W keeps W episodes booted ahead of demand (cloned, started, ready)
 and hands one over to each episode as it begins; its replacement boots in
 the background. The pool warms up before the clock starts; then the claim
-latency (asking for an episode → it is ready: for a warm one its ready
-check run again, e.g. docker info answering) is reported apart from the
-boot latency (ready). --warm-memory SIZE caps what the waiting warm
+latency (asking for an episode → handed over: a ready warm one at once,
+else the wait for the next) is reported apart from the boot latency
+(ready). --warm-memory SIZE caps what the waiting warm
 episodes hold together: each one's idle memory (PSS of its processes) is
 measured once it is ready, and the pool keeps only as many as fit.
 
