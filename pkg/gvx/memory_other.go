@@ -4,3 +4,7 @@ package gvx
 
 // treeMemory is unknown here.
 func treeMemory(int) (int64, bool) { return -1, false }
+
+func lowerPriority(int) {}
+
+func restorePriority(int) {}

@@ -243,9 +243,11 @@ func (p *Pool) sweep() {
 	}
 }
 
-// Close ends the pool: it refuses new Runs and Claims, kills and tears
-// down every warm episode and every claimed one not yet closed (their
-// Close then returns at once), waits for that, and removes ScratchDir if
+// Close ends the pool: it refuses new Runs and Claims, lets boots in
+// progress finish (a rungv killed while it starts leaves its state
+// directory for the next start to sweep), kills and tears down every warm
+// episode and every claimed one not yet closed (their Close then returns
+// at once), waits for that, and removes ScratchDir if
 // NewPool created it (and it is empty: every episode removes its own
 // clone). It fails while a Run is in progress.
 func (p *Pool) Close() error {
@@ -261,6 +263,7 @@ func (p *Pool) Close() error {
 	p.closed = true
 	p.warm.changed()
 	p.mu.Unlock()
+	p.letStartersSettle()
 	p.cancel()
 	p.stopWarm()
 	if p.madeDir {
@@ -476,8 +479,21 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err er
 	if err != nil {
 		return ep, err
 	}
+	if life == p.ctx && p.cfg.Warm > 0 {
+		sb.afterStart = lowerPriority // a boot ahead of demand yields the CPU
+	}
 	ep.Sandbox = sb
 	tStart := time.Now()
+	if life == p.ctx { // Close kills it: Close waits until its boot is over
+		p.mu.Lock()
+		p.warm.starting[ep] = struct{}{}
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.warm.starting, ep)
+			p.mu.Unlock()
+		}()
+	}
 	go func() {
 		ep.code, ep.err = sb.Run(life)
 		ep.stdout.close()

@@ -33,10 +33,13 @@ type warmState struct {
 	err      error
 	boots    sync.WaitGroup
 	next     int // the next warm episode's ID
+	// starting are the episodes of boots whose rungv has started.
+	starting map[*Episode]struct{}
 }
 
 func (w *warmState) init() {
 	w.live = map[*Episode]struct{}{}
+	w.starting = map[*Episode]struct{}{}
 	w.wake = make(chan struct{})
 }
 
@@ -238,6 +241,28 @@ func (p *Pool) release(ep *Episode) {
 	p.mu.Unlock()
 }
 
+// startGrace bounds how long Close lets boots in progress finish.
+const startGrace = 30 * time.Second
+
+// letStartersSettle (Close, before it kills) waits until no boot is in
+// progress, or startGrace has passed: a rungv killed while it starts (before
+// its supervisor is in place) leaves its state directory in TMPDIR for the
+// next rungv start to sweep (runtime/state_linux.go), which is not
+// "nothing behind", while one killed once it runs leaves nothing. A boot
+// ends when Ready passes or fails (PoolConfig.Timeout bounds it).
+func (p *Pool) letStartersSettle() {
+	deadline := time.Now().Add(startGrace)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		n := len(p.warm.starting)
+		p.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // stopWarm (Close, after the pool's context is cancelled) waits for the
 // boots and tears down every episode left.
 func (p *Pool) stopWarm() {
@@ -329,6 +354,7 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			if !ep.handed.CompareAndSwap(false, true) {
 				return nil, ErrHandedOut
 			}
+			restorePriority(ep.Sandbox.Pid())
 			ep.m.Warm = true
 			ep.m.Claim = time.Since(t0)
 			return ep, nil
