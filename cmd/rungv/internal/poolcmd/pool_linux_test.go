@@ -163,12 +163,7 @@ func TestPoolCLIKillAfter(t *testing.T) {
 		t.Skip(setupErr)
 	}
 	dir := t.TempDir()
-	golden := filepath.Join(dir, "golden.ext4")
-	v, err := ext4lite.Create(golden, 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
+	golden := emptyGolden(t, dir)
 	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
 		"-n", "2", "-j", "2", "--ready", "up", "--kill-after", "200ms", "--json", imageRef, "sh", "-c", "echo up; exec sleep 1000")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
@@ -194,12 +189,7 @@ func TestPoolCLIKillAfter(t *testing.T) {
 func TestPoolCLIWarm(t *testing.T) {
 	needSandbox(t)
 	dir := t.TempDir()
-	golden := filepath.Join(dir, "golden.ext4")
-	v, err := ext4lite.Create(golden, 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
+	golden := emptyGolden(t, dir)
 	scratch := filepath.Join(dir, "eps")
 	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", scratch, "--clone", "auto",
 		"-n", "4", "-j", "2", "--warm", "2", "--warm-memory", "4g", "--ready", "up", "--kill-after", "100ms", "--json",
