@@ -10,17 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// warmNice is the scheduling priority of a warm episode's boot: ahead of
-// demand, it yields the CPU to claimed episodes (whose first docker info
-// is the claim latency). Only as root, who can set a claimed episode back
-// to 0 (restorePriority); a non-root pool boots at the caller's priority.
-const warmNice = 10
-
 // lowerPriority sets rungv's nice value before it starts the sandbox (its
-// children inherit it).
-func lowerPriority(pid int) {
+// children inherit it); only as root, who can set a claimed episode back
+// to 0 (restorePriority).
+func lowerPriority(pid, nice int) {
 	if os.Geteuid() == 0 {
-		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, warmNice)
+		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, nice)
 	}
 }
 

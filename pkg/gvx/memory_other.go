@@ -5,6 +5,6 @@ package gvx
 // treeMemory is unknown here.
 func treeMemory(int) (int64, bool) { return -1, false }
 
-func lowerPriority(int) {}
+func lowerPriority(int, int) {}
 
 func restorePriority(int) {}

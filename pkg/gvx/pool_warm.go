@@ -241,6 +241,9 @@ func (p *Pool) release(ep *Episode) {
 	p.mu.Unlock()
 }
 
+// warmNice is a warm boot's default nice value (PoolConfig.WarmNice).
+const warmNice = 10
+
 // startGrace bounds how long Close lets boots in progress finish.
 const startGrace = 30 * time.Second
 
