@@ -22,8 +22,7 @@
 # build), as in bench/pool-docker.sh.
 #
 # usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm restore
-# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip),
-# WARM_NICE (gvx.PoolConfig.WarmNice: 0 the default 10, -1 not lowered). Needs xfsprogs, debootstrap, go, jq,
+# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +66,7 @@ sum0=$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)
 bench() { # $1 mode, $2 C → one JSON line on stdout
 	local rounds=${ROUNDS:-$(( (16 + $2 - 1) / $2 ))}
 	[ "$rounds" -ge 2 ] || rounds=2
-	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -warm-nice "${WARM_NICE:-0}" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image"
+	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image"
 }
 # rungv is also runsc, whose own `checkpoint` answers --help too: support
 # means a checkpoint command among rungv's COMMANDS whose --help succeeds.

@@ -61,7 +61,6 @@ func main() {
 	c := flag.Int("c", 1, "episodes asked for at once")
 	rounds := flag.Int("rounds", 4, "rounds of C")
 	dockerd := flag.String("dockerd", "/usr/sbin/dockerd", "host dockerd for -mode host")
-	flag.IntVar(&warmNice, "warm-nice", 0, "gvx.PoolConfig.WarmNice (0: the default, -1: boots at the caller's priority)")
 	flag.Parse()
 	if *golden == "" || *scratch == "" || *c < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "usage: readybench -mode MODE -golden FILE -scratch DIR [-image oci:DIR] [-c C] [-rounds R]")
@@ -95,11 +94,9 @@ func main() {
 	}
 }
 
-var warmNice int
-
 func poolConfig(golden, scratch, image string, warm int) gvx.PoolConfig {
 	return gvx.PoolConfig{
-		Golden: golden, ScratchDir: scratch, Warm: warm, Timeout: 5 * time.Minute, WarmNice: warmNice,
+		Golden: golden, ScratchDir: scratch, Warm: warm, Timeout: 5 * time.Minute,
 		Base: gvx.Config{OCIImage: image, NetworkMode: gvx.NetModeNone,
 			Cmd: []string{"--tls=false"}, Envv: []string{"DOCKER_TLS_CERTDIR="}},
 		Sockets: map[string]int{"docker": 2375},

@@ -158,9 +158,6 @@ type Sandbox struct {
 	spec *spec.Spec
 	json []byte // spec, as rungv reads it from --spec-fd
 	cfg  Config // Stdin, Stdout, Stderr
-	// afterStart, if set, is called with rungv's PID right after it starts
-	// (the warm pool lowers a background boot's priority there).
-	afterStart func(pid int)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -273,9 +270,6 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 		_, _ = specW.Write(s.json)
 		specW.Close()
 	}()
-	if s.afterStart != nil {
-		s.afterStart(cmd.Process.Pid)
-	}
 	s.cmd, s.started = cmd, true
 	s.exited = make(chan struct{})
 	s.mu.Unlock()

@@ -6,33 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
-
-// lowerPriority sets rungv's nice value before it starts the sandbox (its
-// children inherit it); only as root, who can set a claimed episode back
-// to 0 (restorePriority).
-func lowerPriority(pid, nice int) {
-	if os.Geteuid() == 0 {
-		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, nice)
-	}
-}
-
-// restorePriority sets every thread of pid's process tree back to nice 0.
-func restorePriority(pid int) {
-	if os.Geteuid() != 0 || pid <= 0 {
-		return
-	}
-	for _, p := range descendants(pid) {
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
-		for _, t := range tasks {
-			if tid, err := strconv.Atoi(t.Name()); err == nil {
-				_ = unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
-			}
-		}
-	}
-}
 
 // treeMemory is the memory of process pid and all its descendants, in
 // bytes: the sum of their PSS (/proc/PID/smaps_rollup) when every one can

@@ -4,7 +4,3 @@ package gvx
 
 // treeMemory is unknown here.
 func treeMemory(int) (int64, bool) { return -1, false }
-
-func lowerPriority(int, int) {}
-
-func restorePriority(int) {}

@@ -2,7 +2,6 @@ package gvx
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,11 +83,6 @@ type PoolConfig struct {
 	// again, and the pool keeps only as many warm as fit at the largest
 	// cost measured so far. Until one is measured, one boots at a time.
 	WarmMemory int64
-	// WarmNice is the nice value a warm boot runs at when the pool runs as
-	// root (who can set a claimed episode back to 0): 0 means 10, so boots
-	// ahead of demand yield the CPU to claimed episodes; negative keeps
-	// the caller's priority. Without root, boots keep it anyway.
-	WarmNice int
 }
 
 // Pool runs episodes from one golden volume. Its methods are safe for
@@ -484,11 +478,6 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err er
 	sb, err := newSandbox(p.bin, s, proc)
 	if err != nil {
 		return ep, err
-	}
-	if life == p.ctx && p.cfg.Warm > 0 {
-		if nice := cmp.Or(p.cfg.WarmNice, warmNice); nice > 0 {
-			sb.afterStart = func(pid int) { lowerPriority(pid, nice) } // a boot ahead of demand yields the CPU
-		}
 	}
 	ep.Sandbox = sb
 	tStart := time.Now()

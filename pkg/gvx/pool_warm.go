@@ -241,9 +241,6 @@ func (p *Pool) release(ep *Episode) {
 	p.mu.Unlock()
 }
 
-// warmNice is a warm boot's default nice value (PoolConfig.WarmNice).
-const warmNice = 10
-
 // startGrace bounds how long Close lets boots in progress finish.
 const startGrace = 30 * time.Second
 
@@ -357,7 +354,6 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			if !ep.handed.CompareAndSwap(false, true) {
 				return nil, ErrHandedOut
 			}
-			restorePriority(ep.Sandbox.Pid())
 			ep.m.Warm = true
 			ep.m.Claim = time.Since(t0)
 			return ep, nil
