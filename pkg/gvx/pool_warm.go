@@ -286,7 +286,10 @@ func (p *Pool) stopWarm() {
 // the oldest warm one (waiting for the next if none is ready), and the
 // pool boots its replacement: the handover itself takes microseconds, and
 // the caller's first request to the guest (docker info) is what it
-// measures next. Without Warm it boots one now, ctx bounding the boot. The episode runs until
+// measures next. When none is ready and the last warm boot failed, it
+// returns that boot's error at once (the pool keeps retrying, backing off
+// from 100 ms to 10 s). Without Warm it boots one now, ctx bounding the
+// boot. The episode runs until
 // its Close, or the pool's; PoolConfig.Timeout bounds only its boot.
 // Its GVX_EPISODE is its ID, numbered per pool.
 func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
@@ -363,7 +366,7 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold: %w", p.cfg.WarmMemory, w.estimate, w.err)
 		}
-		if w.err != nil && w.booting == 0 {
+		if w.err != nil { // the last boot failed: say why now, retries go on
 			err := w.err
 			p.mu.Unlock()
 			return nil, fmt.Errorf("gvx: warm episode did not boot: %w", err)

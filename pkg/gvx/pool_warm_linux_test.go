@@ -304,3 +304,28 @@ func TestWarmDocker(t *testing.T) {
 	scratchEmpty(t, scratch)
 	before.check(t)
 }
+
+// TestWarmBootFails: when warm boots fail (here: no such image), Claim and
+// WaitWarm return the boot's error, naming the image, instead of waiting
+// for an episode that never comes; Close still leaves nothing.
+func TestWarmBootFails(t *testing.T) {
+	cfg, before := warmConfig(t, gvx.PoolConfig{Warm: 1})
+	cfg.Base.OCIImage = "oci:/nonexistent/layout"
+	p, err := gvx.NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if ep, err := p.Claim(ctx); err == nil || !strings.Contains(err.Error(), "did not boot") || !strings.Contains(err.Error(), "/nonexistent/layout") {
+		t.Errorf("Claim = %v, %v; want the boot's error", ep, err)
+	}
+	if err := p.WaitWarm(ctx); err == nil || !strings.Contains(err.Error(), "/nonexistent/layout") {
+		t.Errorf("WaitWarm: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scratchEmpty(t, cfg.ScratchDir)
+	before.check(t)
+}
