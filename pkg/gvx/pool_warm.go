@@ -363,8 +363,12 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 		}
 		p.fillWarmLocked()
 		if p.warmTarget() == 0 && w.booting == 0 {
+			err, one := w.err, w.estimate
 			p.mu.Unlock()
-			return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold: %w", p.cfg.WarmMemory, w.estimate, w.err)
+			if err != nil {
+				return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory: %w", err)
+			}
+			return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold", p.cfg.WarmMemory, one)
 		}
 		if w.err != nil { // the last boot failed: say why now, retries go on
 			err := w.err
