@@ -415,7 +415,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 		m.Episode = i
 		return m
 	}
-	ep.m.Claim = time.Since(t0)
+	ep.setClaim(time.Since(t0), p.cfg.Warm > 0)
 
 	// Teardown runs whatever happens below, panics included.
 	defer func() {

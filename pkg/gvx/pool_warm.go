@@ -305,7 +305,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 		if err != nil {
 			return nil, err
 		}
-		ep.m.Claim = time.Since(t0)
+		ep.setClaim(time.Since(t0), true)
 		return ep, nil
 	}
 	p.warm.boots.Add(1) // Close waits for a boot in progress
@@ -330,7 +330,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 	p.warm.live[ep] = struct{}{}
 	p.mu.Unlock()
 	ep.handed.Store(true)
-	ep.m.Claim = time.Since(t0)
+	ep.setClaim(time.Since(t0), false)
 	return ep, nil
 }
 
@@ -357,8 +357,7 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			if !ep.handed.CompareAndSwap(false, true) {
 				return nil, ErrHandedOut
 			}
-			ep.m.Warm = true
-			ep.m.Claim = time.Since(t0)
+			ep.setClaim(time.Since(t0), true)
 			return ep, nil
 		}
 		p.fillWarmLocked()
@@ -383,6 +382,13 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// setClaim records the handover (Close may be tearing ep down meanwhile).
+func (e *Episode) setClaim(d time.Duration, warm bool) {
+	e.mmu.Lock()
+	defer e.mmu.Unlock()
+	e.m.Claim, e.m.Warm = d, warm
 }
 
 // kill stops the episode's sandbox (its teardown follows).
