@@ -49,6 +49,11 @@ type Config struct {
 	AgentPort int
 	// MaxUploadBytes bounds one file or archive upload (0: 8 GiB).
 	MaxUploadBytes int64
+	// Warm are the requests the server keeps episodes of booted ahead of
+	// demand (WarmSpec); a create that matches one is a claim. Warm
+	// episodes waiting for a claim are not counted in MaxEpisodes (their
+	// counts bound them); a claimed one is.
+	Warm []WarmSpec
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }

@@ -52,6 +52,11 @@ type episode struct {
 	cloneMethod     string
 	reset, ready    time.Duration
 	output          *tail
+	// warm episodes were booted ahead of demand (WarmSpec); claim is
+	// their create's latency, idleMemory what they held once ready.
+	warm       bool
+	claim      time.Duration
+	idleMemory int64
 
 	mu       sync.Mutex
 	state    string
@@ -82,7 +87,8 @@ func (e *episode) info() EpisodeInfo {
 	defer e.mu.Unlock()
 	in := EpisodeInfo{ID: e.id, State: e.state, Image: e.image, DockerSocket: e.dockerSock, Volume: e.vol,
 		CloneMethod: e.cloneMethod, Created: e.created, ExpiresAt: e.expires, LeaseSeconds: e.lease.Seconds(),
-		ResetSeconds: e.reset.Seconds(), ReadySeconds: e.ready.Seconds()}
+		ResetSeconds: e.reset.Seconds(), ReadySeconds: e.ready.Seconds(),
+		Warm: e.warm, ClaimSeconds: e.claim.Seconds(), IdleMemoryBytes: max(e.idleMemory, 0)}
 	if e.lease > 0 && e.inflight == 0 {
 		in.LeaseExpiresAt = e.lastSeen.Add(e.lease)
 	}
@@ -188,26 +194,19 @@ func (s *Server) Create(ctx context.Context, req CreateRequest) (EpisodeInfo, er
 	if err := s.checkRequest(&req); err != nil {
 		return EpisodeInfo{}, err
 	}
-	ttl := s.cfg.DefaultTTL
-	if req.TTL > 0 {
-		ttl = min(time.Duration(req.TTL*float64(time.Second)), s.cfg.MaxTTL)
+	if e, err := s.claimWarm(&req, t0); err != nil || e != nil {
+		if err != nil {
+			return EpisodeInfo{}, err
+		}
+		e.claim = time.Since(t0)
+		s.metrics.created.Add(1)
+		s.metrics.warmClaims.Add(1)
+		s.metrics.claim.observe(e.claim)
+		s.metrics.create.observe(e.claim)
+		s.cfg.Logf("episode %s: claimed warm in %v", e.id, e.claim)
+		return e.info(), nil
 	}
-	lease := s.cfg.DefaultLease
-	switch {
-	case req.Lease > 0:
-		lease = time.Duration(req.Lease * float64(time.Second))
-	case req.Lease < 0:
-		lease = 0
-	}
-	lease = max(lease, 0)
-	id := newID()
-	dir := filepath.Join(s.cfg.StateDir, epDir, id)
-	e := &episode{id: id, dir: dir, image: req.Spec.Image, created: t0, expires: t0.Add(ttl), lease: lease,
-		output: &tail{limit: outputLimit}, state: StateStarting, lastSeen: t0, exitCode: -1,
-		runDone: make(chan struct{}), gone: make(chan struct{})}
-	if req.Docker {
-		e.dockerSock = filepath.Join(dir, dockerSock)
-	}
+	e := s.newEpisode(&req, t0)
 	ctx, e.cancelStart = context.WithCancel(ctx)
 	defer e.cancelStart()
 	if err := s.admit(e); err != nil {
@@ -216,13 +215,43 @@ func (s *Server) Create(ctx context.Context, req CreateRequest) (EpisodeInfo, er
 	if err := s.start(ctx, &req, e); err != nil {
 		s.metrics.createFailures.Add(1)
 		s.teardown(e, reasonFailed)
-		s.cfg.Logf("episode %s: create failed: %v", id, err)
+		s.cfg.Logf("episode %s: create failed: %v", e.id, err)
 		return EpisodeInfo{}, err
 	}
 	s.metrics.created.Add(1)
 	s.metrics.create.observe(time.Since(t0))
-	s.cfg.Logf("episode %s: running (reset %v, ready %v)", id, e.reset, e.ready)
+	s.cfg.Logf("episode %s: running (reset %v, ready %v)", e.id, e.reset, e.ready)
 	return e.info(), nil
+}
+
+// ttlLease is the TTL and lease req asks for, within the server's bounds.
+func (s *Server) ttlLease(req *CreateRequest) (ttl, lease time.Duration) {
+	ttl = s.cfg.DefaultTTL
+	if req.TTL > 0 {
+		ttl = min(time.Duration(req.TTL*float64(time.Second)), s.cfg.MaxTTL)
+	}
+	lease = s.cfg.DefaultLease
+	switch {
+	case req.Lease > 0:
+		lease = time.Duration(req.Lease * float64(time.Second))
+	case req.Lease < 0:
+		lease = 0
+	}
+	return ttl, max(lease, 0)
+}
+
+// newEpisode is a new starting episode for req, created at t0.
+func (s *Server) newEpisode(req *CreateRequest, t0 time.Time) *episode {
+	ttl, lease := s.ttlLease(req)
+	id := newID()
+	dir := filepath.Join(s.cfg.StateDir, epDir, id)
+	e := &episode{id: id, dir: dir, image: req.Spec.Image, created: t0, expires: t0.Add(ttl), lease: lease,
+		output: &tail{limit: outputLimit}, state: StateStarting, lastSeen: t0, exitCode: -1,
+		runDone: make(chan struct{}), gone: make(chan struct{}), idleMemory: -1}
+	if req.Docker {
+		e.dockerSock = filepath.Join(dir, dockerSock)
+	}
+	return e
 }
 
 // start clones, starts the sandbox and waits for the agent.

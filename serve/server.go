@@ -25,6 +25,11 @@ type Server struct {
 	ended  map[string]string // recently ended episodes: why (bounded)
 	order  []string          // ended's keys, oldest first
 	closed bool
+	// The warm sets (warm.go), by request key, and the warm episodes
+	// booting (for Close to cut their start short).
+	warm      map[string]*warmSet
+	warming   map[*episode]struct{}
+	warmBoots sync.WaitGroup
 
 	stop chan struct{}
 	done chan struct{}
@@ -47,7 +52,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, lock: lock, metrics: newMetrics(), eps: map[string]*episode{}, ended: map[string]string{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), warming: map[*episode]struct{}{}}
 	n, err := reap(filepath.Join(cfg.StateDir, epDir), cfg.Logf)
 	s.metrics.reapedAtStart.Add(int64(n))
 	if err != nil {
@@ -55,6 +60,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, epDir), 0o700); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := s.startWarm(); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -205,9 +214,13 @@ func (s *Server) Close() error {
 	for _, e := range s.eps {
 		eps = append(eps, e)
 	}
+	for e := range s.warming {
+		e.cancelStart()
+	}
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.done
+	eps = append(eps, s.stopWarm()...)
 	var wg sync.WaitGroup
 	for _, e := range eps {
 		wg.Add(1)
@@ -233,6 +246,9 @@ func (s *Server) reaper() {
 		case <-s.stop:
 			return
 		case now := <-t.C:
+			if len(s.warm) > 0 {
+				s.fillWarm()
+			}
 			s.mu.Lock()
 			var due []*episode
 			var why []string

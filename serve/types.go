@@ -71,6 +71,14 @@ type EpisodeInfo struct {
 	// the agent answering.
 	ResetSeconds float64 `json:"reset_seconds"`
 	ReadySeconds float64 `json:"ready_seconds"`
+	// Warm says the episode was booted ahead of demand (Config.Warm) and
+	// its create claimed it; ClaimSeconds is that create's latency (the
+	// reset and ready figures are then its boot's, before the claim).
+	// IdleMemoryBytes is what a warm episode's processes held once ready
+	// (PSS where readable, else RSS).
+	Warm            bool    `json:"warm,omitempty"`
+	ClaimSeconds    float64 `json:"claim_seconds,omitempty"`
+	IdleMemoryBytes int64   `json:"idle_memory_bytes,omitempty"`
 }
 
 // Errors of the server, each with its HTTP status (errorStatus).

@@ -25,6 +25,12 @@
 // per episode (an O(1) reflink), runs the episodes N at a time, always
 // tears them down (kill, unlink the clone) and reports each one's reset,
 // ready and teardown latency; see ExampleNewPool and docs/pipeline.md.
+// With PoolConfig.Warm it keeps episodes booted ahead of demand: Claim
+// hands one over (never the same twice) and boots its replacement,
+// PoolConfig.Sockets gives each episode its own published sockets (a
+// Docker daemon's, probed by DockerReady), WarmMemory caps what the waiting
+// ones hold (their PSS, measured at ready: Metrics.IdleMemory), and Close
+// tears every one down.
 //
 // A Sandbox prepared with EnableCheckpoint (before Run; seccomp-only
 // isolation) can be saved once: Checkpoint ends it and keeps a checkpoint

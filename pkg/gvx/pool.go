@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"z.gfire.dev/gvx/reflink"
@@ -61,6 +64,25 @@ type PoolConfig struct {
 	// OutputLimit caps the output kept per episode and stream; 0 means
 	// 1 MiB. Output beyond it is dropped from the kept copy only.
 	OutputLimit int
+	// Sockets publishes guest TCP ports of every episode as unix sockets
+	// of its own: name → guest port (e.g. "docker": 2375). Each episode's
+	// socket is ScratchDir/ep-<pid>-<n>.<name>.sock (Episode.Sockets), so
+	// a Ready that probes the guest's daemon from the host can use it.
+	// Names are 1–16 of [a-z0-9_-].
+	Sockets map[string]int
+
+	// Warm is how many episodes the pool keeps booted ahead of demand
+	// (cloned, started, Ready passed) for Claim and Run to hand over;
+	// each one handed over is replaced in the background. 0: every
+	// episode boots when it is asked for (cold).
+	Warm int
+	// WarmMemory caps the idle memory of the warm episodes waiting
+	// together, in bytes (0: no cap). Each warm episode's memory is
+	// measured once it is ready (Metrics.IdleMemory: the PSS of its
+	// processes); one that would take the total over the cap is torn down
+	// again, and the pool keeps only as many warm as fit at the largest
+	// cost measured so far. Until one is measured, one boots at a time.
+	WarmMemory int64
 }
 
 // Pool runs episodes from one golden volume. Its methods are safe for
@@ -76,9 +98,15 @@ type Pool struct {
 	next    int
 	madeDir bool
 
+	// ctx is the pool's life: the sandboxes of warm and claimed episodes
+	// run under it, and Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
 	running int
 	closed  bool
+	warm    warmState // guarded by mu
 }
 
 // Errors of the pool.
@@ -88,6 +116,9 @@ var (
 	// ErrExited reports that the guest exited before the episode was
 	// ready (or before WaitOutput saw its text).
 	ErrExited = errors.New("gvx: episode exited")
+	// ErrHandedOut reports a second handover of one episode: a broken
+	// invariant of the pool, never expected.
+	ErrHandedOut = errors.New("gvx: episode was already handed out")
 )
 
 // PanicError is an episode function's (or Ready's) panic, recovered after
@@ -106,8 +137,8 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if cfg.Golden == "" || cfg.ScratchDir == "" {
 		return nil, errors.New("gvx: PoolConfig needs Golden and ScratchDir")
 	}
-	if cfg.Parallel < 0 || cfg.Timeout < 0 || cfg.OutputLimit < 0 {
-		return nil, errors.New("gvx: negative Parallel, Timeout or OutputLimit")
+	if cfg.Parallel < 0 || cfg.Timeout < 0 || cfg.OutputLimit < 0 || cfg.Warm < 0 || cfg.WarmMemory < 0 {
+		return nil, errors.New("gvx: negative Parallel, Timeout, OutputLimit, Warm or WarmMemory")
 	}
 	if cfg.Parallel == 0 {
 		cfg.Parallel = 1
@@ -161,7 +192,12 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSockets(cfg.Sockets, scratch); err != nil {
+		return nil, err
+	}
 	p := &Pool{cfg: cfg, bin: bin, base: base, golden: golden, scratch: scratch}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.warm.init()
 	if _, err := os.Stat(scratch); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(scratch, 0o700); err != nil {
 			return nil, fmt.Errorf("gvx: scratch dir: %w", err)
@@ -177,6 +213,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			return nil, fmt.Errorf("gvx: scratch dir cannot clone (use a reflink filesystem, or CloneMode Auto to copy): %w", err)
 		}
 	}
+	if cfg.Warm > 0 {
+		p.fillWarm() // warm ahead of demand
+	}
 	return p, nil
 }
 
@@ -188,31 +227,45 @@ func (p *Pool) Spec() *spec.Spec { return p.base.Clone() }
 // directory (a caller killed with SIGKILL runs no teardown). Clones of
 // live processes, and every other file, are left alone.
 func (p *Pool) sweep() {
-	names, _ := filepath.Glob(filepath.Join(p.scratch, "ep-*-*.ext4"))
+	names, _ := filepath.Glob(filepath.Join(p.scratch, "ep-*-*"))
 	for _, name := range names {
 		var pid, seq int
-		if n, _ := fmt.Sscanf(filepath.Base(name), "ep-%d-%d.ext4", &pid, &seq); n != 2 || pid <= 0 {
+		base := filepath.Base(name)
+		if n, _ := fmt.Sscanf(base, "ep-%d-%d.", &pid, &seq); n != 2 || pid <= 0 {
 			continue
 		}
-		if filepath.Base(name) == fmt.Sprintf("ep-%d-%04d.ext4", pid, seq) && pid != os.Getpid() && processGone(pid) {
+		prefix := fmt.Sprintf("ep-%d-%04d.", pid, seq)
+		rest, ok := strings.CutPrefix(base, prefix)
+		ours := ok && (rest == "ext4" || strings.HasSuffix(rest, ".sock") && socketName.MatchString(strings.TrimSuffix(rest, ".sock")))
+		if ours && pid != os.Getpid() && processGone(pid) {
 			os.Remove(name)
 		}
 	}
 }
 
-// Close ends the pool: it waits for nothing, refuses new Runs, and removes
-// ScratchDir if NewPool created it (and it is empty: every episode removes
-// its own clone). It fails while a Run is in progress.
+// Close ends the pool: it refuses new Runs and Claims, lets boots in
+// progress finish (a rungv killed while it starts leaves its state
+// directory for the next start to sweep), kills and tears down every warm
+// episode and every claimed one not yet closed (their Close then returns
+// at once), waits for that, and removes ScratchDir if
+// NewPool created it (and it is empty: every episode removes its own
+// clone). It fails while a Run is in progress.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.running > 0 {
+		p.mu.Unlock()
 		return errors.New("gvx: Pool.Close while Run is in progress")
 	}
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	p.closed = true
+	p.warm.changed()
+	p.mu.Unlock()
+	p.letStartersSettle()
+	p.cancel()
+	p.stopWarm()
 	if p.madeDir {
 		if err := os.Remove(p.scratch); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("gvx: remove scratch dir: %w", err)
@@ -227,6 +280,18 @@ type Metrics struct {
 	Episode int
 	// Reset is the clone of the golden volume.
 	Reset time.Duration
+	// Claim is from asking for the episode (Claim, or Run taking its
+	// next) to having it with Ready passed: for a cold episode its whole
+	// boot, for a warm one the wait for it (none, when one is ready).
+	Claim time.Duration
+	// Warm says the episode came from the warm pool.
+	Warm bool
+	// IdleMemory is what the episode's processes held once it was ready,
+	// in bytes: their proportional set size (PSS) where the host lets the
+	// pool read it (/proc/PID/smaps_rollup), else their resident set size
+	// (IdleMemoryPSS false); -1 if not measured (no Ready, not Linux).
+	IdleMemory    int64
+	IdleMemoryPSS bool
 	// Ready is from the sandbox's start to Ready returning (zero without
 	// Ready).
 	Ready time.Duration
@@ -286,6 +351,9 @@ func (p *Pool) Run(ctx context.Context, n int, fn func(ctx context.Context, ep *
 	}()
 
 	ms := make([]Metrics, n)
+	if p.cfg.Warm > 0 {
+		p.fillWarm()
+	}
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(p.cfg.Parallel, n) {
@@ -309,7 +377,7 @@ feed:
 	close(work)
 	wg.Wait()
 	for ; i < n; i++ {
-		ms[i] = Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1, Err: ctx.Err()}
+		ms[i] = Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1, IdleMemory: -1, Err: ctx.Err()}
 	}
 	var errs []error
 	for _, m := range ms {
@@ -320,9 +388,9 @@ feed:
 	return ms, errors.Join(errs...)
 }
 
-// episode runs one episode; it never panics and always tears down.
+// episode runs one episode of Run: a cold boot, or a claim from the warm
+// pool; it never panics and always tears down.
 func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Episode) error) (m Metrics) {
-	m = Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1}
 	t0 := time.Now()
 	if p.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -330,84 +398,142 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 		defer cancel()
 	}
 	if err := ctx.Err(); err != nil {
-		m.Err = err
+		return Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1, IdleMemory: -1, Err: err}
+	}
+	var ep *Episode
+	var err error
+	if p.cfg.Warm > 0 {
+		if ep, err = p.claimWarm(ctx, t0); err != nil {
+			return Metrics{Episode: i, ExitCode: -1, AllocatedBytes: -1, IdleMemory: -1, Claim: time.Since(t0), Err: err}
+		}
+		// A warm sandbox runs under the pool's context: the episode's
+		// ending (Timeout, ctx) kills it as it kills a cold one.
+		defer context.AfterFunc(ctx, ep.kill)()
+	} else if ep, err = p.boot(ctx, ctx, i, i); err != nil {
+		m = ep.m
+		m.Claim = time.Since(t0)
+		m.Episode = i
 		return m
 	}
-	p.seq.Lock()
-	seq := p.next
-	p.next++
-	p.seq.Unlock()
-	vol := filepath.Join(p.scratch, fmt.Sprintf("ep-%d-%04d.ext4", os.Getpid(), seq))
-	res, err := reflink.CloneFile(p.golden, vol, reflink.Options{Mode: p.cfg.CloneMode, NoSync: true})
-	m.Reset = time.Since(t0)
-	m.CloneMethod, m.CloneBytes = res.Method, res.Size
-	if err != nil {
-		m.Err = fmt.Errorf("clone golden volume: %w", err)
-		m.Total = time.Since(t0)
-		return m
-	}
-
-	ep := &Episode{ID: i, Volume: vol, done: make(chan struct{}), code: -1}
-	ep.stdout = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
-	ep.stderr = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
-	s := p.base.Clone()
-	s.Mounts = append(s.Mounts, spec.Mount{Type: spec.MountVolume, Source: vol, Target: p.cfg.GuestPath})
-	s.Env = append(s.Env, "GVX_EPISODE="+strconv.Itoa(i))
-	proc := Config{Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr)}
+	ep.setClaim(time.Since(t0), p.cfg.Warm > 0)
 
 	// Teardown runs whatever happens below, panics included.
 	defer func() {
 		if r := recover(); r != nil {
-			m.Err = &PanicError{Value: r, Stack: debug.Stack()}
+			ep.m.Err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
-		td := time.Now()
-		if ep.Sandbox != nil {
-			_ = ep.Sandbox.Close()
-			<-ep.done
-		}
-		m.Stdout, m.Stderr = ep.Stdout(), ep.Stderr()
-		m.AllocatedBytes = unsharedBytes(vol)
-		if err := os.Remove(vol); err != nil && m.Err == nil {
-			m.Err = fmt.Errorf("remove clone: %w", err)
-		}
-		m.Teardown = time.Since(td)
-		m.Total = time.Since(t0)
+		p.release(ep)
+		m = ep.Metrics()
+		m.Episode = i
 	}()
+	tRun := time.Now()
+	err = fn(ctx, ep)
+	ep.m.Run = time.Since(tRun)
+	if ep.exitedEarly() {
+		ep.m.ExitCode = ep.code
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	ep.m.Err = err
+	return m
+}
 
+// boot makes episode id (its clone's number seq): clones the golden
+// volume, starts the sandbox under life (which kills it when done), and
+// waits for Ready under ctx. It always returns the episode, with its
+// metrics so far; on an error it has torn it down, and the error is also
+// ep.m.Err.
+func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err error) {
+	t0 := time.Now()
+	vol := filepath.Join(p.scratch, fmt.Sprintf("ep-%d-%04d.ext4", os.Getpid(), seq))
+	ep = &Episode{ID: id, Volume: vol, pool: p, t0: t0, done: make(chan struct{}), code: -1}
+	ep.m = Metrics{Episode: id, ExitCode: -1, AllocatedBytes: -1, IdleMemory: -1}
+	ep.stdout = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
+	ep.stderr = &capture{limit: p.cfg.OutputLimit, changed: make(chan struct{})}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+		if err != nil {
+			ep.m.Err = err
+			p.teardown(ep)
+		}
+	}()
+	res, err := reflink.CloneFile(p.golden, vol, reflink.Options{Mode: p.cfg.CloneMode, NoSync: true})
+	ep.m.Reset = time.Since(t0)
+	ep.m.CloneMethod, ep.m.CloneBytes = res.Method, res.Size
+	if err != nil {
+		ep.Volume = "" // nothing to remove
+		return ep, fmt.Errorf("clone golden volume: %w", err)
+	}
+	s := p.base.Clone()
+	s.Mounts = append(s.Mounts, spec.Mount{Type: spec.MountVolume, Source: vol, Target: p.cfg.GuestPath})
+	s.Env = append(s.Env, "GVX_EPISODE="+strconv.Itoa(id))
+	ep.Sockets = p.sockets(seq)
+	for _, name := range slices.Sorted(maps.Keys(ep.Sockets)) {
+		s.Ports = append(s.Ports, spec.Port{HostSocket: ep.Sockets[name], GuestPort: p.cfg.Sockets[name]})
+	}
+	proc := Config{Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr)}
 	sb, err := newSandbox(p.bin, s, proc)
 	if err != nil {
-		m.Err = err
-		return m
+		return ep, err
 	}
 	ep.Sandbox = sb
 	tStart := time.Now()
+	if life == p.ctx { // Close kills it: Close waits until its boot is over
+		p.mu.Lock()
+		p.warm.starting[ep] = struct{}{}
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.warm.starting, ep)
+			p.mu.Unlock()
+		}()
+	}
 	go func() {
-		ep.code, ep.err = sb.Run(ctx)
+		ep.code, ep.err = sb.Run(life)
 		ep.stdout.close()
 		ep.stderr.close()
 		close(ep.done)
 	}()
 	if p.cfg.Ready != nil {
 		if err := p.cfg.Ready(ctx, ep); err != nil {
-			m.Err = fmt.Errorf("not ready: %w", err)
 			if ep.exitedEarly() {
-				m.ExitCode = ep.code
+				ep.m.ExitCode = ep.code
 			}
-			return m
+			return ep, fmt.Errorf("not ready: %w", err)
 		}
-		m.Ready = time.Since(tStart)
+		ep.m.Ready = time.Since(tStart)
+		ep.m.IdleMemory, ep.m.IdleMemoryPSS = treeMemory(sb.Pid())
 	}
-	tRun := time.Now()
-	err = fn(ctx, ep)
-	m.Run = time.Since(tRun)
-	if ep.exitedEarly() {
-		m.ExitCode = ep.code
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	m.Err = err
-	return m
+	return ep, nil
+}
+
+// teardown kills ep's sandbox, waits for it, and removes its clone and
+// sockets, once; it completes ep's metrics.
+func (p *Pool) teardown(ep *Episode) {
+	ep.once.Do(func() {
+		td := time.Now()
+		if ep.Sandbox != nil {
+			_ = ep.Sandbox.Close()
+			<-ep.done
+		}
+		ep.mmu.Lock()
+		defer ep.mmu.Unlock()
+		ep.m.Stdout, ep.m.Stderr = ep.Stdout(), ep.Stderr()
+		if ep.Volume != "" {
+			ep.m.AllocatedBytes = unsharedBytes(ep.Volume)
+			if err := os.Remove(ep.Volume); err != nil && ep.m.Err == nil {
+				ep.m.Err = fmt.Errorf("remove clone: %w", err)
+			}
+		}
+		for _, sock := range ep.Sockets {
+			_ = os.Remove(sock) // rungv may have removed it
+		}
+		ep.m.Teardown = time.Since(td)
+		ep.m.Total = time.Since(ep.t0)
+	})
 }
 
 // tee writes to the episode's capture and, serialized, to the shared w.
@@ -437,6 +563,16 @@ type Episode struct {
 	// Sandbox is the running sandbox. The pool closes it; the function may
 	// close it early.
 	Sandbox *Sandbox
+	// Sockets are the host paths of PoolConfig.Sockets for this episode,
+	// by name.
+	Sockets map[string]string
+
+	pool   *Pool
+	t0     time.Time
+	m      Metrics    // the pool's record; complete once torn down
+	mmu    sync.Mutex // guards m during and after the teardown
+	once   sync.Once
+	handed atomic.Bool // handed over by Claim (never twice)
 
 	done           chan struct{}
 	code           int
@@ -549,9 +685,18 @@ type Summary struct {
 	// Median and 95th percentile of each phase over episodes that got
 	// that far.
 	Reset, Ready, Run, Teardown, Total Quantiles
+	// Claim is over every episode handed over; Warm counts those that
+	// came from the warm pool.
+	Claim Quantiles
+	Warm  int
 	// AllocatedBytes is the median of the clones' unshared allocation (-1
 	// if unknown).
 	AllocatedBytes int64
+	// IdleMemory is the median of the episodes' idle memory (bytes, -1 if
+	// none was measured), IdleMemoryMax the largest; IdleMemoryPSS says
+	// every one measured was a PSS.
+	IdleMemory, IdleMemoryMax int64
+	IdleMemoryPSS             bool
 }
 
 // Quantiles are a phase's median and 95th percentile.
@@ -559,10 +704,20 @@ type Quantiles struct{ P50, P95, Max time.Duration }
 
 // Summarize aggregates ms, which took wall time with parallel episodes.
 func Summarize(ms []Metrics, parallel int, wall time.Duration) Summary {
-	s := Summary{Episodes: len(ms), Parallel: parallel, Wall: wall, AllocatedBytes: -1}
-	var reset, ready, run, td, total []time.Duration
-	var alloc []int64
+	s := Summary{Episodes: len(ms), Parallel: parallel, Wall: wall, AllocatedBytes: -1, IdleMemory: -1, IdleMemoryMax: -1, IdleMemoryPSS: true}
+	var reset, ready, run, td, total, claim []time.Duration
+	var alloc, mem []int64
 	for _, m := range ms {
+		if m.Claim > 0 && (m.Err == nil || m.Run > 0) {
+			claim = append(claim, m.Claim)
+		}
+		if m.Warm {
+			s.Warm++
+		}
+		if m.IdleMemory >= 0 {
+			mem = append(mem, m.IdleMemory)
+			s.IdleMemoryPSS = s.IdleMemoryPSS && m.IdleMemoryPSS
+		}
 		if m.Err != nil {
 			s.Failed++
 		}
@@ -589,9 +744,16 @@ func Summarize(ms []Metrics, parallel int, wall time.Duration) Summary {
 		s.PerMinute = float64(len(ms)-s.Failed) / wall.Minutes()
 	}
 	s.Reset, s.Ready, s.Run, s.Teardown, s.Total = quantiles(reset), quantiles(ready), quantiles(run), quantiles(td), quantiles(total)
+	s.Claim = quantiles(claim)
 	if len(alloc) > 0 {
 		slices.Sort(alloc)
 		s.AllocatedBytes = alloc[len(alloc)/2]
+	}
+	if len(mem) > 0 {
+		slices.Sort(mem)
+		s.IdleMemory, s.IdleMemoryMax = mem[len(mem)/2], mem[len(mem)-1]
+	} else {
+		s.IdleMemoryPSS = false
 	}
 	return s
 }

@@ -47,6 +47,14 @@ func TestNewPoolRefuses(t *testing.T) {
 			c.Base.Mounts = []Mount{{Kind: MountTmpfs, GuestPath: DefaultVolumePath + "/"}}
 		}, "already mounts"},
 		{"spec and Base", func(c *PoolConfig) { c.Spec = spec.New("oci:/img") }, "may set only Rungv"},
+		{"negative warm", func(c *PoolConfig) { c.Warm = -1 }, "negative"},
+		{"negative warm memory", func(c *PoolConfig) { c.WarmMemory = -1 }, "negative"},
+		{"bad socket name", func(c *PoolConfig) { c.Sockets = map[string]int{"../x": 2375} }, "want 1-16 of [a-z0-9_-]"},
+		{"bad socket port", func(c *PoolConfig) { c.Sockets = map[string]int{"docker": 0} }, "is not a TCP port"},
+		{"socket path too long", func(c *PoolConfig) {
+			c.ScratchDir = filepath.Join(dir, strings.Repeat("d", 100))
+			c.Sockets = map[string]int{"docker": 2375}
+		}, "use a shorter ScratchDir"},
 		{"bad spec", func(c *PoolConfig) {
 			c.Base = Config{Rungv: exe}
 			c.Spec = &spec.Spec{Version: spec.Version}
@@ -77,6 +85,12 @@ func TestNewPoolRefuses(t *testing.T) {
 	}
 	if _, err := p.Run(context.Background(), 1, func(context.Context, *Episode) error { return nil }); !errors.Is(err, ErrPoolClosed) {
 		t.Errorf("Run after Close: %v", err)
+	}
+	if ep, err := p.Claim(context.Background()); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("Claim after Close: %v, %v", ep, err)
+	}
+	if err := p.WaitWarm(context.Background()); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("WaitWarm after Close: %v", err)
 	}
 }
 

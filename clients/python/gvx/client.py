@@ -129,6 +129,10 @@ class Episode:
         self.info = info
         self.id: str = info["id"]
         self.docker_socket: Optional[str] = info.get("docker_socket") or None
+        # True when the server handed over an episode booted ahead of
+        # demand (rungv serve --warm); info["claim_seconds"] is then the
+        # create's latency.
+        self.warm: bool = bool(info.get("warm"))
         self._closed = False
         self._stop = threading.Event()
         self._keeper: Optional[threading.Thread] = None

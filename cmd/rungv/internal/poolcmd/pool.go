@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/rungv/internal/specflags"
+	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/spec"
@@ -43,9 +44,27 @@ allow=CIDR[:PORTS] open more; --network none makes the episodes offline.
 --spec FILE gives every episode's whole spec instead (docs/runtime.md, "The
 episode spec"); the pool adds the clone's mount and GVX_EPISODE to it.
 
-Example:
+--ready-docker publishes each episode's guest port 2375 (dockerd's TCP
+listener) as a unix socket of its own in --scratch, and counts the episode
+ready once GET /info (what docker info asks) answers through it: the
+daemon is ready for a client on the host.
+
+--warm W keeps W episodes booted ahead of demand (cloned, started, ready)
+and hands one over to each episode as it begins; its replacement boots in
+the background. The pool warms up before the clock starts; then the claim
+latency (asking for an episode → handed over: a ready warm one at once,
+else the wait for the next) is reported apart from the boot latency
+(ready). --warm-memory SIZE caps what the waiting warm
+episodes hold together: each one's idle memory (PSS of its processes) is
+measured once it is ready, and the pool keeps only as many as fit.
+
+Examples:
    rungv pool --golden golden.ext4 --scratch /srv/eps -n 8 -j 4 --json \
        oci:/srv/images/busybox sh -c 'ls /var/lib/docker'
+   # Docker episodes, 4 kept warm, each held 10 s once claimed:
+   rungv pool --golden golden-docker.ext4 --scratch /srv/eps -n 16 -j 4 \
+       --warm 4 --warm-memory 8g --ready-docker --kill-after 10s \
+       -e DOCKER_TLS_CERTDIR= oci:/srv/images/dind --tls=false
 
 Exit status: 0 if every episode exited 0, 1 otherwise, 2 for a usage error,
 125 when the pool cannot start (a missing golden volume, no reflink).`,
@@ -60,6 +79,9 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 2 for a usage error,
 		&cli.DurationFlag{Name: "kill-after", Usage: "end each episode this long after it is ready, killing a guest that still runs (a daemon workload); 0: wait for the guest to exit"},
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "reflink mode: always (refuse to copy), auto (copy where cloning fails)"},
 		&cli.BoolFlag{Name: "json", Usage: "print per-episode metrics and a summary as JSON (guest output goes into it)"},
+		&cli.BoolFlag{Name: "ready-docker", Usage: "publish each episode's guest port 2375 as its own socket; ready once docker info answers through it"},
+		&cli.IntFlag{Name: "warm", Usage: "keep `W` episodes booted ahead of demand (cloned, started, ready); each episode is a claim of one"},
+		&cli.StringFlag{Name: "warm-memory", Usage: "cap the idle memory of the waiting warm episodes together at `SIZE` (e.g. 8g; measured PSS)"},
 		// The pool's old name for --memory, in bytes.
 		&cli.Int64Flag{Name: "memory-bytes", Hidden: true, Usage: "memory each guest sees, in bytes (use --memory)"},
 	}, specflags.Flags("publish")...),
@@ -71,6 +93,8 @@ type episodeJSON struct {
 	Episode        int     `json:"episode"`
 	ExitCode       int     `json:"exit_code"`
 	ResetMS        float64 `json:"reset_ms"`
+	ClaimMS        float64 `json:"claim_ms"`
+	Warm           bool    `json:"warm"`
 	ReadyMS        float64 `json:"ready_ms"`
 	RunMS          float64 `json:"run_ms"`
 	TeardownMS     float64 `json:"teardown_ms"`
@@ -78,6 +102,8 @@ type episodeJSON struct {
 	CloneMethod    string  `json:"clone_method,omitempty"`
 	CloneBytes     int64   `json:"clone_bytes"`
 	AllocatedBytes int64   `json:"allocated_bytes"`
+	IdleMemory     int64   `json:"idle_memory_bytes"`
+	IdleMemoryPSS  bool    `json:"idle_memory_pss"`
 	Error          string  `json:"error,omitempty"`
 	Stdout         string  `json:"stdout,omitempty"`
 	Stderr         string  `json:"stderr,omitempty"`
@@ -95,12 +121,18 @@ type summaryJSON struct {
 	Parallel       int       `json:"parallel"`
 	WallMS         float64   `json:"wall_ms"`
 	PerMinute      float64   `json:"episodes_per_minute"`
+	WarmupMS       float64   `json:"warmup_ms"`
+	Warm           int       `json:"warm"`
 	Reset          quantJSON `json:"reset"`
+	Claim          quantJSON `json:"claim"`
 	Ready          quantJSON `json:"ready"`
 	Run            quantJSON `json:"run"`
 	Teardown       quantJSON `json:"teardown"`
 	Total          quantJSON `json:"total"`
 	AllocatedBytes int64     `json:"allocated_bytes_p50"`
+	IdleMemory     int64     `json:"idle_memory_bytes_p50"`
+	IdleMemoryMax  int64     `json:"idle_memory_bytes_max"`
+	IdleMemoryPSS  bool      `json:"idle_memory_pss"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -170,8 +202,23 @@ func run(c *cli.Context) error {
 	if asJSON {
 		cfg.OutputLimit = 64 << 10
 	}
-	if text := c.String("ready"); text != "" {
+	text := c.String("ready")
+	switch {
+	case text != "" && c.Bool("ready-docker"):
+		return specflags.Usage(verb, "give --ready or --ready-docker, not both")
+	case text != "":
 		cfg.Ready = func(ctx context.Context, ep *gvx.Episode) error { return ep.WaitOutput(ctx, text) }
+	case c.Bool("ready-docker"):
+		cfg.Sockets = map[string]int{dockerSocket: 2375}
+		cfg.Ready = gvx.DockerReady(dockerSocket)
+	}
+	if cfg.Warm = c.Int("warm"); cfg.Warm < 0 {
+		return specflags.Usage(verb, "--warm must be 0 or more")
+	}
+	if m := c.String("warm-memory"); m != "" {
+		if cfg.WarmMemory, err = units.ParseSize(m); err != nil || cfg.WarmMemory <= 0 || cfg.Warm == 0 {
+			return specflags.Usage(verb, "--warm-memory %q: want a size such as 8g, with --warm", m)
+		}
 	}
 	pool, err := gvx.NewPool(cfg)
 	if err != nil {
@@ -182,6 +229,14 @@ func run(c *cli.Context) error {
 	// SIGINT/SIGTERM cancel the run: every running episode is torn down.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var warmup time.Duration
+	if cfg.Warm > 0 {
+		t := time.Now()
+		if err := pool.WaitWarm(ctx); err != nil {
+			return bad("warming up: %v", err)
+		}
+		warmup = time.Since(t)
+	}
 	start := time.Now()
 	killAfter := c.Duration("kill-after")
 	metrics, _ := pool.Run(ctx, n, func(ctx context.Context, ep *gvx.Episode) error {
@@ -204,7 +259,7 @@ func run(c *cli.Context) error {
 	}
 	sum := gvx.Summarize(metrics, j, wall)
 	if asJSON {
-		if err := printJSON(c.App.Writer, metrics, sum); err != nil {
+		if err := printJSON(c.App.Writer, metrics, sum, warmup); err != nil {
 			return err
 		}
 	} else {
@@ -216,19 +271,24 @@ func run(c *cli.Context) error {
 	return nil
 }
 
-func printJSON(w io.Writer, metrics []gvx.Metrics, s gvx.Summary) error {
+// dockerSocket names the socket --ready-docker publishes.
+const dockerSocket = "docker"
+
+func printJSON(w io.Writer, metrics []gvx.Metrics, s gvx.Summary, warmup time.Duration) error {
 	out := struct {
 		Episodes []episodeJSON `json:"episodes"`
 		Summary  summaryJSON   `json:"summary"`
 	}{Summary: summaryJSON{
 		Episodes: s.Episodes, Failed: s.Failed, Parallel: s.Parallel, WallMS: ms(s.Wall), PerMinute: s.PerMinute,
+		WarmupMS: ms(warmup), Warm: s.Warm, Claim: quant(s.Claim),
 		Reset: quant(s.Reset), Ready: quant(s.Ready), Run: quant(s.Run), Teardown: quant(s.Teardown), Total: quant(s.Total),
-		AllocatedBytes: s.AllocatedBytes,
+		AllocatedBytes: s.AllocatedBytes, IdleMemory: s.IdleMemory, IdleMemoryMax: s.IdleMemoryMax, IdleMemoryPSS: s.IdleMemoryPSS,
 	}}
 	for _, m := range metrics {
 		e := episodeJSON{
 			Episode: m.Episode, ExitCode: m.ExitCode,
-			ResetMS: ms(m.Reset), ReadyMS: ms(m.Ready), RunMS: ms(m.Run), TeardownMS: ms(m.Teardown), TotalMS: ms(m.Total),
+			ResetMS: ms(m.Reset), ClaimMS: ms(m.Claim), Warm: m.Warm, ReadyMS: ms(m.Ready),
+			IdleMemory: m.IdleMemory, IdleMemoryPSS: m.IdleMemoryPSS, RunMS: ms(m.Run), TeardownMS: ms(m.Teardown), TotalMS: ms(m.Total),
 			CloneBytes: m.CloneBytes, AllocatedBytes: m.AllocatedBytes,
 			Stdout: string(m.Stdout), Stderr: string(m.Stderr),
 		}
@@ -251,11 +311,11 @@ func printText(w io.Writer, metrics []gvx.Metrics, s gvx.Summary) {
 		if m.Err != nil {
 			status = m.Err.Error()
 		}
-		fmt.Fprintf(w, "episode %d: reset %.1fms ready %.0fms run %.0fms teardown %.1fms wrote %s: %s\n",
-			m.Episode, ms(m.Reset), ms(m.Ready), ms(m.Run), ms(m.Teardown), kib(m.AllocatedBytes), status)
+		fmt.Fprintf(w, "episode %d: reset %.1fms claim %.0fms ready %.0fms run %.0fms teardown %.1fms wrote %s idle %s: %s\n",
+			m.Episode, ms(m.Reset), ms(m.Claim), ms(m.Ready), ms(m.Run), ms(m.Teardown), kib(m.AllocatedBytes), kib(m.IdleMemory), status)
 	}
-	fmt.Fprintf(w, "%d episodes (%d failed), %d at a time, in %.2fs: %.1f/min; reset p50 %.1fms, ready p50 %.0fms, teardown p50 %.1fms\n",
-		s.Episodes, s.Failed, s.Parallel, s.Wall.Seconds(), s.PerMinute, ms(s.Reset.P50), ms(s.Ready.P50), ms(s.Teardown.P50))
+	fmt.Fprintf(w, "%d episodes (%d failed, %d warm), %d at a time, in %.2fs: %.1f/min; reset p50 %.1fms, claim p50 %.0fms, ready p50 %.0fms, teardown p50 %.1fms, idle memory p50 %s\n",
+		s.Episodes, s.Failed, s.Warm, s.Parallel, s.Wall.Seconds(), s.PerMinute, ms(s.Reset.P50), ms(s.Claim.P50), ms(s.Ready.P50), ms(s.Teardown.P50), kib(s.IdleMemory))
 }
 
 func kib(n int64) string {

@@ -163,12 +163,7 @@ func TestPoolCLIKillAfter(t *testing.T) {
 		t.Skip(setupErr)
 	}
 	dir := t.TempDir()
-	golden := filepath.Join(dir, "golden.ext4")
-	v, err := ext4lite.Create(golden, 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
+	golden := emptyGolden(t, dir)
 	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", filepath.Join(dir, "eps"), "--clone", "auto",
 		"-n", "2", "-j", "2", "--ready", "up", "--kill-after", "200ms", "--json", imageRef, "sh", "-c", "echo up; exec sleep 1000")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
@@ -184,6 +179,56 @@ func TestPoolCLIKillAfter(t *testing.T) {
 		if e.ExitCode != -1 || e.Error != "" {
 			t.Errorf("episode %+v: want killed (exit -1) without error", e)
 		}
+	}
+}
+
+// TestPoolCLIWarm: with --warm 2 every episode is a claim from the warm
+// pool (2 ready before the clock starts, each replaced as it is claimed);
+// --json reports claim latency apart from boot (ready) latency and each
+// episode's idle memory; nothing is left in the scratch dir.
+func TestPoolCLIWarm(t *testing.T) {
+	needSandbox(t)
+	dir := t.TempDir()
+	golden := emptyGolden(t, dir)
+	scratch := filepath.Join(dir, "eps")
+	cmd := exec.Command(rungvBin, "pool", "--golden", golden, "--scratch", scratch, "--clone", "auto",
+		"-n", "4", "-j", "2", "--warm", "2", "--warm-memory", "4g", "--ready", "up", "--kill-after", "100ms", "--json",
+		"--network", "none", imageRef, "sh", "-c", "echo up; exec sleep 1000")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GVX_CACHE_DIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var r struct {
+		Episodes []struct {
+			ClaimMS    float64 `json:"claim_ms"`
+			ReadyMS    float64 `json:"ready_ms"`
+			Warm       bool    `json:"warm"`
+			IdleMemory int64   `json:"idle_memory_bytes"`
+			Error      string  `json:"error"`
+		} `json:"episodes"`
+		Summary struct {
+			Warm     int     `json:"warm"`
+			WarmupMS float64 `json:"warmup_ms"`
+			Claim    struct {
+				P50 float64 `json:"p50_ms"`
+			} `json:"claim"`
+			IdleMemory int64 `json:"idle_memory_bytes_p50"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Episodes) != 4 || r.Summary.Warm != 4 || r.Summary.WarmupMS <= 0 || r.Summary.Claim.P50 <= 0 || r.Summary.IdleMemory <= 0 {
+		t.Fatalf("summary: %s", out)
+	}
+	for i, e := range r.Episodes {
+		if !e.Warm || e.Error != "" || e.ClaimMS <= 0 || e.ReadyMS <= 0 || e.IdleMemory <= 0 {
+			t.Errorf("episode %d: %+v", i, e)
+		}
+	}
+	if ents, _ := os.ReadDir(scratch); len(ents) != 0 {
+		t.Errorf("left in %s: %v", scratch, ents)
 	}
 }
 

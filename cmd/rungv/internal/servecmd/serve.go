@@ -39,8 +39,19 @@ The unix socket (default STATE_DIR/serve.sock) is mode 0600. --listen adds a
 TCP listener, which needs a bearer token (--token-file, or $GVX_SERVE_TOKEN).
 On start one JSON line goes to stdout: {"socket": …, "listen": …, "pid": …}.
 
+--warm FILE keeps episodes booted ahead of demand: FILE holds a JSON list of
+{"count": W, "request": CREATE-REQUEST}; the server keeps W episodes of each
+request booted (cloned, started, the agent answering and, with "docker":
+true, docker info answering through the episode's socket), and a POST
+/v1/episodes whose request is the same but for ttl and lease is a claim: it
+gets one at once ("warm": true, "claim_seconds") and its replacement boots.
+Warm episodes waiting are not counted in --max-episodes; claimed ones are.
+/metrics has gvx_serve_claim_seconds apart from the boot's
+gvx_serve_ready_seconds, and gvx_serve_warm_memory_bytes.
+
 Examples:
    rungv serve --state-dir /srv/gvx --max-episodes 64
+   rungv serve --state-dir /srv/gvx --warm warm.json   # [{"count": 4, "request": {"spec": …, "golden": …, "docker": true}}]
    GVX_SERVE_TOKEN=$(cat tok) rungv serve --state-dir /srv/gvx --listen 127.0.0.1:7300`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "`DIR` for the lock, episode records, clones and sockets (short path; on the golden volumes' filesystem for reflinks)"},
@@ -55,6 +66,7 @@ Examples:
 		&cli.DurationFlag{Name: "retry-after", Value: time.Second, Usage: "what a create refused at the cap is told to wait"},
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail), auto (clone, else sparse copy)"},
 		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
+		&cli.StringFlag{Name: "warm", Usage: "keep episodes booted ahead of demand: `FILE` of [{\"count\": W, \"request\": {…}}]"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no log line per episode event on stderr"},
 	},
 	Action: action,
@@ -99,6 +111,15 @@ func action(c *cli.Context) error {
 	}
 	if cfg.DefaultLease == 0 {
 		cfg.DefaultLease = -1
+	}
+	if f := c.String("warm"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("rungv serve: --warm: %v", err), 2)
+		}
+		if err := json.Unmarshal(b, &cfg.Warm); err != nil {
+			return cli.Exit(fmt.Sprintf("rungv serve: --warm %s: %v (want [{\"count\": 2, \"request\": {\"spec\": {\"image\": …}}}])", f, err), 2)
+		}
 	}
 	if !c.Bool("quiet") {
 		logger := log.New(os.Stderr, "rungv serve: ", log.LstdFlags|log.Lmicroseconds)

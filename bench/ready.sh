@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# A ready Docker episode (issue 16): how long from asking for an episode
+# until its daemon answers docker info (GET /info) through the episode's
+# own socket, at 1, 4 and 8 asked for at once, in one run:
+#   (a) cold:    gvx.Pool.Claim without a warm pool: reflink clone of the
+#                golden volume, sandbox start, dockerd boot, docker info;
+#   (b) warm:    gvx.Pool.Claim from a warm pool of C (PoolConfig.Warm;
+#                each round starts once C are warm): handover, docker info;
+#   (c) restore: restore from a booted checkpoint (a hook: runs only when
+#                this rungv has `rungv checkpoint`);
+#   (d) host:    the yardstick: a host dockerd (root, --data-root on a
+#                loop-mounted reflink clone of the same golden, own -H
+#                unix:// socket, exec-root and pidfile, --iptables=false
+#                --ip6tables=false --bridge=none) from exec to docker info.
+# Then the memory of 8 idle dockerd episodes side by side (PSS summed at
+# one moment, and what the host's MemAvailable lost), and how many would
+# fit in this machine's RAM.
+#
+# The golden volume is gvx-vol build-golden's, with two images loaded, on
+# a loop-mounted XFS (reflink=1); the daemon image is image/dindtest's
+# (debootstrap bookworm + docker.io, from the test cache after the first
+# build), as in bench/pool-docker.sh.
+#
+# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm restore
+# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
+# dockerd on the host (for (d)); ~2 GiB in /var/tmp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${JOBS:-1 4 8}
+[ "$(id -u)" = 0 ] || { echo "bench/ready.sh: needs root (debootstrap, loop mounts, the host dockerd)" >&2; exit 1; }
+for t in mkfs.xfs mount umount go jq debootstrap dockerd; do
+	command -v "$t" >/dev/null || { echo "bench/ready.sh: needs $t" >&2; exit 1; }
+done
+
+work=$(mktemp -d /var/tmp/gvx-ready-bench.XXXXXX)
+mnt=$work/mnt
+cleanup() {
+	# a host dockerd's loop mounts, should a run have been killed
+	grep -o " $mnt/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done || true
+	umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
+export CGO_ENABLED=0
+go build -o "$work/rungv" ./cmd/rungv
+go build -o "$work/gvx-vol" ./cmd/gvx-vol
+go build -o "$work/readybench" ./bench/readybench
+mkdir "$work/tars"
+go run ./image/dindtest/mkdind -hello "$work/tars/hello.tar" -tagged "tools:latest=$work/tars/tools.tar" "$work/dind" >/dev/null
+rungv=$work/rungv gvx=$work/gvx-vol image=oci:$work/dind
+export GVX_CACHE_DIR=$work/cache GVX_CACHE=$work/cache GVX_RUNGV=$work/rungv
+"$gvx" image add "$image" >/dev/null # the EROFS cache, once
+
+truncate -s 64G "$work/xfs.img"
+mkfs.xfs -q -m reflink=1 "$work/xfs.img"
+mkdir "$mnt"
+mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
+"$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/hello.tar" --load "$work/tars/tools.tar" \
+	--daemon-arg=--iptables=false --daemon-arg=--ip6tables=false --daemon-arg=--host=unix:///var/run/docker.sock \
+	--size 8G "$mnt/golden.ext4"
+mkdir "$mnt/eps"
+sum0=$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)
+
+bench() { # $1 mode, $2 C → one JSON line on stdout
+	local rounds=${ROUNDS:-$(( (16 + $2 - 1) / $2 ))}
+	[ "$rounds" -ge 2 ] || rounds=2
+	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image"
+}
+# rungv is also runsc, whose own `checkpoint` answers --help too: support
+# means a checkpoint command among rungv's COMMANDS whose --help succeeds.
+restore_supported() {
+	"$rungv" --help 2>/dev/null | awk '/^COMMANDS:/ {on=1} on' | grep -qE '^ +checkpoint\b' &&
+		"$rungv" checkpoint --help >/dev/null 2>&1
+}
+
+printf '\n== claim → docker info through the episode'"'"'s socket (ms, p50/p95 over N)\n'
+printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
+for c in $jobs; do
+	host=$(bench host "$c")
+	hp50=$(jq .p50_ms <<<"$host")
+	for way in ${WAYS:-cold warm restore host}; do
+		case $way in
+		host) r=$host ;;
+		restore)
+			# HOOK (issue 16, part 2): restore from a booted checkpoint.
+			# Runs only once rungv has checkpoint/restore; readybench's
+			# -mode restore is where it is timed.
+			if ! restore_supported; then
+				printf '%-3s %-8s %s\n' "$c" restore "skipped: not supported (rungv checkpoint)"
+				continue
+			fi
+			r=$(bench restore "$c")
+			;;
+		*) r=$(bench "$way" "$c") ;;
+		esac
+		jq -r --arg c "$c" --arg w "$way" --argjson h "$hp50" \
+			'[$c, $w, "\(.p50_ms|floor)/\(.p95_ms|floor)", .n, "\(.p50_ms / $h * 100 | floor / 100)x"] | @tsv' <<<"$r" |
+			awk -F'\t' '{printf "%-3s %-8s %18s %6s %12s\n", $1, $2, $3, $4, $5}'
+		echo "$r" >>"$work/results.jsonl"
+	done
+done
+
+m=${MEMORY_EPISODES:-8}
+if [ "$m" -gt 0 ]; then
+printf '\n== memory: %d idle dockerd episodes side by side\n' "$m"
+r=$(bench memory "$m")
+echo "$r" >>"$work/results.jsonl"
+jq -r --argjson total "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" '
+	"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
+	"   fit in \($total/1073741824*10|floor/10) GiB: \($total / ([.pss_per_episode_bytes, .mem_available_drop_per_episode_bytes] | max) | floor) episodes (by the larger of the two)"' <<<"$r"
+fi
+
+[ "$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)" = "$sum0" ] || { echo "bench/ready.sh: the golden volume changed!" >&2; exit 1; }
+left=$(find "$mnt/eps" -mindepth 1 2>/dev/null | wc -l)
+[ "$left" = 0 ] || { echo "bench/ready.sh: $left files left in the scratch dir" >&2; exit 1; }
+echo "   golden unchanged (sha256), scratch dir empty; raw results: one JSON line per row above"
+cat "$work/results.jsonl" >&2

@@ -1,0 +1,106 @@
+package gvx
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// treeMemory is the memory of process pid and all its descendants, in
+// bytes: the sum of their PSS (/proc/PID/smaps_rollup) when every one can
+// be read, else the sum of their RSS (/proc/PID/status, readable for the
+// sandbox's non-dumpable processes too), with pss false. -1 when pid is 0
+// or gone.
+func treeMemory(pid int) (bytes int64, pss bool) {
+	if pid <= 0 {
+		return -1, false
+	}
+	pids := descendants(pid)
+	var sumPSS, sumRSS int64
+	pss = true
+	for _, p := range pids {
+		dir := "/proc/" + strconv.Itoa(p)
+		vp, okP := procField(dir+"/smaps_rollup", "Pss:")
+		vr, okR := procField(dir+"/status", "VmRSS:")
+		if !okP && !okR {
+			continue // gone, or a zombie: no memory of its own
+		}
+		sumPSS += vp
+		sumRSS += vr
+		pss = pss && okP
+	}
+	if len(pids) == 0 {
+		return -1, false
+	}
+	if pss {
+		return sumPSS, true
+	}
+	return sumRSS, false
+}
+
+// descendants returns pid and every process below it, from the parent
+// field of /proc/*/stat.
+func descendants(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	exists := false
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], p)
+		if p == pid {
+			exists = true
+		}
+	}
+	if !exists {
+		return nil
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// procField reads "Name:   123 kB" from a /proc file, in bytes.
+func procField(path, name string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		return kb << 10, true
+	}
+	return 0, false
+}

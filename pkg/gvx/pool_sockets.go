@@ -1,0 +1,51 @@
+package gvx
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// socketName is what PoolConfig.Sockets accepts as a name: it becomes part
+// of a file name.
+var socketName = regexp.MustCompile(`^[a-z0-9_-]{1,16}$`)
+
+// maxSocketPath is the longest unix socket path Linux takes (sun_path is
+// 108 bytes with its NUL).
+const maxSocketPath = 107
+
+// checkSockets validates PoolConfig.Sockets for scratch.
+func checkSockets(socks map[string]int, scratch string) error {
+	for name, port := range socks {
+		if !socketName.MatchString(name) {
+			return fmt.Errorf("gvx: PoolConfig.Sockets name %q: want 1-16 of [a-z0-9_-]", name)
+		}
+		if port < 1 || port > 65535 {
+			return fmt.Errorf("gvx: PoolConfig.Sockets[%q] = %d is not a TCP port", name, port)
+		}
+		if p := socketPath(scratch, 1<<20, name); len(p) > maxSocketPath {
+			return fmt.Errorf("gvx: socket paths under ScratchDir %s would be %d bytes, over the %d a unix socket takes: use a shorter ScratchDir", scratch, len(p), maxSocketPath)
+		}
+	}
+	return nil
+}
+
+// socketPath is episode seq's socket name: ep-<pid>-<seq>.<name>.sock
+// beside its clone, so the sweep of a dead pool's clones finds it too.
+func socketPath(scratch string, seq int, name string) string {
+	return filepath.Join(scratch, fmt.Sprintf("ep-%d-%04d.%s.sock", os.Getpid(), seq, name))
+}
+
+// sockets returns episode seq's socket paths by name (nil without
+// PoolConfig.Sockets).
+func (p *Pool) sockets(seq int) map[string]string {
+	if len(p.cfg.Sockets) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(p.cfg.Sockets))
+	for name := range p.cfg.Sockets {
+		m[name] = socketPath(p.scratch, seq, name)
+	}
+	return m
+}

@@ -1,0 +1,107 @@
+package serve_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/serve"
+	"z.gfire.dev/gvx/serve/agent"
+)
+
+// metric reads one gauge or counter from /metrics.
+func (a *api) metric(name string) int {
+	a.t.Helper()
+	var b []byte
+	a.do("GET", "/metrics", nil, &b)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		a.t.Fatalf("no %s in /metrics:\n%s", name, b)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+func (a *api) waitMetric(name string, want int) {
+	a.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for a.metric(name) != want {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%s did not reach %d (it is %d)", name, want, a.metric(name))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWarmCreate: with 2 warm episodes of a request, 3 creates of it at
+// once get 3 different episodes, 2 of them claimed warm (claim_seconds
+// apart from their boot's ready_seconds), each its own clone of the
+// golden volume; the server boots the replacements, a request that
+// differs (another golden_target) is created cold, and Close (the
+// cleanup) leaves no episode directory behind.
+func TestWarmCreate(t *testing.T) {
+	need(t)
+	reqJSON := fmt.Sprintf(`{"spec": {"image": %q}, "golden": %q, "golden_target": "/data"}`, env.ImageRef, golden)
+	var warmReq serve.CreateRequest
+	if err := json.Unmarshal([]byte(reqJSON), &warmReq); err != nil {
+		t.Fatal(err)
+	}
+	_, a := startServer(t, serve.Config{Warm: []serve.WarmSpec{{Count: 2, Request: warmReq}}})
+	a.waitMetric("gvx_serve_warm_ready", 2)
+	if a.metric("gvx_serve_episodes_live") != 0 {
+		t.Error("warm episodes count as live")
+	}
+
+	var mu sync.Mutex
+	var eps []serve.EpisodeInfo
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			var req map[string]any
+			json.Unmarshal([]byte(reqJSON), &req)
+			req["ttl"] = 600
+			in := a.create(req)
+			mu.Lock()
+			eps = append(eps, in)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	ids, vols, warm := map[string]bool{}, map[string]bool{}, 0
+	for _, in := range eps {
+		if ids[in.ID] || vols[in.Volume] || in.State != serve.StateRunning {
+			t.Errorf("episode %+v handed out twice or not running", in)
+		}
+		ids[in.ID], vols[in.Volume] = true, true
+		if in.Warm {
+			warm++
+			if in.ClaimSeconds <= 0 || in.ReadySeconds <= 0 || in.IdleMemoryBytes <= 0 {
+				t.Errorf("warm episode: %+v", in)
+			}
+		}
+		if r := a.exec(in.ID, agent.ExecRequest{Shell: "cat /data/golden.txt"}); r.stdout != "gv\n" || r.code != 0 {
+			t.Errorf("episode %s: %+v", in.ID, r)
+		}
+		t.Logf("episode %s: warm %v claim %.1fms ready %.0fms idle %d KiB", in.ID, in.Warm, in.ClaimSeconds*1e3, in.ReadySeconds*1e3, in.IdleMemoryBytes>>10)
+	}
+	if warm != 2 || a.metric("gvx_serve_warm_claims_total") != 2 || a.metric("gvx_serve_episodes_live") != 3 {
+		t.Errorf("%d warm claims of 3 (want 2)", warm)
+	}
+	a.waitMetric("gvx_serve_warm_ready", 2) // the replacements
+	var b []byte
+	if a.do("GET", "/metrics", nil, &b); !bytes.Contains(b, []byte("gvx_serve_claim_seconds_count 2\n")) {
+		t.Errorf("claim histogram:\n%s", b)
+	}
+
+	var other map[string]any
+	json.Unmarshal([]byte(reqJSON), &other)
+	other["golden_target"] = "/other"
+	if in := a.create(other); in.Warm {
+		t.Errorf("a request no warm spec matches was claimed warm: %+v", in)
+	}
+}
