@@ -11,6 +11,10 @@
 //	host   the yardstick: a host dockerd (root) per episode, --data-root on
 //	       a loop-mounted reflink clone of the same golden; exec → docker
 //	       info (the clone and mount are not timed)
+//	restore one checkpoint of a daemon booted on a clone of the golden,
+//	       saved once its API answered (not timed); then C restores at
+//	       once, each onto its own clone of the checkpoint's volume;
+//	       claim = clone + restore + docker info
 //	memory W warm episodes at once: their PSS summed at one moment, and what
 //	       the host's MemAvailable lost
 //
@@ -54,7 +58,7 @@ type result struct {
 }
 
 func main() {
-	mode := flag.String("mode", "", "cold, warm, host or memory")
+	mode := flag.String("mode", "", "cold, warm, restore, host or memory")
 	golden := flag.String("golden", "", "golden /var/lib/docker volume")
 	scratch := flag.String("scratch", "", "directory for the clones (the golden's filesystem)")
 	image := flag.String("image", "", "daemon image (oci:DIR) for the gvx modes")
@@ -77,9 +81,7 @@ func main() {
 	case "memory":
 		r, err = memory(ctx, *golden, *scratch, *image, *c)
 	case "restore":
-		// Issue 16 part 2 (checkpoint/restore) fills this in; ready.sh runs
-		// it only when `rungv checkpoint --help` succeeds.
-		err = fmt.Errorf("mode restore: not built yet (bench/readybench: add it with rungv's checkpoint/restore)")
+		r, err = restoreRounds(ctx, *golden, *scratch, *image, *c, *rounds)
 	default:
 		err = fmt.Errorf("unknown -mode %q", *mode)
 	}
@@ -320,4 +322,90 @@ func tail(b []byte) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// restoreRounds checkpoints one daemon booted on a clone of golden once
+// its API answers, then restores c episodes at once from it, rounds
+// times (gvx.Checkpoint.Restore: each on its own clone of the companion
+// volume, with its own socket).
+func restoreRounds(ctx context.Context, golden, scratch, image string, c, rounds int) (result, error) {
+	ckDir := filepath.Join(scratch, "checkpoint")
+	defer os.RemoveAll(ckDir)
+	boot := filepath.Join(scratch, "checkpoint-boot.ext4")
+	defer os.Remove(boot)
+	if _, err := reflink.CloneFile(golden, boot, reflink.Options{NoSync: true}); err != nil {
+		return result{}, err
+	}
+	bootSock := filepath.Join(scratch, "checkpoint-boot.sock")
+	base := poolConfig(golden, scratch, image, 0).Base
+	cfg := base
+	cfg.Mounts = []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: boot, GuestPath: "/var/lib/docker"}}
+	cfg.Ports = []gvx.Port{{HostSocket: bootSock, GuestPort: 2375}}
+	sb, err := gvx.New(ctx, cfg)
+	if err != nil {
+		return result{}, err
+	}
+	if err := sb.EnableCheckpoint(ckDir); err != nil {
+		return result{}, err
+	}
+	exited := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(exited) }()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = gvx.WaitDocker(wctx, bootSock, exited)
+	cancel()
+	var ck *gvx.Checkpoint
+	if err == nil {
+		ck, err = sb.Checkpoint(ctx)
+	}
+	sb.Close()
+	<-exited
+	if err != nil {
+		return result{}, fmt.Errorf("checkpoint of the booted daemon: %w", err)
+	}
+	var all []gvx.Metrics
+	seq := 0
+	for range rounds {
+		ms_ := make([]gvx.Metrics, c)
+		var wg sync.WaitGroup
+		for i := range c {
+			seq++
+			vol := filepath.Join(scratch, fmt.Sprintf("restore-%d.ext4", seq))
+			sock := filepath.Join(scratch, fmt.Sprintf("restore-%d.sock", seq))
+			wg.Go(func() {
+				defer os.Remove(vol)
+				t0 := time.Now()
+				d, err := restoreOne(ctx, ck, vol, sock, t0)
+				ms_[i] = gvx.Metrics{Claim: d, Err: err}
+			})
+		}
+		wg.Wait()
+		all = append(all, ms_...)
+	}
+	r := result{C: c}
+	summarize(&r, all)
+	for _, m := range all {
+		if m.Err != nil {
+			return r, m.Err
+		}
+	}
+	return r, nil
+}
+
+// restoreOne restores one episode from ck onto vol with its socket at
+// sock and returns the time from t0 until docker info answered; the
+// episode is closed before it returns.
+func restoreOne(ctx context.Context, ck *gvx.Checkpoint, vol, sock string, t0 time.Time) (time.Duration, error) {
+	sb, err := ck.Restore(ctx, []string{vol}, gvx.Config{Ports: []gvx.Port{{HostSocket: sock}}})
+	if err != nil {
+		return 0, err
+	}
+	exited := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(exited) }()
+	defer func() { sb.Close(); <-exited }()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := gvx.WaitDocker(wctx, sock, exited); err != nil {
+		return 0, fmt.Errorf("restored daemon: %w", err)
+	}
+	return time.Since(t0), nil
 }
