@@ -44,6 +44,7 @@ func (s *Server) Handler(token string) http.Handler {
 		in, err := s.Renew(r.PathValue("id"))
 		s.reply(w, in, err)
 	})
+	mux.HandleFunc("POST /v1/episodes/{id}/fork", s.handleFork)
 	mux.HandleFunc("POST /v1/episodes/{id}/exec", s.proxy("/exec", agent.MaxExecRequest))
 	mux.HandleFunc("GET /v1/episodes/{id}/files", s.proxy("/file", 0))
 	mux.HandleFunc("PUT /v1/episodes/{id}/files", s.proxy("/file", s.cfg.MaxUploadBytes))
@@ -95,6 +96,22 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, in)
+}
+
+func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
+	var req ForkRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, errors.Join(ErrBadRequest, err))
+		return
+	}
+	eps, err := s.Fork(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ForkReply{Episodes: eps})
 }
 
 func (s *Server) reply(w http.ResponseWriter, v any, err error) {

@@ -23,12 +23,13 @@ import (
 
 // Files of an episode's directory, StateDir/ep/ID.
 const (
-	epDir       = "ep"
-	recordFile  = "record.json"
-	volumeFile  = "volume.ext4"
-	agentSock   = "agent.sock"
-	dockerSock  = "docker.sock"
-	outputLimit = 64 << 10 // the episode's output kept, for errors
+	epDir         = "ep"
+	recordFile    = "record.json"
+	volumeFile    = "volume.ext4"
+	agentSock     = "agent.sock"
+	checkpointDir = "checkpoint" // a forkable episode's (fork.go)
+	dockerSock    = "docker.sock"
+	outputLimit   = 64 << 10 // the episode's output kept, for errors
 )
 
 // Teardown reasons (the reason label of gvx_serve_teardowns_total).
@@ -57,6 +58,12 @@ type episode struct {
 	warm       bool
 	claim      time.Duration
 	idleMemory int64
+	// forkable episodes were started with a checkpoint directory
+	// (CreateRequest.Forkable); forked is set by their one fork; parent
+	// names the episode a fork child continues (fork.go).
+	forkable, forked bool
+	parent           string
+	volTarget        string // where vol is mounted in the guest
 
 	mu       sync.Mutex
 	state    string
@@ -88,7 +95,8 @@ func (e *episode) info() EpisodeInfo {
 	in := EpisodeInfo{ID: e.id, State: e.state, Image: e.image, DockerSocket: e.dockerSock, Volume: e.vol,
 		CloneMethod: e.cloneMethod, Created: e.created, ExpiresAt: e.expires, LeaseSeconds: e.lease.Seconds(),
 		ResetSeconds: e.reset.Seconds(), ReadySeconds: e.ready.Seconds(),
-		Warm: e.warm, ClaimSeconds: e.claim.Seconds(), IdleMemoryBytes: max(e.idleMemory, 0)}
+		Warm: e.warm, ClaimSeconds: e.claim.Seconds(), IdleMemoryBytes: max(e.idleMemory, 0),
+		Forkable: e.forkable && !e.forked, Parent: e.parent}
 	if e.lease > 0 && e.inflight == 0 {
 		in.LeaseExpiresAt = e.lastSeen.Add(e.lease)
 	}
@@ -141,6 +149,7 @@ func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error)
 			target = DefaultGoldenTarget
 		}
 		sp.Mounts = append(sp.Mounts, spec.Mount{Type: spec.MountVolume, Source: e.vol, Target: target})
+		e.volTarget = target
 	}
 	sp.Ports = append(sp.Ports, spec.Port{HostSocket: filepath.Join(e.dir, agentSock), GuestPort: s.cfg.AgentPort})
 	if req.Docker {
@@ -166,6 +175,14 @@ func (s *Server) checkRequest(req *CreateRequest) error {
 	}
 	if err := req.Spec.Validate(); err != nil {
 		return fmt.Errorf("%w: spec: %w", ErrBadRequest, err)
+	}
+	if req.Forkable {
+		if req.Spec.Isolation == spec.IsolationNamespaces {
+			return fmt.Errorf("%w: a forkable episode runs in isolation %s (checkpoints need it), not %s", ErrBadRequest, spec.IsolationSeccompOnly, req.Spec.Isolation)
+		}
+		if len(req.Spec.Ports) > 0 {
+			return fmt.Errorf("%w: a forkable episode publishes only the agent's and Docker's sockets (its children get their own): drop spec.ports", ErrBadRequest)
+		}
 	}
 	if req.TTL < 0 || req.DockerPort < 0 || req.DockerPort > 65535 {
 		return fmt.Errorf("%w: negative ttl or bad docker_port", ErrBadRequest)
@@ -284,6 +301,17 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 	if err != nil {
 		return err
 	}
+	if req.Forkable {
+		if err := sb.EnableCheckpoint(filepath.Join(e.dir, checkpointDir)); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		e.forkable = true
+	}
+	return s.launch(ctx, e, sb, &rec)
+}
+
+// launch runs sb, e's sandbox, and waits until its agent answers.
+func (s *Server) launch(ctx context.Context, e *episode, sb *gvx.Sandbox, rec *record) error {
 	t := time.Now()
 	e.mu.Lock()
 	e.sb = sb
@@ -300,7 +328,7 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 	}
 	rec.RungvPID = sb.Pid()
 	rec.RungvStart = procStart(rec.RungvPID)
-	if err := writeRecord(e.dir, &rec); err != nil {
+	if err := writeRecord(e.dir, rec); err != nil {
 		return err
 	}
 	e.agent = agentClient(filepath.Join(e.dir, agentSock))

@@ -41,6 +41,27 @@ type CreateRequest struct {
 	// negative: no lease, TTL only). Renew it with POST
 	// /v1/episodes/{id}/renew, or any request for the episode.
 	Lease float64 `json:"lease,omitempty"`
+	// Forkable starts the episode so that it can be forked once (POST
+	// /v1/episodes/{id}/fork): it runs in spec.IsolationSeccompOnly (the
+	// only mode with checkpoints; a namespaced spec is refused) and may
+	// publish no ports of its own beyond the agent's and Docker's.
+	Forkable bool `json:"forkable,omitempty"`
+}
+
+// ForkRequest is POST /v1/episodes/{id}/fork's body: N new episodes that
+// continue from the episode's current state (files, processes, memory).
+type ForkRequest struct {
+	N int `json:"n"`
+	// TTL and Lease of the children, as in CreateRequest.
+	TTL   float64 `json:"ttl,omitempty"`
+	Lease float64 `json:"lease,omitempty"`
+	// Forkable children can be forked in turn.
+	Forkable bool `json:"forkable,omitempty"`
+}
+
+// ForkReply is a fork's answer: the children, running.
+type ForkReply struct {
+	Episodes []EpisodeInfo `json:"episodes"`
 }
 
 // Episode states.
@@ -79,6 +100,11 @@ type EpisodeInfo struct {
 	Warm            bool    `json:"warm,omitempty"`
 	ClaimSeconds    float64 `json:"claim_seconds,omitempty"`
 	IdleMemoryBytes int64   `json:"idle_memory_bytes,omitempty"`
+	// Forkable says a fork of the episode may be asked for (it was
+	// created forkable and not forked yet); Parent is the episode a fork
+	// child continues.
+	Forkable bool   `json:"forkable,omitempty"`
+	Parent   string `json:"parent,omitempty"`
 }
 
 // Errors of the server, each with its HTTP status (errorStatus).

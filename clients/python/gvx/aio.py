@@ -63,6 +63,10 @@ class AsyncEpisode:
     async def describe(self) -> Dict[str, Any]:
         return await self._run(self.episode.describe)
 
+    async def fork(self, n: int, **kw: Any) -> List["AsyncEpisode"]:
+        kids = await self._run(self.episode.fork, n, **kw)
+        return [AsyncEpisode(k, self._run) for k in kids]
+
     async def close(self) -> None:
         await self._run(self.episode.close)
 

@@ -165,6 +165,23 @@ class Episode:
         """The server's description of the episode (state, TTL, lease)."""
         return self._t.json("GET", self._path())
 
+    def fork(self, n: int, *, ttl: Optional[float] = None, lease: Optional[float] = None,
+             forkable: bool = False, keepalive: bool = True) -> List["Episode"]:
+        """Makes n new episodes that continue from this one's current state
+        (its files, processes and memory; each on its own clone of the
+        volume) and returns them, running. The episode must have been
+        created with forkable=True, and is forked at most once (fork a
+        child, created with forkable=True here, for a later state). No
+        exec may be running in it meanwhile."""
+        req: Dict[str, Any] = {"n": n}
+        for k, v in (("ttl", ttl), ("lease", lease)):
+            if v is not None:
+                req[k] = v
+        if forkable:
+            req["forkable"] = True
+        out = self._t.json("POST", self._path("fork"), body=req)
+        return [Episode(self._t, info, keepalive) for info in out["episodes"]]
+
     def exec_stream(self, cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
                     timeout: Optional[float] = None, stdin: Union[None, bytes, str] = None) -> Iterator[dict]:
         """Runs cmd and yields its events as they come: {"type": "stdout" or
@@ -283,7 +300,7 @@ class Client:
                mounts: Optional[List[Dict[str, Any]]] = None, network: Optional[str] = None,
                egress: Optional[List[str]] = None, ttl: Optional[float] = None, lease: Optional[float] = None,
                privileged: Optional[bool] = None, spec: Optional[Dict[str, Any]] = None, keepalive: bool = True,
-               wait_for_capacity: float = 0.0) -> Episode:
+               wait_for_capacity: float = 0.0, forkable: bool = False) -> Episode:
         """Creates an episode and returns it once its agent answers.
 
         image: as rungv takes it (oci:DIR, docker-archive:TAR, a cached name).
@@ -298,6 +315,8 @@ class Client:
         ttl and lease in seconds (lease < 0: none).
         wait_for_capacity: retry a create refused at the server's cap for
         up to this many seconds (0: raise CapacityError at once).
+        forkable: the episode can be forked once (Episode.fork); it runs in
+        the seccomp-only isolation mode, the one with checkpoints.
         """
         sp: Dict[str, Any] = dict(spec or {})
         sp.setdefault("version", 1)
@@ -330,6 +349,8 @@ class Client:
                 req[k] = v
         if docker:
             req["docker"] = True
+        if forkable:
+            req["forkable"] = True
         deadline = time.monotonic() + wait_for_capacity
         while True:
             try:

@@ -55,6 +55,33 @@ class TestEpisodes(unittest.TestCase):
         print(f"\n8 concurrent episodes: {wall:.2f}s create+exec+close", file=sys.stderr)
         self.assertEqual(SERVER.client.list(), [])
 
+    def test_fork(self):
+        """A forkable episode forked into 2: each child has the parent's file
+        and its still-running process, and writes only to its own clone."""
+        fx = Fixture.get()
+        with SERVER.client.create(fx.image, golden=fx.golden, forkable=True) as ep:
+            ep.exec("echo prefix > /var/lib/docker/p.txt; (i=0; while :; do i=$((i+1)); echo $i > /var/lib/docker/tick; sleep 0.02; done) >/dev/null 2>&1 </dev/null &").check()
+            time.sleep(0.2)
+            kids = ep.fork(2)
+            try:
+                self.assertEqual(len({k.id for k in kids} | {ep.id}), 3)
+                for k in kids:
+                    self.assertEqual(k.info.get("parent"), ep.id)
+                    self.assertEqual(k.read_file("/var/lib/docker/p.txt"), b"prefix\n")
+                    t1 = k.read_file("/var/lib/docker/tick")
+                    time.sleep(0.2)
+                    self.assertNotEqual(k.read_file("/var/lib/docker/tick"), t1, "the parent's process did not go on in the child")
+                    k.write_file("/var/lib/docker/own", k.id)
+                for k in kids:
+                    self.assertEqual(k.read_file("/var/lib/docker/own"), k.id.encode())
+                self.assertNotEqual(ep.exec("test -e /var/lib/docker/own").exit_code, 0)
+                with self.assertRaises(gvx.GvxError) as cm:
+                    ep.fork(1)
+                self.assertEqual(cm.exception.status, 409)
+            finally:
+                for k in kids:
+                    k.close()
+
     def test_exec_details(self):
         fx = Fixture.get()
         with SERVER.client.create(fx.image) as ep:

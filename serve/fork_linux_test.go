@@ -1,0 +1,114 @@
+package serve_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/serve"
+	"z.gfire.dev/gvx/serve/agent"
+)
+
+// fork asks for n children of id and returns them (or fails the test
+// unless want is the status expected).
+func (a *api) fork(id string, n int, want int) ([]serve.EpisodeInfo, string) {
+	a.t.Helper()
+	b, _ := json.Marshal(serve.ForkRequest{N: n, TTL: 600})
+	var raw []byte
+	code, _ := a.do("POST", "/v1/episodes/"+id+"/fork", bytes.NewReader(b), &raw)
+	if code != want {
+		a.t.Fatalf("fork %s: %d %s (want %d)", id, code, raw, want)
+	}
+	var r serve.ForkReply
+	json.Unmarshal(raw, &r)
+	return r.Episodes, string(raw)
+}
+
+// counterNow reads the guest's counter (a background process writing
+// /data/count every 20 ms).
+func (a *api) counterNow(id string) int {
+	a.t.Helper()
+	r := a.exec(id, agent.ExecRequest{Shell: "cat /data/count"})
+	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if err != nil {
+		a.t.Fatalf("episode %s: /data/count: %+v", id, r)
+	}
+	return n
+}
+
+// TestFork: POST /v1/episodes/{id}/fork of a forkable episode makes N
+// running episodes that continue from its state: the file it wrote is in
+// each, its background process goes on counting in each from the value
+// at the fork (processes and memory, not only files), and parent and
+// children diverge independently (a file one writes is absent in the
+// others); the parent cannot be forked twice, a non-forkable one not at
+// all, and a namespaced forkable create is refused.
+func TestFork(t *testing.T) {
+	need(t)
+	_, a := startServer(t, serve.Config{})
+	p := a.create(map[string]any{"spec": busybox(), "golden": golden, "golden_target": "/data", "forkable": true, "ttl": 600})
+	if !p.Forkable {
+		t.Fatalf("create: %+v", p)
+	}
+	a.exec(p.ID, agent.ExecRequest{Shell: "echo prefix > /data/prefix.txt; (i=0; while :; do i=$((i+1)); echo $i > /data/count; sleep 0.02; done) >/dev/null 2>&1 </dev/null &"})
+	time.Sleep(300 * time.Millisecond)
+	before := a.counterNow(p.ID)
+
+	kids, _ := a.fork(p.ID, 2, http.StatusCreated)
+	if len(kids) != 2 {
+		t.Fatalf("fork: %d children", len(kids))
+	}
+	after := a.counterNow(p.ID)
+	ids := map[string]bool{p.ID: true}
+	for _, k := range kids {
+		if ids[k.ID] || k.State != serve.StateRunning || k.Parent != p.ID || k.Volume == "" || k.Volume == p.Volume {
+			t.Fatalf("child %+v", k)
+		}
+		ids[k.ID] = true
+		if r := a.exec(k.ID, agent.ExecRequest{Shell: "cat /data/prefix.txt /data/golden.txt"}); r.stdout != "prefix\ngv\n" {
+			t.Errorf("child %s: files %+v", k.ID, r)
+		}
+		c1 := a.counterNow(k.ID)
+		time.Sleep(200 * time.Millisecond)
+		c2 := a.counterNow(k.ID)
+		if c1 < before || c2 <= c1 {
+			t.Errorf("child %s: counter %d then %d; the parent's was %d before the fork: its process did not continue", k.ID, c1, c2, before)
+		}
+	}
+	if after < before {
+		t.Errorf("parent's counter went back: %d → %d", before, after)
+	}
+
+	// Each writes its own file; nobody sees another's.
+	all := append([]serve.EpisodeInfo{p}, kids...)
+	for _, e := range all {
+		a.exec(e.ID, agent.ExecRequest{Shell: "echo me > /data/own-" + e.ID})
+	}
+	for _, e := range all {
+		r := a.exec(e.ID, agent.ExecRequest{Shell: "ls /data | grep own- | tr '\\n' ' '"})
+		if strings.TrimSpace(r.stdout) != "own-"+e.ID {
+			t.Errorf("episode %s sees %q, want only its own file", e.ID, r.stdout)
+		}
+	}
+
+	if _, raw := a.fork(p.ID, 1, http.StatusConflict); !strings.Contains(raw, "forked already") {
+		t.Errorf("second fork: %s", raw)
+	}
+	if _, raw := a.fork(kids[0].ID, 1, http.StatusConflict); !strings.Contains(raw, "not created forkable") {
+		t.Errorf("fork of a non-forkable child: %s", raw)
+	}
+	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"image": env.ImageRef, "isolation": "namespaces"}, "forkable": true})
+	var raw []byte
+	if code, _ := a.do("POST", "/v1/episodes", bytes.NewReader(b), &raw); code != http.StatusBadRequest || !strings.Contains(string(raw), "seccomp-only") {
+		t.Errorf("namespaced forkable create: %d %s", code, raw)
+	}
+	for _, e := range all {
+		if code, _ := a.do("DELETE", "/v1/episodes/"+e.ID, nil, nil); code != http.StatusNoContent {
+			t.Errorf("delete %s: %d", e.ID, code)
+		}
+	}
+}
