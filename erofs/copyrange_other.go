@@ -1,0 +1,10 @@
+//go:build !linux
+
+package erofs
+
+import "os"
+
+// copyRange copies n bytes from src at srcOff to dst at dstOff.
+func copyRange(dst *os.File, dstOff int64, src *os.File, srcOff, n int64) error {
+	return copyRangeSlow(dst, dstOff, src, srcOff, n)
+}
