@@ -2,7 +2,6 @@ package erofs
 
 import (
 	"io"
-	"os"
 	"sort"
 
 	"z.gfire.dev/gvx/sink"
@@ -15,7 +14,7 @@ import (
 // checked to be the file that was scanned.
 type content struct {
 	s    *spool
-	host *os.File // AddDir's file (dense); nil: the spool
+	host *hostFD // AddDir's file (dense); nil: the spool
 	off  int64
 	size int64
 	regs []sink.Region // nil: dense

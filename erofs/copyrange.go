@@ -9,7 +9,7 @@ import (
 var errShortCopy = errors.New("file ended early (truncated while the image was built?)")
 
 // copyRangeSlow is copyRange through a buffer.
-func copyRangeSlow(dst *os.File, dstOff int64, src *os.File, srcOff, n int64) error {
+func copyRangeSlow(dst *os.File, dstOff int64, src io.ReaderAt, srcOff, n int64) error {
 	_, err := io.Copy(io.NewOffsetWriter(dst, dstOff), io.NewSectionReader(src, srcOff, n))
 	return err
 }

@@ -2,9 +2,12 @@
 
 package erofs
 
-import "os"
+import (
+	"io"
+	"os"
+)
 
 // copyRange copies n bytes from src at srcOff to dst at dstOff.
-func copyRange(dst *os.File, dstOff int64, src *os.File, srcOff, n int64) error {
+func copyRange(dst *os.File, dstOff int64, _ uintptr, src io.ReaderAt, srcOff, n int64) error {
 	return copyRangeSlow(dst, dstOff, src, srcOff, n)
 }

@@ -3,6 +3,7 @@ package erofs
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -75,9 +76,40 @@ func cutSlash(s string) (string, string, bool) {
 	return s, "", false
 }
 
+// hostFD is an open host file: a bare fd, since an *os.File costs an
+// fcntl and a failing epoll_ctl per file (O_NONBLOCK) and buys nothing.
+type hostFD struct {
+	fd   int
+	path string
+}
+
+// ReadAt implements io.ReaderAt.
+func (h *hostFD) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := unix.Pread(h.fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "read", Path: h.path, Err: err}
+		}
+		if k == 0 {
+			return n, io.EOF
+		}
+		n += k
+	}
+	return n, nil
+}
+
+func (h *hostFD) Close() error { return unix.Close(h.fd) }
+
+func (h *hostFD) Fd() uintptr  { return uintptr(h.fd) }
+func (h *hostFD) Name() string { return h.path }
+
 // open opens the file for reading and checks it is still the regular file
 // of size bytes that was scanned.
-func (f *hostFile) open(size int64) (*os.File, error) {
+func (f *hostFile) open(size int64) (*hostFD, error) {
 	fd, err := openBeneath(f.root.fd, f.rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: f.path(), Err: err}
@@ -91,7 +123,7 @@ func (f *hostFile) open(size int64) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("erofs: %s changed while the image was built (was a %d-byte file): build again from a tree nothing writes to", f.path(), size)
 	}
-	return os.NewFile(uintptr(fd), f.path()), nil
+	return &hostFD{fd, f.path()}, nil
 }
 
 // AddDir adds the host directory tree at root to the builder's root, as

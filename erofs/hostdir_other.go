@@ -17,7 +17,9 @@ func (r *hostRoot) close() error { return nil }
 
 type hostFile struct{}
 
-func (f *hostFile) open(int64) (*os.File, error) { return nil, errors.New("erofs: no host files here") }
+func (f *hostFile) open(int64) (*hostFD, error) { return nil, errors.New("erofs: no host files here") }
+
+type hostFD struct{ *os.File }
 
 // AddDir adds the host directory tree at root to the builder's root, as
 // sink.Copy from sink/hostdir does (on Linux it scans in parallel and

@@ -176,20 +176,22 @@ func (b *Builder) writeData(w *runWriter, base int64, meta []byte, n *inode) err
 
 // copySpan puts c's bytes [off, off+n) at the file's offset dst.
 func (b *Builder) copySpan(w *runWriter, c *content, dst, off, n int64) error {
-	var src *os.File
+	var src io.ReaderAt
+	var fd uintptr
+	var name string
 	var srcOff int64
 	switch {
 	case c.host != nil:
-		src, srcOff = c.host, off
+		src, fd, name, srcOff = c.host, c.host.Fd(), c.host.Name(), off
 	case c.regs == nil && c.s.f != nil:
-		src, srcOff = c.s.f, c.off+off
+		src, fd, name, srcOff = c.s.f, c.s.f.Fd(), c.s.f.Name(), c.off+off
 	}
 	if src != nil && n >= directMin {
 		if err := w.flush(); err != nil {
 			return err
 		}
-		if err := copyRange(w.f, dst, src, srcOff, n); err != nil {
-			return fmt.Errorf("erofs: copying file data from %s: %w", src.Name(), err)
+		if err := copyRange(w.f, dst, fd, src, srcOff, n); err != nil {
+			return fmt.Errorf("erofs: copying file data from %s: %w", name, err)
 		}
 		return nil
 	}
