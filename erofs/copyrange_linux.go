@@ -32,4 +32,3 @@ func copyRange(dst *os.File, dstOff int64, srcFD uintptr, src io.ReaderAt, srcOf
 	}
 	return nil
 }
-
