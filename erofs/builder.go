@@ -404,7 +404,7 @@ func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
 		}
 		return b.place("write", h.Path, n)
 	}
-	off, err := b.spool.add(r, h.Size)
+	off, err := b.spool.addFile(r, h.Size)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: h.Path, Err: err}
 	}
