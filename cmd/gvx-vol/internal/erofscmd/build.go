@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -37,7 +38,9 @@ half-made.
 
 A directory is scanned by --workers goroutines (default: one per CPU) and
 its files' bytes are copied straight into OUT (copy_file_range); a tar's
-are spooled (memory, then --tmpdir) and copied in the same way. The image
+are spooled (64 MiB in memory, then a file in --tmpdir, by default OUT's
+directory, block-aligned so copy_file_range can share blocks where the
+filesystem does) and copied in the same way. The image
 does not depend on --workers.
 
 Examples:
@@ -49,7 +52,7 @@ Examples:
 			&cli.StringFlag{Name: "profile", Value: "full", Usage: "`PROFILE`: full (inline data, xattrs) or runtime (what gVisor mounts)"},
 			&cli.Int64Flag{Name: "epoch", Usage: "image base time in Unix `SECONDS` (default: the tree's most common mtime)"},
 			&cli.IntFlag{Name: "workers", Usage: "`N` goroutines scan SRC and write file data (default: GOMAXPROCS); the image does not depend on it"},
-			&cli.StringFlag{Name: "tmpdir", Usage: "`DIR` to spool file data in (default: $TMPDIR)"},
+			&cli.StringFlag{Name: "tmpdir", Usage: "`DIR` to spool a tar's file data in (default: OUT's directory, so copying it into OUT stays in one filesystem)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing on success (warnings still go to stderr)"},
 		},
@@ -75,7 +78,11 @@ func runBuild(c *cli.Context) error {
 	if c.Int("workers") < 0 {
 		return cliutil.Usage(c, "--workers %d: want 1 or more (0 or unset: GOMAXPROCS)", c.Int("workers"))
 	}
-	opts := erofs.Options{Profile: prof, Path: out, TempDir: c.String("tmpdir"), Workers: c.Int("workers")}
+	tmp := c.String("tmpdir")
+	if tmp == "" {
+		tmp = filepath.Dir(out)
+	}
+	opts := erofs.Options{Profile: prof, Path: out, TempDir: tmp, Workers: c.Int("workers")}
 	if c.IsSet("epoch") {
 		opts.Epoch = time.Unix(c.Int64("epoch"), 0)
 	}
