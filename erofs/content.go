@@ -22,9 +22,12 @@ type content struct {
 }
 
 // content opens n's bytes; close the result.
-func (b *Builder) content(n *inode) (*content, error) {
+func (b *Builder) content(n *inode) (*content, error) { return b.contentIn(n, nil) }
+
+// contentIn is content opening a host file through dc (one per worker).
+func (b *Builder) contentIn(n *inode, dc *dirCache) (*content, error) {
 	if n.host != nil {
-		f, err := n.host.open(n.size)
+		f, err := n.host.open(n.size, dc)
 		if err != nil {
 			return nil, err
 		}

@@ -31,12 +31,56 @@ func (r *hostRoot) close() error { return unix.Close(r.fd) }
 // hostFile is a regular file AddDir found; WriteTo reads its bytes.
 type hostFile struct {
 	root *hostRoot
-	rel  string
+	dir  string // its directory below root ("." for root itself), shared by siblings
+	name string
 	ino  uint64
 	dev  uint64
 }
 
-func (f *hostFile) path() string { return f.root.path + "/" + f.rel }
+func (f *hostFile) rel() string {
+	if f.dir == "." {
+		return f.name
+	}
+	return f.dir + "/" + f.name
+}
+
+func (f *hostFile) path() string { return f.root.path + "/" + f.rel() }
+
+// dirCache keeps the directory of the last file a worker opened: files
+// come in nid order, siblings together, so most opens are one openat of
+// a name instead of a walk from the root (perf: path walks were the
+// largest cost of opening).
+type dirCache struct {
+	root *hostRoot
+	dir  string
+	fd   int // -1: none, or the root's own
+}
+
+func newDirCache() *dirCache { return &dirCache{fd: -1} }
+
+func (c *dirCache) close() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+	}
+	c.root, c.dir, c.fd = nil, "", -1
+}
+
+// parent returns an fd of f's directory.
+func (c *dirCache) parent(f *hostFile) (int, error) {
+	if f.dir == "." {
+		return f.root.fd, nil
+	}
+	if c.root == f.root && c.dir == f.dir {
+		return c.fd, nil
+	}
+	c.close()
+	fd, err := openBeneath(f.root.fd, f.dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: f.root.path + "/" + f.dir, Err: err}
+	}
+	c.root, c.dir, c.fd = f.root, f.dir, fd
+	return fd, nil
+}
 
 // openBeneath opens rel below root's fd without following any symlink
 // (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS; component by component
@@ -111,8 +155,20 @@ func (h *hostFD) Name() string { return h.path }
 
 // open opens the file for reading and checks it is still the regular file
 // of size bytes that was scanned.
-func (f *hostFile) open(size int64) (*hostFD, error) {
-	fd, err := openBeneath(f.root.fd, f.rel, unix.O_RDONLY|unix.O_NONBLOCK)
+// With a dirCache, f is opened from its directory's fd.
+func (f *hostFile) open(size int64, dc *dirCache) (*hostFD, error) {
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK
+	var fd int
+	var err error
+	if dc == nil {
+		fd, err = openBeneath(f.root.fd, f.rel(), flags)
+	} else {
+		var dfd int
+		if dfd, err = dc.parent(f); err != nil {
+			return nil, err
+		}
+		fd, err = unix.Openat(dfd, f.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: f.path(), Err: err}
 	}
@@ -198,8 +254,9 @@ func (s *dirScan) failed() bool {
 
 // scanned is one directory entry, read without the lock.
 type scanned struct {
-	h   *sink.Header
-	dev uint64
+	h         *sink.Header
+	dev       uint64
+	dir, name string // h.Path split
 }
 
 // dir reads the directory rel (whose statx gave ino and dev) and adds its
@@ -265,7 +322,7 @@ func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
 			s.fail(&fs.PathError{Op: "listxattr", Path: host + "/" + name, Err: err})
 			return
 		}
-		ents = append(ents, scanned{h, unix.Mkdev(x.Dev_major, x.Dev_minor)})
+		ents = append(ents, scanned{h, unix.Mkdev(x.Dev_major, x.Dev_minor), rel, name})
 		if h.Type() == sink.TypeDir {
 			kids = append(kids, kid{p, x.Ino, x.Dev_major, x.Dev_minor})
 		}
@@ -310,7 +367,7 @@ func (s *dirScan) add(e scanned) error {
 	case sink.TypeDir:
 		return b.Mkdir(h)
 	case sink.TypeReg:
-		return b.addHostFile(h, &hostFile{root: s.root, rel: h.Path, ino: h.Ino, dev: e.dev})
+		return b.addHostFile(h, &hostFile{root: s.root, dir: e.dir, name: e.name, ino: h.Ino, dev: e.dev})
 	case sink.TypeSymlink:
 		return b.Symlink(h)
 	case sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:

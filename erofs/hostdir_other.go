@@ -17,7 +17,14 @@ func (r *hostRoot) close() error { return nil }
 
 type hostFile struct{}
 
-func (f *hostFile) open(int64) (*hostFD, error) { return nil, errors.New("erofs: no host files here") }
+func (f *hostFile) open(int64, *dirCache) (*hostFD, error) {
+	return nil, errors.New("erofs: no host files here")
+}
+
+type dirCache struct{}
+
+func newDirCache() *dirCache { return &dirCache{} }
+func (c *dirCache) close()   {}
 
 type hostFD struct{ *os.File }
 

@@ -49,13 +49,15 @@ func (b *Builder) writeAt(f *os.File, base int64, p *plan) (int64, error) {
 		go func() {
 			defer wg.Done()
 			w := &runWriter{f: f, buf: make([]byte, 0, runBuf)}
+			dc := newDirCache()
+			defer dc.close()
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(batches) || errs[i] != nil {
 					break
 				}
 				for _, n := range batches[k] {
-					if errs[i] = b.writeData(w, base, meta, n); errs[i] != nil {
+					if errs[i] = b.writeData(w, dc, base, meta, n); errs[i] != nil {
 						break
 					}
 				}
@@ -117,7 +119,7 @@ func batchInodesOf(p *plan) [][]*inode {
 
 // writeData writes n's data blocks at their place and, for a regular
 // file, reads its tail into meta.
-func (b *Builder) writeData(w *runWriter, base int64, meta []byte, n *inode) error {
+func (b *Builder) writeData(w *runWriter, dc *dirCache, base int64, meta []byte, n *inode) error {
 	l := &n.l
 	at := base + int64(l.blkaddr)*disk.BlockSize
 	switch n.mode & sink.TypeMask {
@@ -140,7 +142,7 @@ func (b *Builder) writeData(w *runWriter, base int64, meta []byte, n *inode) err
 		copy(blk, n.link)
 		return nil
 	}
-	c, err := b.content(n)
+	c, err := b.contentIn(n, dc)
 	if err != nil {
 		return err
 	}
