@@ -118,6 +118,7 @@ type Builder struct {
 	report Report
 	closed bool
 	roots  []*hostRoot // AddDir's directories, open until Close
+	mark   uint64      // order's last visit mark
 }
 
 // inode is one file of the tree; hard links share it.
@@ -140,6 +141,8 @@ type inode struct {
 
 	kids   map[string]*inode // directories
 	parent *inode            // directories
+	sorted []dirent          // directories: kids by name, filled by order
+	mark   uint64            // order's visit mark
 
 	l layout // filled when the image is laid out
 }

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sync"
 
 	"z.gfire.dev/gvx/erofs/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -147,10 +148,20 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 // the superblock, whose checksum covers block 0's inodes.
 func (b *Builder) encodeMeta(p *plan, tails bool) ([]byte, error) {
 	meta := make([]byte, int64(p.metaBlocks)*disk.BlockSize)
-	for _, n := range p.inodes {
-		if err := b.putInode(meta, p, n, tails); err != nil {
-			return nil, err
+	// Inodes own disjoint bytes of meta: the workers encode them.
+	var mu sync.Mutex
+	var first error
+	parallelFor(len(p.inodes), b.workers(), func(i int) {
+		if err := b.putInode(meta, p, p.inodes[i], tails); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
 		}
+	})
+	if first != nil {
+		return nil, first
 	}
 	if tails {
 		b.putSuper(meta, p)
