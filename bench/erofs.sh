@@ -78,7 +78,7 @@ mount --bind "$work" "$sid$cout"
 
 CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
 gvx=$work/gvx-vol
-v15=$(mkfs.erofs --help 2>&1 | head -1 || true)
+v15="erofs-utils $(dpkg-query -W -f='${Version}' erofs-utils 2>/dev/null || echo '?')"
 v19=$(chroot "$sid" mkfs.erofs --version 2>&1 | head -1)
 echo "== tree: $src ($(du -sh "$src" | cut -f1), $(find "$src" | wc -l) entries), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)"
 echo "== peers: host mkfs.erofs ($v15), sid chroot: $v19"
@@ -127,6 +127,31 @@ for layout in full runtime; do
 	unset bw bc
 done
 echo "(every image passes fsck.erofs)"
+
+# From a tar: gvx-vol erofs build --from-tar (streams the archive, spools
+# file data next to OUT) vs mkfs.erofs 1.9.4 --tar=f (1.5 has no tar input).
+tar -C "$src" -cf "$work/tree.tar" . 2>/dev/null || true
+declare -A bw=() bc=()
+for r in $(seq "$runs"); do
+	tools=(gvx m19)
+	[ $((r % 2)) = 0 ] || tools=(m19 gvx)
+	for tool in "${tools[@]}"; do
+		case $tool in
+		gvx) res=$(timed "$work/gvx.erofs" "$gvx" erofs build -q --from-tar "$work/tree.tar" "$work/gvx.erofs") ;;
+		m19) res=$(timed "$work/m19.erofs" chroot "$sid" mkfs.erofs --quiet --tar=f "$cout/m19.erofs" "$cout/tree.tar") ;;
+		esac
+		read -r w c <<<"$res"
+		if [ -z "${bw[$tool]:-}" ] || [ "$w" -lt "${bw[$tool]}" ]; then bw[$tool]=$w bc[$tool]=$c; fi
+	done
+done
+printf '%-8s %-22s %9d %9d %12d\n' tar "gvx-vol --from-tar" "${bw[gvx]}" "${bc[gvx]}" "$(stat -c %s "$work/gvx.erofs")"
+printf '%-8s %-22s %9d %9d %12d\n' tar "mkfs.erofs 1.9.4 --tar" "${bw[m19]}" "${bc[m19]}" "$(stat -c %s "$work/m19.erofs")"
+awk -v a="${bw[gvx]}" -v b="${bw[m19]}" -v c="${bc[gvx]}" -v d="${bc[m19]}" -v e="$(stat -c %s "$work/gvx.erofs")" -v f="$(stat -c %s "$work/m19.erofs")" \
+	'BEGIN { printf "tar      gvx/1.9.4: wall %.2fx, cpu %.2fx, size %.4fx\n", a/b, c/d, e/f }'
+for tool in gvx m19; do
+	out=$(fsck.erofs "$work/$tool.erofs" 2>&1) || { echo "fsck.erofs failed on $tool's tar image: $out"; exit 1; }
+done
+rm -f "$work/tree.tar"
 
 echo "== go test -bench 'Build|Read|AddDir' ./erofs/"
 CGO_ENABLED=0 go test -run '^$' -bench 'Build|Read|AddDir' -benchtime 5x ./erofs/ | grep -E '^(Benchmark|ok)'
