@@ -32,3 +32,10 @@ func copyRange(dst *os.File, dstOff int64, srcFD uintptr, src io.ReaderAt, srcOf
 	}
 	return nil
 }
+
+// canWriteAt says whether f takes pwrite at an offset: not with O_APPEND,
+// where Linux appends whatever the offset.
+func canWriteAt(f *os.File) bool {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_APPEND == 0
+}

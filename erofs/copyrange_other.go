@@ -11,3 +11,6 @@ import (
 func copyRange(dst *os.File, dstOff int64, _ uintptr, src io.ReaderAt, srcOff, n int64) error {
 	return copyRangeSlow(dst, dstOff, src, srcOff, n)
 }
+
+// canWriteAt: elsewhere WriteTo streams.
+func canWriteAt(*os.File) bool { return false }

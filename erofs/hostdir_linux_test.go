@@ -262,3 +262,28 @@ func TestAddDirChanged(t *testing.T) {
 		t.Fatalf("AddDir of a missing directory = %v, want ErrNotExist", err)
 	}
 }
+
+// TestWriteToAppend: a file opened O_APPEND gets the stream (pwrite would
+// append), and the same image after what it held.
+func TestWriteToAppend(t *testing.T) {
+	b := NewBuilder(Options{Workers: 2})
+	defer b.Close()
+	populate(t, b, treeSpec{Deep: 3})
+	want, _ := build(t, b)
+	p := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(p, []byte("head"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, _ := os.ReadFile(p)
+	if string(got[:4]) != "head" || !bytes.Equal(got[4:], want) {
+		t.Fatalf("O_APPEND file holds %d bytes, want head + the %d-byte image", len(got), len(want))
+	}
+}

@@ -116,7 +116,8 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // options always give the same bytes, whatever Options.Workers is. The
 // builder stays usable (more sink calls, another WriteTo).
 //
-// To a regular *os.File, the image goes at the file's offset, and file
+// To a regular *os.File (not opened O_APPEND), the image goes at the
+// file's offset, and file
 // data is written by Options.Workers goroutines with pwrite and
 // copy_file_range (no copy through user space where the kernel can avoid
 // it); the file is cut at the image's end and its offset left there.
@@ -129,7 +130,7 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if f, ok := w.(*os.File); ok {
+	if f, ok := w.(*os.File); ok && canWriteAt(f) {
 		if base, err := f.Seek(0, io.SeekCurrent); err == nil {
 			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 				return b.writeAt(f, base, p)
