@@ -1,6 +1,7 @@
 package erofs
 
 import (
+	"fmt"
 	"io"
 	"sort"
 
@@ -43,6 +44,14 @@ func (b *Builder) contentIn(n *inode, dc *dirCache) (*content, error) {
 		}
 	}
 	return c, nil
+}
+
+// shrank is the error for a file that ended before its size.
+func (c *content) shrank() error {
+	if c.host != nil {
+		return fmt.Errorf("%s shrank while the image was built (was %d bytes): build again from a tree nothing writes to", c.host.Name(), c.size)
+	}
+	return io.ErrUnexpectedEOF
 }
 
 // close releases a host file.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -285,5 +287,27 @@ func TestWriteToAppend(t *testing.T) {
 	got, _ := os.ReadFile(p)
 	if string(got[:4]) != "head" || !bytes.Equal(got[4:], want) {
 		t.Fatalf("O_APPEND file holds %d bytes, want head + the %d-byte image", len(got), len(want))
+	}
+}
+
+// TestHostFileShrank: a host file shorter than its scanned size when read
+// (it shrank after the open's check) is an error naming it, never zeros or
+// a stale buffer in the image.
+func TestHostFileShrank(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, payload(1, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &content{host: &hostFD{fd, p}, size: 5000} // scanned at 5000 bytes
+	defer c.close()
+	if err := readFull(c, make([]byte, 4096), 0); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "shrank") {
+		t.Fatalf("readFull of a shrunk file = %v, want an error naming %s", err, p)
+	}
+	if err := readFull(c, make([]byte, 50), 0); err != nil {
+		t.Fatalf("readFull inside what is left = %v", err)
 	}
 }

@@ -281,7 +281,11 @@ func (b *Builder) streamFile(bw *holeWriter, n *inode) error {
 		if err := bw.zeros(s.Off - at); err != nil {
 			return err
 		}
-		if _, err := io.Copy(bw, io.NewSectionReader(c, s.Off, s.Len)); err != nil {
+		k, err := io.Copy(bw, io.NewSectionReader(c, s.Off, s.Len))
+		if err == nil && k < s.Len {
+			err = c.shrank()
+		}
+		if err != nil {
 			return fmt.Errorf("erofs: reading file data: %w", err)
 		}
 		at = s.Off + s.Len
@@ -385,10 +389,7 @@ func (b *Builder) readTail(t []byte, n *inode) error {
 		return err
 	}
 	defer c.close()
-	if _, err := c.ReadAt(t, n.size-int64(len(t))); err != nil && err != io.EOF {
-		return fmt.Errorf("erofs: reading file data: %w", err)
-	}
-	return nil
+	return readFull(c, t, n.size-int64(len(t)))
 }
 
 func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }

@@ -211,8 +211,14 @@ func (b *Builder) copySpan(w *runWriter, c *content, dst, off, n int64) error {
 	return nil
 }
 
+// readFull reads p, all inside the file, at off: a short read means the
+// file shrank under us (a host file), never zeros or stale bytes.
 func readFull(c *content, p []byte, off int64) error {
-	if _, err := c.ReadAt(p, off); err != nil && err != io.EOF {
+	n, err := c.ReadAt(p, off)
+	if err == io.EOF && n < len(p) {
+		err = c.shrank()
+	}
+	if err != nil && err != io.EOF {
 		return fmt.Errorf("erofs: reading file data: %w", err)
 	}
 	return nil
