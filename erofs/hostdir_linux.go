@@ -202,7 +202,8 @@ func (b *Builder) AddDir(root string) error {
 	}
 	r := &hostRoot{path: root, fd: fd}
 	b.roots = append(b.roots, r)
-	s := &dirScan{b: b, root: r, links: map[[2]uint64]string{}, sem: make(chan struct{}, b.workers())}
+	s := &dirScan{b: b, root: r, links: map[[2]uint64]string{}}
+	s.more = sync.NewCond(&s.mu)
 	var st unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st); err != nil {
 		return &fs.PathError{Op: "stat", Path: root, Err: err}
@@ -216,9 +217,16 @@ func (b *Builder) AddDir(root string) error {
 		return err
 	}
 	start := len(b.report.Warnings)
-	s.wg.Add(1)
-	go s.dir(".", st.Ino, st.Dev_major, st.Dev_minor)
-	s.wg.Wait()
+	s.todo = []kid{{".", st.Ino, st.Dev_major, st.Dev_minor}}
+	var wg sync.WaitGroup
+	for range b.workers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.work()
+		}()
+	}
+	wg.Wait()
 	if w := b.report.Warnings[start:]; len(w) > 1 {
 		// Scanned in parallel: keep the report in path order (a
 		// hard-linked file's warning names whichever path came first).
@@ -227,15 +235,43 @@ func (b *Builder) AddDir(root string) error {
 	return s.err
 }
 
-// dirScan is one AddDir: a goroutine per directory, at most sem running.
+// dirScan is one AddDir: Workers goroutines take directories from todo
+// (a stack, so it stays about as long as the tree is deep times wide, a
+// few words per directory, however large the tree).
 type dirScan struct {
 	b     *Builder
 	root  *hostRoot
-	sem   chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex           // the builder, links and err
+	mu    sync.Mutex           // the builder, links, err, todo and busy
+	more  *sync.Cond           // todo grew, or the scan is over
+	todo  []kid                // directories found, not yet read
+	busy  int                  // workers reading a directory
 	links map[[2]uint64]string // (dev, ino) → first path, for nlink > 1
 	err   error
+}
+
+// work reads directories until none is left or one failed.
+func (s *dirScan) work() {
+	s.mu.Lock()
+	for {
+		for len(s.todo) == 0 && s.busy > 0 && s.err == nil {
+			s.more.Wait()
+		}
+		if len(s.todo) == 0 || s.err != nil {
+			s.more.Broadcast() // over: wake the others to leave too
+			s.mu.Unlock()
+			return
+		}
+		k := s.todo[len(s.todo)-1]
+		s.todo = s.todo[:len(s.todo)-1]
+		s.busy++
+		s.mu.Unlock()
+		s.dir(k.rel, k.ino, k.major, k.minor)
+		s.mu.Lock()
+		s.busy--
+		if s.busy == 0 && len(s.todo) == 0 {
+			s.more.Broadcast()
+		}
+	}
 }
 
 func (s *dirScan) fail(err error) {
@@ -243,6 +279,7 @@ func (s *dirScan) fail(err error) {
 	if s.err == nil {
 		s.err = err
 	}
+	s.more.Broadcast()
 	s.mu.Unlock()
 }
 
@@ -262,9 +299,6 @@ type scanned struct {
 // dir reads the directory rel (whose statx gave ino and dev) and adds its
 // entries; subdirectories get their own goroutines.
 func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
-	defer s.wg.Done()
-	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
 	if s.failed() {
 		return
 	}
@@ -328,22 +362,21 @@ func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
 		}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, e := range ents {
 		if err = s.add(e); err != nil {
-			err = fmt.Errorf("%s: %w", s.root.path+"/"+e.h.Path, err)
-			break
+			if s.err == nil {
+				s.err = fmt.Errorf("%s: %w", s.root.path+"/"+e.h.Path, err)
+			}
+			s.more.Broadcast()
+			return
 		}
 	}
-	s.mu.Unlock()
-	if err != nil {
-		s.fail(err)
-		return
-	}
-	// Only now: each subdirectory is in the builder. A goroutine finds its
+	// Only now: each subdirectory is in the builder. A worker finds its
 	// directory by path and checks it is the one statx saw here.
-	for _, k := range kids {
-		s.wg.Add(1) // this goroutine's Done is still to come
-		go s.dir(k.rel, k.ino, k.major, k.minor)
+	s.todo = append(s.todo, kids...)
+	if len(kids) > 0 {
+		s.more.Broadcast()
 	}
 }
 

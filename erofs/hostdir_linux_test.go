@@ -311,3 +311,26 @@ func TestHostFileShrank(t *testing.T) {
 		t.Fatalf("readFull inside what is left = %v", err)
 	}
 }
+
+// TestAddDirUnreadable: a directory the scan cannot read fails AddDir
+// with its path, and the workers stop (no hang), with any worker count.
+func TestAddDirUnreadable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads a mode-0 directory; run as a normal user")
+	}
+	src := t.TempDir()
+	manyFilesDir(t, src, 200)
+	bad := filepath.Join(src, "d05", "e0")
+	if err := os.Chmod(bad, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(bad, 0o755)
+	for _, w := range workerCounts {
+		b := NewBuilder(Options{Workers: w})
+		err := b.AddDir(src)
+		if !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%d workers: AddDir = %v, want a permission error naming %s", w, err, bad)
+		}
+		b.Close()
+	}
+}
