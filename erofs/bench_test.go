@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -96,5 +99,50 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkAddDir measures a host directory build as gvx-vol erofs build
+// does it (AddDir, then WriteTo into a file: the parallel writer), per
+// fixture and worker count; bytes are file data.
+func BenchmarkAddDir(b *testing.B) {
+	for _, bt := range benchTrees {
+		src := b.TempDir()
+		data := payload(1, bt.size)
+		for i := range bt.files {
+			d := filepath.Join(src, fmt.Sprintf("d%04d", i/100))
+			if i%100 == 0 {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("file-%06d", i)), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		out, err := os.Create(filepath.Join(b.TempDir(), "img.erofs"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer out.Close()
+		for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+			b.Run(fmt.Sprintf("%s/workers-%d", bt.name, w), func(b *testing.B) {
+				b.SetBytes(int64(bt.files) * int64(bt.size))
+				b.ReportAllocs()
+				for b.Loop() {
+					bl := NewBuilder(Options{Workers: w})
+					if err := bl.AddDir(src); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := out.Seek(0, io.SeekStart); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := bl.WriteTo(out); err != nil {
+						b.Fatal(err)
+					}
+					bl.Close()
+				}
+			})
+		}
 	}
 }

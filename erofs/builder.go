@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,10 @@ type Options struct {
 	VolumeName string
 	// TempDir is where file data is spooled; "" means os.TempDir().
 	TempDir string
+	// Workers is how many goroutines AddDir scans with and WriteTo writes
+	// a file with; 0 means GOMAXPROCS. The image's bytes do not depend on
+	// it.
+	Workers int
 	// MemoryLimit is how many bytes of file data are kept in memory before
 	// spooling; 0 means 64 MiB, negative means always spool.
 	MemoryLimit int64
@@ -112,6 +117,8 @@ type Builder struct {
 	gen    uint64 // bumped by every change, for callers caching a view
 	report Report
 	closed bool
+	roots  []*hostRoot // AddDir's directories, open until Close
+	mark   uint64      // order's last visit mark
 }
 
 // inode is one file of the tree; hard links share it.
@@ -128,11 +135,14 @@ type inode struct {
 	size    int64         // regular files
 	dataOff int64         // regular files: offset in the spool
 	regions []sink.Region // sparse regular files: the data regions (content.go)
+	host    *hostFile     // regular files from AddDir: read at WriteTo, not spooled
 	link    string
 	rdev    uint32
 
 	kids   map[string]*inode // directories
 	parent *inode            // directories
+	sorted []dirent          // directories: kids by name, filled by order
+	mark   uint64            // order's visit mark
 
 	l layout // filled when the image is laid out
 }
@@ -164,7 +174,14 @@ func NewBuilder(opts Options) *Builder {
 // Close releases the spool. The builder is unusable afterwards.
 func (b *Builder) Close() error {
 	b.closed = true
-	return b.spool.close()
+	err := b.spool.close()
+	for _, r := range b.roots {
+		if cerr := r.close(); err == nil {
+			err = cerr
+		}
+	}
+	b.roots = nil
+	return err
 }
 
 // Report returns what the builder dropped so far and, after WriteTo, the
@@ -180,6 +197,13 @@ func (b *Builder) warnf(format string, args ...any) {
 	if len(b.report.Warnings) < maxWarnings {
 		b.report.Warnings = append(b.report.Warnings, fmt.Sprintf(format, args...))
 	}
+}
+
+func (b *Builder) workers() int {
+	if b.opts.Workers > 0 {
+		return b.opts.Workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 func normTime(t time.Time) time.Time {
@@ -233,7 +257,10 @@ func (b *Builder) checkXattrs(h *sink.Header) (map[string][]byte, error) {
 	return x, nil
 }
 
-var errNotDir = errors.New("not a directory")
+var (
+	errNotDir        = errors.New("not a directory")
+	errBuilderClosed = errors.New("erofs: builder is closed")
+)
 
 // checkPath enforces package sink's path rules.
 func checkPath(op, p string) error {
@@ -261,7 +288,7 @@ func checkPath(op, p string) error {
 // that element. No symlink is followed.
 func (b *Builder) resolveParent(op, p string) (*inode, string, error) {
 	if b.closed {
-		return nil, "", errors.New("erofs: builder is closed")
+		return nil, "", errBuilderClosed
 	}
 	if err := checkPath(op, p); err != nil {
 		return nil, "", err
@@ -355,20 +382,14 @@ func (b *Builder) Mkdir(h *sink.Header) error {
 // WriteFile implements sink.Sink. The data is spooled; all of h.Size bytes
 // must come from r.
 func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
-	if t := h.Type(); t != 0 && t != sink.TypeReg {
-		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("mode %#o is not a regular file: %w", h.Mode, fs.ErrInvalid)}
-	}
-	if h.Size < 0 {
-		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("negative size %d: %w", h.Size, fs.ErrInvalid)}
-	}
-	if _, _, err := b.resolveParent("write", h.Path); err != nil {
+	if err := b.checkFile(h); err != nil {
 		return err
 	}
 	if r == nil && h.Size > 0 {
 		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("no reader for %d bytes: %w", h.Size, fs.ErrInvalid)}
 	}
-	n := b.newInode(sink.TypeReg, h)
-	if err := b.setMeta(n, h); err != nil {
+	n, err := b.newFile(h)
+	if err != nil {
 		return err
 	}
 	if sp, ok := r.(*sink.Sparse); ok && sp.Size() == h.Size {
@@ -386,11 +407,46 @@ func (b *Builder) WriteFile(h *sink.Header, r io.Reader) error {
 		}
 		return b.place("write", h.Path, n)
 	}
-	off, err := b.spool.add(r, h.Size)
+	off, err := b.spool.addFile(r, h.Size)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: h.Path, Err: err}
 	}
 	n.size, n.dataOff = h.Size, off
+	return b.place("write", h.Path, n)
+}
+
+// checkFile checks what WriteFile and AddDir's regular files have in common.
+func (b *Builder) checkFile(h *sink.Header) error {
+	if t := h.Type(); t != 0 && t != sink.TypeReg {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("mode %#o is not a regular file: %w", h.Mode, fs.ErrInvalid)}
+	}
+	if h.Size < 0 {
+		return &fs.PathError{Op: "write", Path: h.Path, Err: fmt.Errorf("negative size %d: %w", h.Size, fs.ErrInvalid)}
+	}
+	_, _, err := b.resolveParent("write", h.Path)
+	return err
+}
+
+// newFile is a regular file's inode with h's metadata, not yet placed.
+func (b *Builder) newFile(h *sink.Header) (*inode, error) {
+	n := b.newInode(sink.TypeReg, h)
+	if err := b.setMeta(n, h); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// addHostFile places a regular file whose h.Size bytes WriteTo reads from
+// the host (AddDir).
+func (b *Builder) addHostFile(h *sink.Header, f *hostFile) error {
+	if err := b.checkFile(h); err != nil {
+		return err
+	}
+	n, err := b.newFile(h)
+	if err != nil {
+		return err
+	}
+	n.size, n.host = h.Size, f
 	return b.place("write", h.Path, n)
 }
 
@@ -537,11 +593,15 @@ func (b *Builder) Open(p string) (io.ReadCloser, error) {
 	if n.mode&sink.TypeMask != sink.TypeReg {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
 	}
+	c, err := b.content(n)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
 	// Seekable and an io.ReaderAt, as ext4lite's: exporters seek over holes.
 	return struct {
 		*io.SectionReader
 		io.Closer
-	}{io.NewSectionReader(b.content(n), 0, n.size), io.NopCloser(nil)}, nil
+	}{io.NewSectionReader(c, 0, n.size), closerFunc(c.close)}, nil
 }
 
 // DataRegions implements sink.DataMapper: a file written from a
@@ -579,3 +639,7 @@ func (b *Builder) Finish() error {
 	}
 	return err
 }
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

@@ -1,6 +1,7 @@
 package erofs
 
 import (
+	"fmt"
 	"io"
 	"sort"
 
@@ -9,16 +10,30 @@ import (
 
 // content is a regular file's bytes as the builder keeps them: dense, size
 // bytes at off in the spool, or sparse, only the data regions' bytes there
-// one after the other (what a sparse tar entry gives) and zeros elsewhere.
+// one after the other (what a sparse tar entry gives) and zeros elsewhere;
+// or, for a file added by AddDir, the host file itself, opened here and
+// checked to be the file that was scanned.
 type content struct {
 	s    *spool
+	host *hostFD // AddDir's file (dense); nil: the spool
 	off  int64
 	size int64
 	regs []sink.Region // nil: dense
 	at   []int64       // spool offset of each region's bytes
 }
 
-func (b *Builder) content(n *inode) *content {
+// content opens n's bytes; close the result.
+func (b *Builder) content(n *inode) (*content, error) { return b.contentIn(n, nil) }
+
+// contentIn is content opening a host file through dc (one per worker).
+func (b *Builder) contentIn(n *inode, dc *dirCache) (*content, error) {
+	if n.host != nil {
+		f, err := n.host.open(n.size, dc)
+		if err != nil {
+			return nil, err
+		}
+		return &content{host: f, size: n.size}, nil
+	}
 	c := &content{s: &b.spool, off: n.dataOff, size: n.size, regs: n.regions}
 	if c.regs != nil {
 		c.at = make([]int64, len(c.regs))
@@ -28,7 +43,23 @@ func (b *Builder) content(n *inode) *content {
 			o += r.Len
 		}
 	}
-	return c
+	return c, nil
+}
+
+// shrank is the error for a file that ended before its size.
+func (c *content) shrank() error {
+	if c.host != nil {
+		return fmt.Errorf("%s shrank while the image was built (was %d bytes): build again from a tree nothing writes to", c.host.Name(), c.size)
+	}
+	return io.ErrUnexpectedEOF
+}
+
+// close releases a host file.
+func (c *content) close() error {
+	if c.host == nil {
+		return nil
+	}
+	return c.host.Close()
 }
 
 // ReadAt reads the file's bytes at off: holes read as zeros.
@@ -38,6 +69,16 @@ func (c *content) ReadAt(p []byte, off int64) (int, error) {
 	}
 	short := int64(len(p)) > c.size-off
 	p = p[:min(int64(len(p)), c.size-off)]
+	if c.host != nil {
+		n, err := c.host.ReadAt(p, off)
+		if err == io.EOF && n == len(p) {
+			err = nil // the file may grow meanwhile; it was checked at open
+		}
+		if err == nil && short {
+			err = io.EOF
+		}
+		return n, err
+	}
 	if c.regs == nil {
 		n, err := c.s.ReadAt(p, c.off+off)
 		if err == nil && short {

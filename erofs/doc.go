@@ -3,9 +3,13 @@
 // gVisor's Sentry (gvisor.dev/gvisor/pkg/erofs) and by the Linux kernel.
 //
 // The writer is a Builder: an in-memory tree that implements sink.Sink, so
-// any walker (tar import, OCI layers via package overlay, a host
-// directory) can fill it; file contents are spooled to a temporary file
-// past Options.MemoryLimit. WriteTo then streams the image:
+// any walker (tar import, OCI layers via package overlay) can fill it; file
+// contents are spooled to a temporary file past Options.MemoryLimit.
+// AddDir fills it from a host directory with Options.Workers goroutines and
+// spools nothing: WriteTo reads those files, and fails naming one that
+// changed meanwhile. WriteTo into a regular file writes data with the
+// workers at offsets fixed by the layout (pwrite, copy_file_range); into
+// anything else it streams. Either way the image is:
 //
 //   - 4 KiB blocks, superblock at 1024 with its crc32c (SB_CHKSUM); no
 //     incompatible feature bits at all, so every EROFS reader mounts it;
@@ -21,7 +25,8 @@
 //
 // Output is deterministic: the same tree and options give the same bytes
 // (sorted entries and xattrs, no time of day; the epoch comes from
-// Options or from the tree).
+// Options or from the tree), whatever Options.Workers is and whether the
+// tree came from AddDir or sink calls.
 //
 // ProfileRuntime writes what gVisor's Sentry mounts: no xattrs, and
 // regular files FLAT_PLAIN so the Sentry can mmap them from the image

@@ -91,19 +91,36 @@ type plan struct {
 
 // order lists the inodes breadth-first, children by name: the root first
 // (its nid must fit the superblock's 16 bits), each hard-linked inode once.
+// It fills every directory's sorted entries, sorted by the workers.
 func (b *Builder) order() []*inode {
-	q := []*inode{b.root}
-	seen := map[*inode]struct{}{b.root: {}}
-	for i := 0; i < len(q); i++ {
-		n := q[i]
-		if n.kids == nil {
-			continue
+	var dirs []*inode
+	for stack := []*inode{b.root}; len(stack) > 0; {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		dirs = append(dirs, n)
+		for _, k := range n.kids {
+			if k.kids != nil { // directories have one name each
+				stack = append(stack, k)
+			}
 		}
-		for _, name := range slices.Sorted(maps.Keys(n.kids)) {
-			k := n.kids[name]
-			if _, ok := seen[k]; !ok {
-				seen[k] = struct{}{}
-				q = append(q, k)
+	}
+	parallelFor(len(dirs), b.workers(), func(i int) {
+		d := dirs[i]
+		s := make([]dirent, 0, len(d.kids))
+		for name, k := range d.kids {
+			s = append(s, dirent{name, k})
+		}
+		slices.SortFunc(s, func(a, b dirent) int { return cmp.Compare(a.name, b.name) })
+		d.sorted = s
+	})
+	b.mark++
+	q := []*inode{b.root}
+	b.root.mark = b.mark
+	for i := 0; i < len(q); i++ {
+		for _, e := range q[i].sorted {
+			if e.n.mark != b.mark {
+				e.n.mark = b.mark
+				q = append(q, e.n)
 			}
 		}
 	}
@@ -112,12 +129,17 @@ func (b *Builder) order() []*inode {
 
 // chooseEpoch returns the most common mtime (earliest on ties).
 func chooseEpoch(ns []*inode) time.Time {
-	count := map[time.Time]int{}
+	type key struct {
+		sec  int64
+		nsec int
+	}
+	count := map[key]int{}
 	var best time.Time
 	bestN := 0
 	for _, n := range ns {
-		c := count[n.mtime] + 1
-		count[n.mtime] = c
+		k := key{n.mtime.Unix(), n.mtime.Nanosecond()}
+		c := count[k] + 1
+		count[k] = c
 		if c > bestN || c == bestN && n.mtime.Before(best) {
 			best, bestN = n.mtime, c
 		}
@@ -148,12 +170,12 @@ func fileType(mode uint32) uint8 {
 // dirBlocks packs a directory's entries, "." and ".." included, sorted by
 // name bytes, into blocks, and returns the directory's i_size.
 func dirBlocks(n *inode) ([][]dirent, int64) {
-	all := make([]dirent, 0, len(n.kids)+2)
-	all = append(all, dirent{".", n}, dirent{"..", n.parent})
-	for name, k := range n.kids {
-		all = append(all, dirent{name, k})
+	all := make([]dirent, 0, len(n.sorted)+2)
+	all = append(all, n.sorted...) // by order
+	for _, d := range []dirent{{".", n}, {"..", n.parent}} {
+		i, _ := slices.BinarySearchFunc(all, d.name, func(e dirent, name string) int { return cmp.Compare(e.name, name) })
+		all = slices.Insert(all, i, d)
 	}
-	slices.SortFunc(all, func(a, b dirent) int { return cmp.Compare(a.name, b.name) })
 	var blocks [][]dirent
 	used, start := 0, 0
 	for i, e := range all {

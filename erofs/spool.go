@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"z.gfire.dev/gvx/erofs/internal/disk"
 )
 
 // spool keeps the builder's file contents: in memory up to limit bytes,
@@ -15,11 +17,55 @@ type spool struct {
 	mem   [][]byte // chunks of chunkSize (the last may be shorter)
 	f     *os.File
 	size  int64
+	buf   []byte // copying into f
 }
+
+// copyBuf is the spool file's copy buffer: perf of a tar build showed
+// os.File.ReadFrom's 32 KiB copies (a read and a write syscall each) as
+// most of the spooling cost.
+const copyBuf = 1 << 20
 
 // chunkSize is the unit of the in-memory spool: big trees grow by chunks
 // instead of re-copying one ever larger slice.
 const chunkSize = 4 << 20
+
+// addFile appends a whole dense file: like add, but in the spool file it
+// starts on a block boundary, so copy_file_range into the image moves
+// whole pages (and reflinks them where the filesystem shares blocks).
+func (s *spool) addFile(r io.Reader, n int64) (int64, error) {
+	if s.f != nil || s.size+n > s.limit {
+		if err := s.toFile(); err != nil {
+			return 0, err
+		}
+		if pad := (s.size+disk.BlockSize-1)&^(disk.BlockSize-1) - s.size; pad > 0 && n > 0 {
+			if _, err := s.f.Seek(pad, io.SeekCurrent); err != nil {
+				return 0, fmt.Errorf("erofs: spooling file data: %w", err)
+			}
+			s.size += pad // a hole
+		}
+	}
+	return s.add(r, n)
+}
+
+// toFile moves the spool to its temporary file.
+func (s *spool) toFile() error {
+	if s.f != nil {
+		return nil
+	}
+	f, err := os.CreateTemp(s.dir, "gvx-erofs-spool-*")
+	if err != nil {
+		return fmt.Errorf("erofs: spooling file data: %w", err)
+	}
+	for _, c := range s.mem {
+		if _, err := f.Write(c); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return fmt.Errorf("erofs: spooling file data: %w", err)
+		}
+	}
+	s.f, s.mem = f, nil
+	return nil
+}
 
 // add appends exactly n bytes read from r and returns their offset.
 func (s *spool) add(r io.Reader, n int64) (int64, error) {
@@ -45,21 +91,14 @@ func (s *spool) add(r io.Reader, n int64) (int64, error) {
 		s.size += n
 		return off, nil
 	}
-	if s.f == nil {
-		f, err := os.CreateTemp(s.dir, "gvx-erofs-spool-*")
-		if err != nil {
-			return 0, fmt.Errorf("erofs: spooling file data: %w", err)
-		}
-		for _, c := range s.mem {
-			if _, err := f.Write(c); err != nil {
-				f.Close()
-				os.Remove(f.Name())
-				return 0, fmt.Errorf("erofs: spooling file data: %w", err)
-			}
-		}
-		s.f, s.mem = f, nil
+	if err := s.toFile(); err != nil {
+		return 0, err
 	}
-	got, err := io.Copy(s.f, io.LimitReader(r, n))
+	if s.buf == nil {
+		s.buf = make([]byte, copyBuf)
+	}
+	// Not f.ReadFrom: it would copy 32 KiB at a time.
+	got, err := io.CopyBuffer(struct{ io.Writer }{s.f}, io.LimitReader(r, n), s.buf)
 	if err == nil && got < n {
 		err = io.ErrUnexpectedEOF
 	}
@@ -115,7 +154,7 @@ func (s *spool) truncateMem(off int64) {
 }
 
 func (s *spool) close() error {
-	s.mem = nil
+	s.mem, s.buf = nil, nil
 	if s.f == nil {
 		return nil
 	}

@@ -51,3 +51,35 @@ func TestSpool(t *testing.T) {
 		t.Fatalf("read at the end: %d %v", n, err)
 	}
 }
+
+// TestSpoolAddFile: whole files start on a block boundary once spooled to
+// the file (in memory they pack), and read back exactly.
+func TestSpoolAddFile(t *testing.T) {
+	s := &spool{dir: t.TempDir(), limit: 10000}
+	defer s.close()
+	type put struct {
+		off  int64
+		data []byte
+	}
+	var puts []put
+	for i, n := range []int{100, 5000, 7000, 1, 0, 4096, 3} {
+		d := payload(uint64(i), n)
+		off, err := s.addFile(bytes.NewReader(d), int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.f != nil && n > 0 && off%4096 != 0 {
+			t.Errorf("file %d (%d bytes) spooled at %d, not block-aligned", i, n, off)
+		}
+		puts = append(puts, put{off, d})
+	}
+	if s.f == nil || puts[1].off != 100 {
+		t.Fatalf("spool file %v, second file at %d: want memory packing first, then a file", s.f, puts[1].off)
+	}
+	for i, p := range puts {
+		got := make([]byte, len(p.data))
+		if _, err := s.ReadAt(got, p.off); err != nil || !bytes.Equal(got, p.data) {
+			t.Errorf("file %d at %d: read back wrong (%v)", i, p.off, err)
+		}
+	}
+}

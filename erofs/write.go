@@ -2,10 +2,11 @@ package erofs
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
+	"sync"
 
 	"z.gfire.dev/gvx/erofs/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -111,23 +112,66 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteTo writes the image to w as one sequential stream and returns its
-// size. The same tree and options always give the same bytes. The builder
-// stays usable (more sink calls, another WriteTo).
+// WriteTo writes the image to w and returns its size. The same tree and
+// options always give the same bytes, whatever Options.Workers is. The
+// builder stays usable (more sink calls, another WriteTo).
+//
+// To a regular *os.File (not opened O_APPEND), the image goes at the
+// file's offset, and file
+// data is written by Options.Workers goroutines with pwrite and
+// copy_file_range (no copy through user space where the kernel can avoid
+// it); the file is cut at the image's end and its offset left there.
+// Any other writer gets one sequential stream.
 func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if b.closed {
-		return 0, errors.New("erofs: builder is closed")
+		return 0, errBuilderClosed
 	}
 	p, err := b.plan()
 	if err != nil {
 		return 0, err
 	}
-	meta := make([]byte, int64(p.metaBlocks)*disk.BlockSize)
-	for _, n := range p.inodes {
-		if err := b.putInode(meta, p, n); err != nil {
-			return 0, err
+	if f, ok := w.(*os.File); ok && canWriteAt(f) {
+		if base, err := f.Seek(0, io.SeekCurrent); err == nil {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				return b.writeAt(f, base, p)
+			}
 		}
 	}
+	meta, err := b.encodeMeta(p, true)
+	if err != nil {
+		return 0, err
+	}
+	return b.stream(w, p, meta)
+}
+
+// encodeMeta encodes the metadata blocks: inodes with their xattrs and
+// inline tails (regular files' only with tails set) and, with tails set,
+// the superblock, whose checksum covers block 0's inodes.
+func (b *Builder) encodeMeta(p *plan, tails bool) ([]byte, error) {
+	meta := make([]byte, int64(p.metaBlocks)*disk.BlockSize)
+	// Inodes own disjoint bytes of meta: the workers encode them.
+	var mu sync.Mutex
+	var first error
+	parallelFor(len(p.inodes), b.workers(), func(i int) {
+		if err := b.putInode(meta, p, p.inodes[i], tails); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	if first != nil {
+		return nil, first
+	}
+	if tails {
+		b.putSuper(meta, p)
+	}
+	return meta, nil
+}
+
+// putSuper encodes the superblock into block 0, checksum last.
+func (b *Builder) putSuper(meta []byte, p *plan) {
 	sb := disk.Super{
 		Magic:         disk.SuperMagicV1,
 		FeatureCompat: uint32(disk.CompatSBChksum),
@@ -144,7 +188,33 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	sb.Marshal(meta[disk.SuperOffset:])
 	sb.Checksum = superChecksum(meta[:disk.BlockSize])
 	sb.Marshal(meta[disk.SuperOffset:])
+}
 
+// xattrArea encodes the shared xattr area, whole blocks (nil if none).
+func xattrArea(p *plan) []byte {
+	if p.xattrLen == 0 {
+		return nil
+	}
+	area := make([]byte, (p.xattrLen+disk.BlockSize-1)&^(disk.BlockSize-1))
+	off := 0
+	for i := range p.shared {
+		off += putXattrEntry(area[off:], &p.shared[i])
+	}
+	return area
+}
+
+// finishReport records the written image's geometry.
+func (b *Builder) finishReport(p *plan, n int64) {
+	b.report.Inodes = int64(len(p.inodes))
+	b.report.Blocks = int64(p.blocks)
+	b.report.Bytes = n
+	if n != int64(p.blocks)*disk.BlockSize {
+		panic(fmt.Sprintf("erofs: wrote %d bytes for %d blocks", n, p.blocks))
+	}
+}
+
+// stream writes the image to w sequentially.
+func (b *Builder) stream(w io.Writer, p *plan, meta []byte) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := &holeWriter{cw: cw, bw: bufio.NewWriterSize(cw, 1<<20)}
 	if s, ok := w.(io.Seeker); ok {
@@ -153,12 +223,7 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if _, err := bw.Write(meta); err != nil {
 		return cw.n, err
 	}
-	if p.xattrLen > 0 {
-		area := make([]byte, (p.xattrLen+disk.BlockSize-1)&^(disk.BlockSize-1))
-		off := 0
-		for i := range p.shared {
-			off += putXattrEntry(area[off:], &p.shared[i])
-		}
+	if area := xattrArea(p); area != nil {
 		if _, err := bw.Write(area); err != nil {
 			return cw.n, err
 		}
@@ -185,22 +250,10 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 				return cw.n, err
 			}
 		case sink.TypeReg:
-			m := n.size - int64(l.tail)
-			c := b.content(n)
-			var at int64
-			for _, s := range c.dataSpans(m, disk.BlockSize) {
-				if err := bw.zeros(s.Off - at); err != nil {
-					return cw.n, err
-				}
-				if _, err := io.Copy(bw, io.NewSectionReader(c, s.Off, s.Len)); err != nil {
-					return cw.n, fmt.Errorf("erofs: reading spooled data: %w", err)
-				}
-				at = s.Off + s.Len
-			}
-			if err := bw.zeros(m - at); err != nil {
+			if err := b.streamFile(bw, n); err != nil {
 				return cw.n, err
 			}
-			if pad := l.nblocks*disk.BlockSize - m; pad > 0 {
+			if pad := l.nblocks*disk.BlockSize - (n.size - int64(l.tail)); pad > 0 {
 				clear(block)
 				if _, err := bw.Write(block[:pad]); err != nil {
 					return cw.n, err
@@ -211,17 +264,47 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if err := bw.Flush(); err != nil {
 		return cw.n, err
 	}
-	b.report.Inodes = int64(len(p.inodes))
-	b.report.Blocks = int64(p.blocks)
-	b.report.Bytes = cw.n
-	if cw.n != int64(p.blocks)*disk.BlockSize {
-		panic(fmt.Sprintf("erofs: wrote %d bytes for %d blocks", cw.n, p.blocks))
-	}
+	b.finishReport(p, cw.n)
 	return cw.n, nil
 }
 
-// putInode encodes n's inode, xattr ibody and inline tail into meta.
-func (b *Builder) putInode(meta []byte, p *plan, n *inode) error {
+// streamFile writes a regular file's block data (not its tail).
+func (b *Builder) streamFile(bw *holeWriter, n *inode) error {
+	m := n.size - int64(n.l.tail)
+	c, err := b.content(n)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var at int64
+	for _, s := range c.dataSpans(m, disk.BlockSize) {
+		if err := bw.zeros(s.Off - at); err != nil {
+			return err
+		}
+		k, err := io.Copy(bw, io.NewSectionReader(c, s.Off, s.Len))
+		if err == nil && k < s.Len {
+			err = c.shrank()
+		}
+		if err != nil {
+			return fmt.Errorf("erofs: reading file data: %w", err)
+		}
+		at = s.Off + s.Len
+	}
+	return bw.zeros(m - at)
+}
+
+// tailOff is where n's inline tail goes in the metadata.
+func tailOff(n *inode) int64 {
+	isize := int64(disk.InodeCompactSize)
+	if n.l.extended {
+		isize = disk.InodeExtendedSize
+	}
+	return int64(n.l.nid)<<disk.SlotBits + isize + int64(n.l.xsize)
+}
+
+// putInode encodes n's inode, xattr ibody and inline tail into meta; a
+// regular file's tail only with regTail set.
+func (b *Builder) putInode(meta []byte, p *plan, n *inode, regTail bool) error {
 	l := &n.l
 	off := int64(l.nid) << disk.SlotBits
 	layoutBits := uint16(disk.FlatPlain)
@@ -286,8 +369,8 @@ func (b *Builder) putInode(meta []byte, p *plan, n *inode) error {
 	t := x[l.xsize : l.xsize+l.tail]
 	switch n.mode & sink.TypeMask {
 	case sink.TypeReg:
-		if _, err := b.content(n).ReadAt(t, n.size-int64(l.tail)); err != nil && err != io.EOF {
-			return fmt.Errorf("erofs: reading spooled data: %w", err)
+		if regTail {
+			return b.readTail(t, n)
 		}
 	case sink.TypeSymlink:
 		copy(t, n.link[len(n.link)-l.tail:])
@@ -297,6 +380,16 @@ func (b *Builder) putInode(meta []byte, p *plan, n *inode) error {
 		copy(t, block[:])
 	}
 	return nil
+}
+
+// readTail reads a regular file's last l.tail bytes into t.
+func (b *Builder) readTail(t []byte, n *inode) error {
+	c, err := b.content(n)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return readFull(c, t, n.size-int64(len(t)))
 }
 
 func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }

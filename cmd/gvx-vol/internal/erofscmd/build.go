@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -13,7 +14,6 @@ import (
 	"z.gfire.dev/gvx/erofs"
 	"z.gfire.dev/gvx/overlay"
 	"z.gfire.dev/gvx/sink"
-	"z.gfire.dev/gvx/sink/hostdir"
 )
 
 func buildCommand() *cli.Command {
@@ -36,6 +36,13 @@ The same tree always gives the same bytes: the image's base time comes from
 under a temporary name, fsynced and renamed into place, so it is never seen
 half-made.
 
+A directory is scanned by --workers goroutines (default: one per CPU) and
+its files' bytes are copied straight into OUT (copy_file_range); a tar's
+are spooled (64 MiB in memory, then a file in --tmpdir, by default OUT's
+directory, block-aligned so copy_file_range can share blocks where the
+filesystem does) and copied in the same way. The image
+does not depend on --workers.
+
 Examples:
    gvx-vol erofs build ./rootfs rootfs.erofs
    gvx-vol erofs build --profile runtime --json ./rootfs rootfs.erofs
@@ -44,7 +51,8 @@ Examples:
 			&cli.BoolFlag{Name: "from-tar", Usage: "SRC is a tar archive (\"-\" for stdin), not a directory"},
 			&cli.StringFlag{Name: "profile", Value: "full", Usage: "`PROFILE`: full (inline data, xattrs) or runtime (what gVisor mounts)"},
 			&cli.Int64Flag{Name: "epoch", Usage: "image base time in Unix `SECONDS` (default: the tree's most common mtime)"},
-			&cli.StringFlag{Name: "tmpdir", Usage: "`DIR` to spool file data in (default: $TMPDIR)"},
+			&cli.IntFlag{Name: "workers", Usage: "`N` goroutines scan SRC and write file data (default: GOMAXPROCS); the image does not depend on it"},
+			&cli.StringFlag{Name: "tmpdir", Usage: "`DIR` to spool a tar's file data in (default: OUT's directory, so copying it into OUT stays in one filesystem)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing on success (warnings still go to stderr)"},
 		},
@@ -67,7 +75,14 @@ func runBuild(c *cli.Context) error {
 	if err != nil {
 		return cliutil.Usage(c, "%v", err)
 	}
-	opts := erofs.Options{Profile: prof, Path: out, TempDir: c.String("tmpdir")}
+	if c.Int("workers") < 0 {
+		return cliutil.Usage(c, "--workers %d: want 1 or more (0 or unset: GOMAXPROCS)", c.Int("workers"))
+	}
+	tmp := c.String("tmpdir")
+	if tmp == "" {
+		tmp = filepath.Dir(out)
+	}
+	opts := erofs.Options{Profile: prof, Path: out, TempDir: tmp, Workers: c.Int("workers")}
 	if c.IsSet("epoch") {
 		opts.Epoch = time.Unix(c.Int64("epoch"), 0)
 	}
@@ -102,6 +117,8 @@ func runBuild(c *cli.Context) error {
 	return nil
 }
 
+// importDir scans the host directory src in parallel (erofs.AddDir); file
+// data is read when the image is written, straight into it.
 func importDir(b *erofs.Builder, src string) error {
 	st, err := os.Stat(src)
 	if err != nil {
@@ -110,25 +127,11 @@ func importDir(b *erofs.Builder, src string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("%s is not a directory (use --from-tar for an archive)", src)
 	}
-	d := hostdir.New(src)
-	defer func() {
-		// sink/hostdir may keep a directory handle; release it if so.
-		if c, ok := any(d).(io.Closer); ok {
-			c.Close()
-		}
-	}()
-	return copyTree(b, d)
+	return explainUnsupported(b.AddDir(src))
 }
 
-// copyTree is sink.Copy, made sure to report a failed WriteFile: the
-// sink.Copy of this writing loses that error (a shadowed err in its
-// regular-file case), which would publish an image missing the file.
-func copyTree(b sink.Sink, src sink.Source) error {
-	es := &errSink{Sink: b}
-	err := sink.Copy(es, src)
-	if err == nil {
-		err = es.err
-	}
+// explainUnsupported adds the way out to an entry EROFS cannot store.
+func explainUnsupported(err error) error {
 	if errors.Is(err, erofs.ErrUnsupported) {
 		return fmt.Errorf("%w\n(EROFS cannot store this; --profile runtime drops xattrs)", err)
 	}

@@ -35,7 +35,7 @@ func TestBuildHostileDir(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if err := copyTree(d, b); err != nil {
+	if err := sink.Copy(d, b); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "img.erofs")

@@ -134,3 +134,37 @@ func TestBuildUsage(t *testing.T) {
 		t.Error("failed build left OUT behind")
 	}
 }
+
+// TestBuildWorkers: --workers changes nothing in the image, and a bad
+// count is a usage error.
+func TestBuildWorkers(t *testing.T) {
+	src := t.TempDir()
+	for i := range 300 {
+		d := filepath.Join(src, "d"+strings.Repeat("x", i%7))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"+strings.Repeat("y", i%11)+string(rune('a'+i%26))), bytes.Repeat([]byte{byte(i)}, i*997), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []byte
+	for _, w := range []string{"1", "2", "8"} {
+		out := filepath.Join(t.TempDir(), "img.erofs")
+		if _, _, err := runApp(t, "erofs", "build", "-q", "--workers", w, src, out); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			want = raw
+		} else if !bytes.Equal(raw, want) {
+			t.Errorf("--workers %s: not the image --workers 1 gives", w)
+		}
+	}
+	if _, _, err := runApp(t, "erofs", "build", "--workers", "-1", src, filepath.Join(t.TempDir(), "x.erofs")); err == nil || !strings.Contains(err.Error(), "--workers") {
+		t.Errorf("--workers -1: %v", err)
+	}
+}

@@ -1,7 +1,7 @@
 // Package erofscmd is gvx-vol's erofs command group: build an EROFS image
 // from a host directory or a tar archive, and list or print what an image
 // holds. All format logic is in package erofs; the tree walks are
-// sink.Copy over sink/hostdir and overlay.ImportTar.
+// erofs.Builder.AddDir (parallel, no spool) and overlay.ImportTar.
 package erofscmd
 
 import (

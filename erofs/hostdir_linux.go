@@ -1,0 +1,521 @@
+package erofs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/sink"
+)
+
+// hostRoot is a directory AddDir read: its fd stays open until Close, so
+// the regular files below it are opened beneath it when the image is
+// written.
+type hostRoot struct {
+	path string
+	fd   int
+}
+
+func (r *hostRoot) close() error { return unix.Close(r.fd) }
+
+// hostFile is a regular file AddDir found; WriteTo reads its bytes.
+type hostFile struct {
+	root *hostRoot
+	dir  string // its directory below root ("." for root itself), shared by siblings
+	name string
+	ino  uint64
+	dev  uint64
+}
+
+func (f *hostFile) rel() string {
+	if f.dir == "." {
+		return f.name
+	}
+	return f.dir + "/" + f.name
+}
+
+func (f *hostFile) path() string { return f.root.path + "/" + f.rel() }
+
+// dirCache keeps the directory of the last file a worker opened: files
+// come in nid order, siblings together, so most opens are one openat of
+// a name instead of a walk from the root (perf: path walks were the
+// largest cost of opening).
+type dirCache struct {
+	root *hostRoot
+	dir  string
+	fd   int // -1: none, or the root's own
+}
+
+func newDirCache() *dirCache { return &dirCache{fd: -1} }
+
+func (c *dirCache) close() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+	}
+	c.root, c.dir, c.fd = nil, "", -1
+}
+
+// parent returns an fd of f's directory.
+func (c *dirCache) parent(f *hostFile) (int, error) {
+	if f.dir == "." {
+		return f.root.fd, nil
+	}
+	if c.root == f.root && c.dir == f.dir {
+		return c.fd, nil
+	}
+	c.close()
+	fd, err := openBeneath(f.root.fd, f.dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: f.root.path + "/" + f.dir, Err: err}
+	}
+	c.root, c.dir, c.fd = f.root, f.dir, fd
+	return fd, nil
+}
+
+// openBeneath opens rel below root's fd without following any symlink
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS; component by component
+// with O_NOFOLLOW where the kernel lacks openat2).
+func openBeneath(root int, rel string, flags int) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(root, rel, &how)
+	if err != unix.ENOSYS && err != unix.EPERM {
+		return fd, err
+	}
+	dir := root
+	for {
+		el, rest, more := cutSlash(rel)
+		if !more {
+			fd, err := unix.Openat(dir, el, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if dir != root {
+				unix.Close(dir)
+			}
+			return fd, err
+		}
+		next, err := unix.Openat(dir, el, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if dir != root {
+			unix.Close(dir)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dir, rel = next, rest
+	}
+}
+
+func cutSlash(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// hostFD is an open host file: a bare fd, since an *os.File costs an
+// fcntl and a failing epoll_ctl per file (O_NONBLOCK) and buys nothing.
+type hostFD struct {
+	fd   int
+	path string
+}
+
+// ReadAt implements io.ReaderAt.
+func (h *hostFD) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := unix.Pread(h.fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "read", Path: h.path, Err: err}
+		}
+		if k == 0 {
+			return n, io.EOF
+		}
+		n += k
+	}
+	return n, nil
+}
+
+func (h *hostFD) Close() error { return unix.Close(h.fd) }
+
+func (h *hostFD) Fd() uintptr  { return uintptr(h.fd) }
+func (h *hostFD) Name() string { return h.path }
+
+// open opens the file for reading and checks it is still the regular file
+// of size bytes that was scanned.
+// With a dirCache, f is opened from its directory's fd.
+func (f *hostFile) open(size int64, dc *dirCache) (*hostFD, error) {
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK
+	var fd int
+	var err error
+	if dc == nil {
+		fd, err = openBeneath(f.root.fd, f.rel(), flags)
+	} else {
+		var dfd int
+		if dfd, err = dc.parent(f); err != nil {
+			return nil, err
+		}
+		fd, err = unix.Openat(dfd, f.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: f.path(), Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: f.path(), Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != f.ino || uint64(st.Dev) != f.dev || st.Size != size {
+		unix.Close(fd)
+		return nil, fmt.Errorf("erofs: %s changed while the image was built (was a %d-byte file): build again from a tree nothing writes to", f.path(), size)
+	}
+	return &hostFD{fd, f.path()}, nil
+}
+
+// AddDir adds the host directory tree at root to the builder's root, as
+// sink.Copy from sink/hostdir would (modes, owners, nanosecond mtimes,
+// xattrs, devices, fifos, sockets, symlinks never followed, hard links as
+// one inode, the root's metadata on the image's root), but scanned by
+// Options.Workers goroutines, and with regular files' bytes not spooled:
+// WriteTo reads them from the host, so the tree must not change until
+// then (a file that did is an error naming it). The builder keeps root
+// open until Close.
+func (b *Builder) AddDir(root string) error {
+	if b.closed {
+		return errBuilderClosed
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	r := &hostRoot{path: root, fd: fd}
+	b.roots = append(b.roots, r)
+	s := &dirScan{b: b, root: r, links: map[[2]uint64]string{}}
+	s.more = sync.NewCond(&s.mu)
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: root, Err: err}
+	}
+	h := statHeader(".", &st)
+	var xb []byte
+	if h.Xattrs, err = readXattrs(fd, "", &xb); err != nil {
+		return &fs.PathError{Op: "listxattr", Path: root, Err: err}
+	}
+	if err := b.Mkdir(h); err != nil {
+		return err
+	}
+	start := len(b.report.Warnings)
+	s.todo = []kid{{".", st.Ino, st.Dev_major, st.Dev_minor}}
+	var wg sync.WaitGroup
+	for range b.workers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.work()
+		}()
+	}
+	wg.Wait()
+	if w := b.report.Warnings[start:]; len(w) > 1 {
+		// Scanned in parallel: keep the report in path order (a
+		// hard-linked file's warning names whichever path came first).
+		slices.Sort(w)
+	}
+	return s.err
+}
+
+// dirScan is one AddDir: Workers goroutines take directories from todo
+// (a stack, so it stays about as long as the tree is deep times wide, a
+// few words per directory, however large the tree).
+type dirScan struct {
+	b     *Builder
+	root  *hostRoot
+	mu    sync.Mutex           // the builder, links, err, todo and busy
+	more  *sync.Cond           // todo grew, or the scan is over
+	todo  []kid                // directories found, not yet read
+	busy  int                  // workers reading a directory
+	links map[[2]uint64]string // (dev, ino) → first path, for nlink > 1
+	err   error
+}
+
+// work reads directories until none is left or one failed.
+func (s *dirScan) work() {
+	s.mu.Lock()
+	for {
+		for len(s.todo) == 0 && s.busy > 0 && s.err == nil {
+			s.more.Wait()
+		}
+		if len(s.todo) == 0 || s.err != nil {
+			s.more.Broadcast() // over: wake the others to leave too
+			s.mu.Unlock()
+			return
+		}
+		k := s.todo[len(s.todo)-1]
+		s.todo = s.todo[:len(s.todo)-1]
+		s.busy++
+		s.mu.Unlock()
+		s.dir(k.rel, k.ino, k.major, k.minor)
+		s.mu.Lock()
+		s.busy--
+		if s.busy == 0 && len(s.todo) == 0 {
+			s.more.Broadcast()
+		}
+	}
+}
+
+func (s *dirScan) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.more.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *dirScan) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+// scanned is one directory entry, read without the lock.
+type scanned struct {
+	h         *sink.Header
+	dev       uint64
+	dir, name string // h.Path split
+}
+
+// dir reads the directory rel (whose statx gave ino and dev) and adds its
+// entries; subdirectories get their own goroutines.
+func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
+	if s.failed() {
+		return
+	}
+	host := s.root.path
+	if rel != "." {
+		host += "/" + rel
+	}
+	var fd int
+	var err error
+	if rel == "." {
+		fd, err = unix.Dup(s.root.fd)
+	} else {
+		fd, err = openBeneath(s.root.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	if err != nil {
+		s.fail(&fs.PathError{Op: "open", Path: host, Err: err})
+		return
+	}
+	f := os.NewFile(uintptr(fd), host)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ino || uint64(st.Dev) != unix.Mkdev(major, minor) {
+		s.fail(fmt.Errorf("erofs: directory %s changed while the image was built: build again from a tree nothing writes to", host))
+		return
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		s.fail(&fs.PathError{Op: "readdir", Path: host, Err: err})
+		return
+	}
+	ents := make([]scanned, 0, len(names))
+	var kids []kid
+	var xb []byte
+	link := make([]byte, 4097)
+	for _, name := range names {
+		p := name
+		if rel != "." {
+			p = rel + "/" + name
+		}
+		var x unix.Statx_t
+		if err := unix.Statx(fd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &x); err != nil {
+			s.fail(&fs.PathError{Op: "stat", Path: host + "/" + name, Err: err})
+			return
+		}
+		h := statHeader(p, &x)
+		if h.Type() == sink.TypeSymlink {
+			n, err := unix.Readlinkat(fd, name, link)
+			if err != nil {
+				s.fail(&fs.PathError{Op: "readlink", Path: host + "/" + name, Err: err})
+				return
+			}
+			h.Linkname = string(link[:n])
+		}
+		if h.Xattrs, err = readXattrs(fd, name, &xb); err != nil {
+			s.fail(&fs.PathError{Op: "listxattr", Path: host + "/" + name, Err: err})
+			return
+		}
+		ents = append(ents, scanned{h, unix.Mkdev(x.Dev_major, x.Dev_minor), rel, name})
+		if h.Type() == sink.TypeDir {
+			kids = append(kids, kid{p, x.Ino, x.Dev_major, x.Dev_minor})
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range ents {
+		if err = s.add(e); err != nil {
+			if s.err == nil {
+				s.err = fmt.Errorf("%s: %w", s.root.path+"/"+e.h.Path, err)
+			}
+			s.more.Broadcast()
+			return
+		}
+	}
+	// Only now: each subdirectory is in the builder. A worker finds its
+	// directory by path and checks it is the one statx saw here.
+	s.todo = append(s.todo, kids...)
+	if len(kids) > 0 {
+		s.more.Broadcast()
+	}
+}
+
+type kid struct {
+	rel          string
+	ino          uint64
+	major, minor uint32
+}
+
+// add puts one entry into the builder; s.mu is held.
+func (s *dirScan) add(e scanned) error {
+	h, b := e.h, s.b
+	if h.Type() != sink.TypeDir && h.Nlink > 1 {
+		k := [2]uint64{e.dev, h.Ino}
+		if first, ok := s.links[k]; ok {
+			return b.Link(first, h.Path)
+		}
+		s.links[k] = h.Path
+	}
+	switch h.Type() {
+	case sink.TypeDir:
+		return b.Mkdir(h)
+	case sink.TypeReg:
+		return b.addHostFile(h, &hostFile{root: s.root, dir: e.dir, name: e.name, ino: h.Ino, dev: e.dev})
+	case sink.TypeSymlink:
+		return b.Symlink(h)
+	case sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:
+		return b.Mknod(h)
+	}
+	return fmt.Errorf("unknown file type %o: %w", h.Type(), sink.ErrUnsupported)
+}
+
+func statHeader(p string, st *unix.Statx_t) *sink.Header {
+	ts := func(t unix.StatxTimestamp) time.Time { return time.Unix(t.Sec, int64(t.Nsec)) }
+	h := &sink.Header{
+		Path: p, Mode: uint32(st.Mode), UID: st.Uid, GID: st.Gid, Size: int64(st.Size),
+		Atime: ts(st.Atime), Mtime: ts(st.Mtime), Ctime: ts(st.Ctime), Ino: st.Ino, Nlink: st.Nlink,
+	}
+	if t := h.Type(); t == sink.TypeChar || t == sink.TypeBlock {
+		h.Devmajor, h.Devminor = st.Rdev_major, st.Rdev_minor
+	}
+	return h
+}
+
+// procFD names name in the directory fd for the xattr calls that have no
+// *at form; the l* variants do not follow a final symlink.
+func procFD(fd int, name string) string {
+	p := "/proc/self/fd/" + strconv.Itoa(fd)
+	if name != "" {
+		p += "/" + name
+	}
+	return p
+}
+
+// noListxattrat is set once the kernel lacks listxattrat (before 6.13).
+var noListxattrat atomic.Bool
+
+// listXattrs lists the xattr names of name in the directory dirfd (""
+// for dirfd itself) into buf, not following a final symlink:
+// listxattrat(2) where the kernel has it, since a /proc/self/fd path costs
+// a procfs walk per entry, which profiles showed as the biggest single
+// syscall cost of a scan.
+func listXattrs(dirfd int, name string, buf []byte) (int, error) {
+	if !noListxattrat.Load() {
+		flags := unix.AT_SYMLINK_NOFOLLOW
+		if name == "" {
+			flags |= unix.AT_EMPTY_PATH
+		}
+		p, err := unix.BytePtrFromString(name)
+		if err != nil {
+			return 0, err
+		}
+		var bp unsafe.Pointer
+		if len(buf) > 0 {
+			bp = unsafe.Pointer(&buf[0])
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags), uintptr(bp), uintptr(len(buf)), 0)
+		if errno != unix.ENOSYS {
+			if errno != 0 {
+				return 0, errno
+			}
+			return int(n), nil
+		}
+		noListxattrat.Store(true)
+	}
+	return unix.Llistxattr(procFD(dirfd, name), buf)
+}
+
+// readXattrs reads every xattr of name in dirfd (not following a final
+// symlink); buf is reused across calls.
+func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) {
+	if len(*buf) == 0 {
+		*buf = make([]byte, 4096)
+	}
+	n, err := listXattrs(dirfd, name, *buf)
+	for err == unix.ERANGE {
+		size, serr := listXattrs(dirfd, name, nil)
+		if serr != nil {
+			return nil, serr
+		}
+		*buf = make([]byte, max(size, 2*len(*buf)))
+		n, err = listXattrs(dirfd, name, *buf)
+	}
+	if err == unix.ENOTSUP || err == unix.EOPNOTSUPP || n == 0 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	path := procFD(dirfd, name) // values: rare, through /proc
+	names := bytes.Split((*buf)[:n], []byte{0})
+	x := make(map[string][]byte, len(names))
+	for _, nb := range names {
+		if len(nb) == 0 {
+			continue
+		}
+		name := string(nb)
+		for {
+			size, err := unix.Lgetxattr(path, name, nil)
+			if err == unix.ENODATA {
+				break // removed meanwhile
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getxattr %s: %w", name, err)
+			}
+			v := make([]byte, size)
+			got, err := unix.Lgetxattr(path, name, v)
+			if err == unix.ERANGE {
+				continue // grew meanwhile
+			}
+			if err == unix.ENODATA {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getxattr %s: %w", name, err)
+			}
+			x[name] = v[:got]
+			break
+		}
+	}
+	return x, nil
+}
