@@ -33,35 +33,12 @@ host_mkfs() {
 	fi
 }
 
-# sid_chroot prints the path of a Debian sid chroot holding erofs-utils,
-# built once (debootstrap --variant=minbase from the host's apt mirror,
-# found by image/dindtest's Mirror) and cached under $cache, keyed by the
-# mirror.
-sid_chroot() {
-	local mirror key dir tmp
-	mirror=$(CGO_ENABLED=0 go run ./bench/internal/debmirror) || exit 1
-	key=$(printf '%s\n' "$mirror" sid erofs-utils v1 | sha256sum | cut -c1-16)
-	dir=$cache/erofs-utils-sid-$key
-	if [ ! -x "$dir/usr/bin/mkfs.erofs" ]; then
-		command -v debootstrap >/dev/null || { echo "bench/erofs.sh: needs debootstrap (apt-get install debootstrap)" >&2; exit 1; }
-		mkdir -p "$cache"
-		tmp=$(mktemp -d "$cache/.erofs-utils-sid-$key.XXXXXX")
-		echo "== building the sid chroot with erofs-utils in $dir (once; a few minutes)" >&2
-		if ! debootstrap --variant=minbase --include=erofs-utils sid "$tmp" "$mirror" >"$tmp.log" 2>&1; then
-			echo "bench/erofs.sh: debootstrap sid from $mirror failed (log: $tmp.log):" >&2
-			tail -5 "$tmp.log" >&2
-			rm -rf "$tmp"
-			exit 1
-		fi
-		rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp.log"
-		rm -rf "$dir"
-		mv "$tmp" "$dir"
-	fi
-	echo "$dir"
-}
+# The sid root with erofs-utils 1.9 (bench/sidroot.sh: debootstrap once from
+# the host's apt mirror, cached), entered with chroot.
+. bench/sidroot.sh
 
 host_mkfs
-sid=$(sid_chroot)
+sid=$(sidroot erofs-utils) || exit 1
 work=$(mktemp -d /var/tmp/gvx-erofs-bench.XXXXXX)
 # The chroot sees the tree and the output directory through bind mounts.
 csrc=/mnt/gvx-bench-src-$$
