@@ -6,8 +6,11 @@
 #                golden volume, sandbox start, dockerd boot, docker info;
 #   (b) warm:    gvx.Pool.Claim from a warm pool of C (PoolConfig.Warm;
 #                each round starts once C are warm): handover, docker info;
-#   (c) restore: restore from a booted checkpoint (a hook: runs only when
-#                this rungv has `rungv checkpoint`);
+#   (b') warm-restore: as (b), the pool refilled by restores of a booted
+#                checkpoint (PoolConfig.Checkpoint) instead of cold boots;
+#   (c) restore: C restores at once of one checkpoint of a daemon booted
+#                and saved once its API answered (seccomp-only; skipped
+#                when this rungv has no `rungv checkpoint`);
 #   (d) host:    the yardstick: a host dockerd (root, --data-root on a
 #                loop-mounted reflink clone of the same golden, own -H
 #                unix:// socket, exec-root and pidfile, --iptables=false
@@ -21,7 +24,7 @@
 # (debootstrap bookworm + docker.io, from the test cache after the first
 # build), as in bench/pool-docker.sh.
 #
-# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm restore
+# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-restore restore
 # host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
@@ -80,18 +83,17 @@ printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
 for c in $jobs; do
 	host=$(bench host "$c")
 	hp50=$(jq .p50_ms <<<"$host")
-	for way in ${WAYS:-cold warm restore host}; do
+	for way in ${WAYS:-cold warm warm-restore restore host}; do
 		case $way in
 		host) r=$host ;;
-		restore)
-			# HOOK (issue 16, part 2): restore from a booted checkpoint.
-			# Runs only once rungv has checkpoint/restore; readybench's
-			# -mode restore is where it is timed.
+		restore | warm-restore)
+			# (c) restore from a booted checkpoint, and a warm pool that
+			# refills by restores; both need rungv's checkpoint verb.
 			if ! restore_supported; then
-				printf '%-3s %-8s %s\n' "$c" restore "skipped: not supported (rungv checkpoint)"
+				printf '%-3s %-8s %s\n' "$c" "$way" "skipped: not supported (rungv checkpoint)"
 				continue
 			fi
-			r=$(bench restore "$c")
+			r=$(bench "$way" "$c")
 			;;
 		*) r=$(bench "$way" "$c") ;;
 		esac

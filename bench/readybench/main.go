@@ -15,6 +15,9 @@
 //	       saved once its API answered (not timed); then C restores at
 //	       once, each onto its own clone of the checkpoint's volume;
 //	       claim = clone + restore + docker info
+//	warm-restore
+//	       warm, the pool refilled by restores of such a checkpoint
+//	       (PoolConfig.Checkpoint) instead of cold boots
 //	memory W warm episodes at once: their PSS summed at one moment, and what
 //	       the host's MemAvailable lost
 //
@@ -58,7 +61,7 @@ type result struct {
 }
 
 func main() {
-	mode := flag.String("mode", "", "cold, warm, restore, host or memory")
+	mode := flag.String("mode", "", "cold, warm, warm-restore, restore, host or memory")
 	golden := flag.String("golden", "", "golden /var/lib/docker volume")
 	scratch := flag.String("scratch", "", "directory for the clones (the golden's filesystem)")
 	image := flag.String("image", "", "daemon image (oci:DIR) for the gvx modes")
@@ -82,6 +85,8 @@ func main() {
 		r, err = memory(ctx, *golden, *scratch, *image, *c)
 	case "restore":
 		r, err = restoreRounds(ctx, *golden, *scratch, *image, *c, *rounds)
+	case "warm-restore":
+		r, err = gvxRounds(ctx, *mode, *golden, *scratch, *image, *c, *rounds)
 	default:
 		err = fmt.Errorf("unknown -mode %q", *mode)
 	}
@@ -123,10 +128,19 @@ func summarize(r *result, ms_ []gvx.Metrics) {
 // docker info answers through the episode's socket.
 func gvxRounds(ctx context.Context, mode, golden, scratch, image string, c, rounds int) (result, error) {
 	warm := 0
-	if mode == "warm" {
+	if mode != "cold" {
 		warm = c
 	}
-	p, err := gvx.NewPool(poolConfig(golden, scratch, image, warm))
+	cfg := poolConfig(golden, scratch, image, warm)
+	if mode == "warm-restore" {
+		ck, cleanup, err := bootCheckpoint(ctx, golden, scratch, image)
+		defer cleanup()
+		if err != nil {
+			return result{}, err
+		}
+		cfg.Checkpoint, cfg.Golden, cfg.Base = ck, "", gvx.Config{}
+	}
+	p, err := gvx.NewPool(cfg)
 	if err != nil {
 		return result{}, err
 	}
@@ -329,38 +343,10 @@ func tail(b []byte) string {
 // times (gvx.Checkpoint.Restore: each on its own clone of the companion
 // volume, with its own socket).
 func restoreRounds(ctx context.Context, golden, scratch, image string, c, rounds int) (result, error) {
-	ckDir := filepath.Join(scratch, "checkpoint")
-	defer os.RemoveAll(ckDir)
-	boot := filepath.Join(scratch, "checkpoint-boot.ext4")
-	defer os.Remove(boot)
-	if _, err := reflink.CloneFile(golden, boot, reflink.Options{NoSync: true}); err != nil {
-		return result{}, err
-	}
-	bootSock := filepath.Join(scratch, "checkpoint-boot.sock")
-	base := poolConfig(golden, scratch, image, 0).Base
-	cfg := base
-	cfg.Mounts = []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: boot, GuestPath: "/var/lib/docker"}}
-	cfg.Ports = []gvx.Port{{HostSocket: bootSock, GuestPort: 2375}}
-	sb, err := gvx.New(ctx, cfg)
+	ck, cleanup, err := bootCheckpoint(ctx, golden, scratch, image)
+	defer cleanup()
 	if err != nil {
 		return result{}, err
-	}
-	if err := sb.EnableCheckpoint(ckDir); err != nil {
-		return result{}, err
-	}
-	exited := make(chan struct{})
-	go func() { _, _ = sb.Run(ctx); close(exited) }()
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = gvx.WaitDocker(wctx, bootSock, exited)
-	cancel()
-	var ck *gvx.Checkpoint
-	if err == nil {
-		ck, err = sb.Checkpoint(ctx)
-	}
-	sb.Close()
-	<-exited
-	if err != nil {
-		return result{}, fmt.Errorf("checkpoint of the booted daemon: %w", err)
 	}
 	var all []gvx.Metrics
 	seq := 0
@@ -408,4 +394,42 @@ func restoreOne(ctx context.Context, ck *gvx.Checkpoint, vol, sock string, t0 ti
 		return 0, fmt.Errorf("restored daemon: %w", err)
 	}
 	return time.Since(t0), nil
+}
+
+// bootCheckpoint boots a daemon on a clone of golden and checkpoints it
+// once its API answers (gvx.Sandbox.Checkpoint), in scratch; cleanup
+// removes it.
+func bootCheckpoint(ctx context.Context, golden, scratch, image string) (*gvx.Checkpoint, func(), error) {
+	ckDir := filepath.Join(scratch, "checkpoint")
+	boot := filepath.Join(scratch, "checkpoint-boot.ext4")
+	cleanup := func() { os.RemoveAll(ckDir); os.Remove(boot) }
+	if _, err := reflink.CloneFile(golden, boot, reflink.Options{NoSync: true}); err != nil {
+		return nil, cleanup, err
+	}
+	bootSock := filepath.Join(scratch, "checkpoint-boot.sock")
+	cfg := poolConfig(golden, scratch, image, 0).Base
+	cfg.Mounts = []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: boot, GuestPath: "/var/lib/docker"}}
+	cfg.Ports = []gvx.Port{{HostSocket: bootSock, GuestPort: 2375}}
+	sb, err := gvx.New(ctx, cfg)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	if err := sb.EnableCheckpoint(ckDir); err != nil {
+		return nil, cleanup, err
+	}
+	exited := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(exited) }()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = gvx.WaitDocker(wctx, bootSock, exited)
+	cancel()
+	var ck *gvx.Checkpoint
+	if err == nil {
+		ck, err = sb.Checkpoint(ctx)
+	}
+	sb.Close()
+	<-exited
+	if err != nil {
+		return nil, cleanup, fmt.Errorf("checkpoint of the booted daemon: %w", err)
+	}
+	return ck, cleanup, nil
 }

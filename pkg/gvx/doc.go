@@ -30,7 +30,9 @@
 // PoolConfig.Sockets gives each episode its own published sockets (a
 // Docker daemon's, probed by DockerReady), WarmMemory caps what the waiting
 // ones hold (their PSS, measured at ready: Metrics.IdleMemory), and Close
-// tears every one down.
+// tears every one down. With PoolConfig.Checkpoint the pool starts its
+// episodes by restoring a checkpoint (below) instead of booting them: a
+// warm pool then refills at a fraction of a cold boot's CPU.
 //
 // A Sandbox prepared with EnableCheckpoint (before Run; seccomp-only
 // isolation) can be saved once: Checkpoint ends it and keeps a checkpoint

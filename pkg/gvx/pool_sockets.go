@@ -49,3 +49,42 @@ func (p *Pool) sockets(seq int) map[string]string {
 	}
 	return m
 }
+
+// checkpointSockets checks that socks names every port cp publishes, by
+// guest port, and nothing else (PoolConfig.Checkpoint).
+func checkpointSockets(cp *Checkpoint, socks map[string]int) error {
+	want := map[int]bool{}
+	for _, pt := range cp.Spec.Ports {
+		want[pt.GuestPort] = true
+	}
+	have := map[int]bool{}
+	for name, port := range socks {
+		if !want[port] {
+			return fmt.Errorf("gvx: PoolConfig.Sockets[%q] = %d: the checkpoint %s does not publish guest port %d (a restore keeps the checkpoint's ports)", name, port, cp.Dir, port)
+		}
+		if have[port] {
+			return fmt.Errorf("gvx: PoolConfig.Sockets names guest port %d twice", port)
+		}
+		have[port] = true
+	}
+	for port := range want {
+		if !have[port] {
+			return fmt.Errorf("gvx: the checkpoint %s publishes guest port %d: name it in PoolConfig.Sockets (each restored episode needs its own socket for it)", cp.Dir, port)
+		}
+	}
+	return nil
+}
+
+// restorePorts are an episode's sockets (by name) as Checkpoint.Restore
+// takes them: one per published port of cp, in its order.
+func restorePorts(cp *Checkpoint, socks map[string]int, paths map[string]string) []Port {
+	byPort := map[int]string{}
+	for name, port := range socks {
+		byPort[port] = paths[name]
+	}
+	ports := make([]Port, len(cp.Spec.Ports))
+	for i, pt := range cp.Spec.Ports {
+		ports[i] = Port{HostSocket: byPort[pt.GuestPort], GuestPort: pt.GuestPort}
+	}
+	return ports
+}
