@@ -248,6 +248,14 @@ func memAvailable() int64 {
 
 // hostRounds runs c host dockerds at once, rounds times.
 func hostRounds(ctx context.Context, dockerd, golden, scratch string, c, rounds int) (result, error) {
+	return timedRounds(c, rounds, func(seq int) (time.Duration, error) {
+		return hostDaemon(ctx, dockerd, golden, filepath.Join(scratch, fmt.Sprintf("host-%d", seq)))
+	})
+}
+
+// timedRounds runs one(seq) c at a time, rounds times (seq counts from
+// 1), and summarizes the durations it returns.
+func timedRounds(c, rounds int, one func(seq int) (time.Duration, error)) (result, error) {
 	var all []gvx.Metrics
 	seq := 0
 	for range rounds {
@@ -255,9 +263,8 @@ func hostRounds(ctx context.Context, dockerd, golden, scratch string, c, rounds 
 		var wg sync.WaitGroup
 		for i := range c {
 			seq++
-			dir := filepath.Join(scratch, fmt.Sprintf("host-%d", seq))
 			wg.Go(func() {
-				d, err := hostDaemon(ctx, dockerd, golden, dir)
+				d, err := one(seq)
 				ms_[i] = gvx.Metrics{Claim: d, Err: err}
 			})
 		}
@@ -348,33 +355,11 @@ func restoreRounds(ctx context.Context, golden, scratch, image string, c, rounds
 	if err != nil {
 		return result{}, err
 	}
-	var all []gvx.Metrics
-	seq := 0
-	for range rounds {
-		ms_ := make([]gvx.Metrics, c)
-		var wg sync.WaitGroup
-		for i := range c {
-			seq++
-			vol := filepath.Join(scratch, fmt.Sprintf("restore-%d.ext4", seq))
-			sock := filepath.Join(scratch, fmt.Sprintf("restore-%d.sock", seq))
-			wg.Go(func() {
-				defer os.Remove(vol)
-				t0 := time.Now()
-				d, err := restoreOne(ctx, ck, vol, sock, t0)
-				ms_[i] = gvx.Metrics{Claim: d, Err: err}
-			})
-		}
-		wg.Wait()
-		all = append(all, ms_...)
-	}
-	r := result{C: c}
-	summarize(&r, all)
-	for _, m := range all {
-		if m.Err != nil {
-			return r, m.Err
-		}
-	}
-	return r, nil
+	return timedRounds(c, rounds, func(seq int) (time.Duration, error) {
+		vol := filepath.Join(scratch, fmt.Sprintf("restore-%d.ext4", seq))
+		defer os.Remove(vol)
+		return restoreOne(ctx, ck, vol, filepath.Join(scratch, fmt.Sprintf("restore-%d.sock", seq)), time.Now())
+	})
 }
 
 // restoreOne restores one episode from ck onto vol with its socket at
