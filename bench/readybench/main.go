@@ -263,8 +263,9 @@ func timedRounds(c, rounds int, one func(seq int) (time.Duration, error)) (resul
 		var wg sync.WaitGroup
 		for i := range c {
 			seq++
+			n := seq
 			wg.Go(func() {
-				d, err := one(seq)
+				d, err := one(n)
 				ms_[i] = gvx.Metrics{Claim: d, Err: err}
 			})
 		}
