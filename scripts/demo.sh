@@ -12,7 +12,8 @@
 #  5. reset episodes from it by reflink clone (on a loop-mounted XFS);
 #  6. rungv pool: N episodes, 4 at a time, each its own dockerd on its own
 #     clone, docker run of both preloaded images, a write of its own; print
-#     the pool's reset / ready / teardown latencies and check that the golden
+#     the pool's reset / ready / teardown latencies; then again with 4 kept
+#     warm (the claim latency); and check that the golden
 #     volume did not change.
 #
 # Root is needed for debootstrap and the loop-mounted XFS. Without root the
@@ -153,6 +154,16 @@ for e in r["episodes"]:
 m = r["summary"]
 print(f'   {m["episodes"]} episodes, {m["failed"]} failed, {m["episodes_per_minute"]:.0f} per minute; '
       f'p50 reset {m["reset"]["p50_ms"]:.2f} ms, ready {m["ready"]["p50_ms"]:.0f} ms, teardown {m["teardown"]["p50_ms"]:.1f} ms')
+sys.exit(1 if m["failed"] else 0)
+PY
+echo "== the same with 4 episodes kept warm (rungv pool --warm 4: booted ahead of demand, each episode a claim)"
+"$work/rungv" pool --golden "$golden" --scratch "$dest" -n "$episodes" -j 4 --warm 4 --clone "$mode" --ready "$ready" --network none \
+	--timeout 5m --json -e DOCKER_TLS_CERTDIR= --entrypoint sh "$image" -c "$script" >"$work/warm.json" || true
+python3 - "$work/warm.json" <<'PY' || { cat "$work/warm.json"; exit 1; }
+import json, sys
+m = json.load(open(sys.argv[1]))["summary"]
+print(f'   {m["episodes"]} episodes, {m["failed"]} failed; claim (asked for → a ready daemon handed over) '
+      f'p50 {m["claim"]["p50_ms"]:.3f} ms, max {m["claim"]["max_ms"]:.3f} ms; the boot behind it (ready) {m["ready"]["p50_ms"]:.0f} ms')
 sys.exit(1 if m["failed"] else 0)
 PY
 echo "== golden volume after the episodes:"
