@@ -275,11 +275,8 @@ func (s *Server) newEpisode(req *CreateRequest, t0 time.Time) *episode {
 func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
-	if err := os.MkdirAll(e.dir, 0o700); err != nil {
-		return fmt.Errorf("episode dir: %w", err)
-	}
-	rec := record{ID: e.id, ServerPID: os.Getpid(), Created: e.created}
-	if err := writeRecord(e.dir, &rec); err != nil {
+	rec, err := makeEpisodeDir(e)
+	if err != nil {
 		return err
 	}
 	if req.Golden != "" {
@@ -307,7 +304,20 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 		}
 		e.forkable = true
 	}
-	return s.launch(ctx, e, sb, &rec)
+	return s.launch(ctx, e, sb, rec)
+}
+
+// makeEpisodeDir makes e's directory and its first record (the rungv
+// process is added once it runs).
+func makeEpisodeDir(e *episode) (*record, error) {
+	if err := os.MkdirAll(e.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("episode dir: %w", err)
+	}
+	rec := &record{ID: e.id, ServerPID: os.Getpid(), Created: e.created}
+	if err := writeRecord(e.dir, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // launch runs sb, e's sandbox, and waits until its agent answers.

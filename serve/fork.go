@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -108,11 +107,8 @@ func (s *Server) Fork(ctx context.Context, id string, req ForkRequest) ([]Episod
 func (s *Server) startChild(ctx context.Context, cp *gvx.Checkpoint, p, k *episode, forkable bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
-	if err := os.MkdirAll(k.dir, 0o700); err != nil {
-		return fmt.Errorf("episode dir: %w", err)
-	}
-	rec := record{ID: k.id, ServerPID: os.Getpid(), Created: k.created}
-	if err := writeRecord(k.dir, &rec); err != nil {
+	rec, err := makeEpisodeDir(k)
+	if err != nil {
 		return err
 	}
 	// One path per volume mount of the checkpoint, in order: the clone of
@@ -147,5 +143,5 @@ func (s *Server) startChild(ctx context.Context, cp *gvx.Checkpoint, p, k *episo
 		k.forkable = true
 	}
 	k.volTarget = p.volTarget
-	return s.launch(ctx, k, sb, &rec)
+	return s.launch(ctx, k, sb, rec)
 }
