@@ -30,25 +30,14 @@ done
 work=$(mktemp -d /var/tmp/gvx-pool-docker.XXXXXX)
 mnt=$work/mnt
 cleanup() {
-	umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	dind_unmount
 	rm -rf "$work"
 }
 trap cleanup EXIT
+. bench/dindbench.sh
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
-export CGO_ENABLED=0
-go build -o "$work/rungv" ./cmd/rungv
-go build -o "$work/gvx-vol" ./cmd/gvx-vol
-mkdir "$work/tars"
-go run ./image/dindtest/mkdind -hello "$work/tars/hello.tar" -tagged "tools:latest=$work/tars/tools.tar" "$work/dind" >/dev/null
-rungv=$work/rungv gvx=$work/gvx-vol image=oci:$work/dind
-export GVX_CACHE_DIR=$work/cache GVX_CACHE=$work/cache GVX_RUNGV=$work/rungv
-"$gvx" image add "$image" >/dev/null # the EROFS cache, once
-
-truncate -s 32G "$work/xfs.img"
-mkfs.xfs -q -m reflink=1 "$work/xfs.img"
-mkdir "$mnt"
-mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
+dind_setup 32G
 
 t0=$(date +%s%N)
 "$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/hello.tar" --load "$work/tars/tools.tar" \
@@ -91,6 +80,6 @@ for way in reflink slow; do
 	done
 done
 [ "$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)" = "$sum0" ] || { echo "bench/pool-docker.sh: the golden volume changed!" >&2; exit 1; }
-left=$(find "$mnt/eps" -name "ep-*" 2>/dev/null | wc -l)
+left=$( (find "$mnt/eps" -name "ep-*" 2>/dev/null || true) | wc -l) # the pool removes the dir it made
 [ "$left" = 0 ] || { echo "bench/pool-docker.sh: $left files left in the scratch dir" >&2; exit 1; }
 echo "   golden unchanged (sha256), scratch dir empty"

@@ -40,26 +40,15 @@ mnt=$work/mnt
 cleanup() {
 	# a host dockerd's loop mounts, should a run have been killed
 	grep -o " $mnt/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done || true
-	umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	dind_unmount
 	rm -rf "$work"
 }
 trap cleanup EXIT
+. bench/dindbench.sh
 
 echo "== $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
-export CGO_ENABLED=0
-go build -o "$work/rungv" ./cmd/rungv
-go build -o "$work/gvx-vol" ./cmd/gvx-vol
+dind_setup 64G
 go build -o "$work/readybench" ./bench/readybench
-mkdir "$work/tars"
-go run ./image/dindtest/mkdind -hello "$work/tars/hello.tar" -tagged "tools:latest=$work/tars/tools.tar" "$work/dind" >/dev/null
-rungv=$work/rungv gvx=$work/gvx-vol image=oci:$work/dind
-export GVX_CACHE_DIR=$work/cache GVX_CACHE=$work/cache GVX_RUNGV=$work/rungv
-"$gvx" image add "$image" >/dev/null # the EROFS cache, once
-
-truncate -s 64G "$work/xfs.img"
-mkfs.xfs -q -m reflink=1 "$work/xfs.img"
-mkdir "$mnt"
-mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
 "$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/hello.tar" --load "$work/tars/tools.tar" \
 	--daemon-arg=--iptables=false --daemon-arg=--ip6tables=false --daemon-arg=--host=unix:///var/run/docker.sock \
 	--size 8G "$mnt/golden.ext4"
