@@ -54,6 +54,12 @@ type Config struct {
 	// episodes waiting for a claim are not counted in MaxEpisodes (their
 	// counts bound them); a claimed one is.
 	Warm []WarmSpec
+	// WarmMemory caps the idle memory (PSS where readable) of all warm
+	// episodes waiting for a claim together (0: no cap). The server
+	// learns one episode's cost from its first boot of each set and boots
+	// no more than fit; an episode that would cross the cap once booted
+	// is torn down.
+	WarmMemory int64
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }

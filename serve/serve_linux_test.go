@@ -115,7 +115,11 @@ func startServer(t *testing.T, cfg serve.Config) (*serve.Server, *api) {
 		cfg.StateDir = filepath.Join(dir, "st")
 	}
 	cfg.Rungv, cfg.CloneMode = env.Rungv, reflink.Auto
-	cfg.Logf = t.Logf
+	if logf := cfg.Logf; logf != nil {
+		cfg.Logf = func(f string, args ...any) { t.Logf(f, args...); logf(f, args...) }
+	} else {
+		cfg.Logf = t.Logf
+	}
 	srv, err := serve.New(cfg)
 	if err != nil {
 		t.Fatal(err)

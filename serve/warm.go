@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -30,6 +31,9 @@ type warmSet struct {
 	booting  int
 	failures int // in a row, for the backoff
 	lastErr  error
+	// estimate is the largest idle memory one of its episodes measured
+	// (for Config.WarmMemory; 0: none measured yet).
+	estimate int64
 }
 
 // warmKey is what a create must match to claim from a warm set: the
@@ -43,6 +47,9 @@ func warmKey(req CreateRequest) (string, error) {
 // startWarm checks the warm specs and starts their boots (New).
 func (s *Server) startWarm() error {
 	s.warm = map[string]*warmSet{}
+	if s.cfg.WarmMemory < 0 {
+		return errors.New("serve: Config.WarmMemory is negative")
+	}
 	for i, w := range s.cfg.Warm {
 		if w.Count < 0 {
 			return fmt.Errorf("serve: Config.Warm[%d]: negative count", i)
@@ -84,7 +91,7 @@ func (s *Server) fillWarm() {
 			}
 			return e.closing
 		})
-		for len(w.ready)+w.booting < w.count {
+		for len(w.ready)+w.booting < s.warmTarget(w) {
 			w.booting++
 			backoff := time.Duration(0)
 			if w.failures > 0 {
@@ -133,6 +140,17 @@ func (s *Server) bootWarm(w *warmSet, backoff time.Duration) {
 	s.mu.Lock()
 	delete(s.warming, e)
 	w.booting--
+	if err == nil && s.cfg.WarmMemory > 0 {
+		if err = s.fitWarm(w, e); err != nil {
+			// Over the cap: not a failed boot, so no backoff; the set's
+			// target has shrunk to what fits.
+			s.mu.Unlock()
+			s.cfg.Logf("episode %s: not kept warm: %v", e.id, err)
+			s.teardown(e, reasonFailed)
+			s.fillWarm()
+			return
+		}
+	}
 	switch {
 	case err == nil && !s.closed:
 		w.failures, w.lastErr = 0, nil
@@ -193,6 +211,61 @@ func (s *Server) claimWarm(req *CreateRequest, t0 time.Time) (*episode, error) {
 	return e, nil
 }
 
+// warmTarget is how many episodes w keeps warm now: its count, or fewer
+// under Config.WarmMemory: as many as fit beside the other sets' waiting
+// and booting episodes, and while w's cost is not known yet, one boot to
+// learn it. Call with s.mu.
+func (s *Server) warmTarget(w *warmSet) int {
+	limit := s.cfg.WarmMemory
+	if limit <= 0 {
+		return w.count
+	}
+	if w.estimate == 0 {
+		if len(w.ready)+w.booting > 0 {
+			return min(w.count, 1)
+		}
+		return w.count
+	}
+	for _, o := range s.warm {
+		if o != w {
+			limit -= o.readyMemory() + int64(o.booting)*o.estimate
+		}
+	}
+	return min(w.count, int(max(limit, 0)/w.estimate))
+}
+
+// fitWarm records e's idle memory as w's cost and says whether e fits
+// Config.WarmMemory beside the episodes already waiting. Call with s.mu.
+func (s *Server) fitWarm(w *warmSet, e *episode) error {
+	if e.idleMemory < 0 {
+		w.estimate = s.cfg.WarmMemory + 1 // keep none: the cap cannot be kept
+		w.lastErr = errors.New("cannot measure a warm episode's memory here (--warm-memory needs Linux's /proc); keeping none warm")
+		return w.lastErr
+	}
+	w.estimate = max(w.estimate, e.idleMemory)
+	var sum int64
+	for _, o := range s.warm {
+		sum += o.readyMemory()
+	}
+	switch {
+	case e.idleMemory > s.cfg.WarmMemory:
+		w.lastErr = fmt.Errorf("no warm episode fits --warm-memory %d MiB (one measured %d MiB): raise it, or leave the request cold", s.cfg.WarmMemory>>20, e.idleMemory>>20)
+		return w.lastErr
+	case sum+e.idleMemory > s.cfg.WarmMemory:
+		return fmt.Errorf("its idle memory (%d MiB) would take the warm episodes over --warm-memory (%d MiB; %d MiB waiting)", e.idleMemory>>20, s.cfg.WarmMemory>>20, sum>>20)
+	}
+	return nil
+}
+
+// readyMemory is the idle memory of w's waiting episodes. Call with s.mu.
+func (w *warmSet) readyMemory() int64 {
+	var sum int64
+	for _, e := range w.ready {
+		sum += max(e.idleMemory, 0)
+	}
+	return sum
+}
+
 // putBackWarm returns an unclaimed episode to the front of its set.
 func (s *Server) putBackWarm(w *warmSet, e *episode) {
 	s.mu.Lock()
@@ -207,9 +280,7 @@ func (s *Server) warmMemory() int64 {
 	defer s.mu.Unlock()
 	var sum int64
 	for _, w := range s.warm {
-		for _, e := range w.ready {
-			sum += max(e.idleMemory, 0)
-		}
+		sum += w.readyMemory()
 	}
 	return sum
 }

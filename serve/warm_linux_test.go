@@ -105,3 +105,79 @@ func TestWarmCreate(t *testing.T) {
 		t.Errorf("a request no warm spec matches was claimed warm: %+v", in)
 	}
 }
+
+// TestWarmMemoryCap: Config.WarmMemory holds the waiting warm episodes'
+// idle memory under the cap. One episode's cost is measured first; with
+// room for two and a half, a set of count 3 keeps exactly 2 warm (a third
+// is never kept, however long the server runs); with room for less than
+// one, none is kept warm, the server says why, and a create still
+// succeeds, cold.
+func TestWarmMemoryCap(t *testing.T) {
+	need(t)
+	reqJSON := fmt.Sprintf(`{"spec": {"image": %q}, "golden": %q, "golden_target": "/data"}`, env.ImageRef, golden)
+	var warmReq serve.CreateRequest
+	if err := json.Unmarshal([]byte(reqJSON), &warmReq); err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	{
+		srv, a := startServer(t, serve.Config{Warm: []serve.WarmSpec{{Count: 1, Request: warmReq}}})
+		a.waitMetric("gvx_serve_warm_ready", 1)
+		one = a.metric("gvx_serve_warm_memory_bytes")
+		if one <= 0 {
+			t.Fatalf("one warm episode's idle memory: %d", one)
+		}
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("one warm episode: %d KiB idle", one>>10)
+
+	t.Run("two fit", func(t *testing.T) {
+		limit := int64(one) * 5 / 2
+		_, a := startServer(t, serve.Config{WarmMemory: limit, Warm: []serve.WarmSpec{{Count: 3, Request: warmReq}}})
+		a.waitMetric("gvx_serve_warm_ready", 2)
+		for range 20 { // a third would have booted by now: boots take well under 3 s here
+			time.Sleep(150 * time.Millisecond)
+			if n, m := a.metric("gvx_serve_warm_ready"), a.metric("gvx_serve_warm_memory_bytes"); n > 2 || int64(m) > limit {
+				t.Fatalf("%d warm episodes holding %d bytes, over the cap %d", n, m, limit)
+			}
+		}
+		if n := a.metric("gvx_serve_warm_ready"); n != 2 {
+			t.Errorf("%d warm episodes, want 2 (cap %d, one %d)", n, limit, one)
+		}
+	})
+
+	t.Run("none fit", func(t *testing.T) {
+		var mu sync.Mutex
+		var logs bytes.Buffer
+		logf := func(f string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(&logs, f+"\n", args...)
+		}
+		_, a := startServer(t, serve.Config{WarmMemory: int64(one) / 2, Warm: []serve.WarmSpec{{Count: 2, Request: warmReq}}, Logf: logf})
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			mu.Lock()
+			said := bytes.Contains(logs.Bytes(), []byte("no warm episode fits --warm-memory"))
+			mu.Unlock()
+			if said {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server never said that no warm episode fits; log:\n%s", logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		if n := a.metric("gvx_serve_warm_ready"); n != 0 {
+			t.Errorf("%d warm episodes kept under a cap smaller than one", n)
+		}
+		var req map[string]any
+		json.Unmarshal([]byte(reqJSON), &req)
+		if in := a.create(req); in.Warm || in.State != serve.StateRunning {
+			t.Errorf("create under a cap that fits none: %+v", in)
+		}
+	})
+}

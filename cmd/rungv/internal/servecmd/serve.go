@@ -20,6 +20,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/serve"
 )
@@ -46,17 +47,22 @@ true, docker info answering through the episode's socket), and a POST
 /v1/episodes whose request is the same but for ttl and lease is a claim: it
 gets one at once ("warm": true, "claim_seconds") and its replacement boots.
 Warm episodes waiting are not counted in --max-episodes; claimed ones are.
+--warm-memory SIZE caps the idle memory (PSS) of all waiting warm episodes
+together: the server learns one episode's cost from its first boot and keeps
+no more warm than fit.
 /metrics has gvx_serve_claim_seconds apart from the boot's
 gvx_serve_ready_seconds, and gvx_serve_warm_memory_bytes.
 
 Examples:
    rungv serve --state-dir /srv/gvx --max-episodes 64
    rungv serve --state-dir /srv/gvx --warm warm.json   # [{"count": 4, "request": {"spec": …, "golden": …, "docker": true}}]
+   rungv serve --state-dir /srv/gvx --warm warm.json --warm-memory 8g
    GVX_SERVE_TOKEN=$(cat tok) rungv serve --state-dir /srv/gvx --listen 127.0.0.1:7300`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "`DIR` for the lock, episode records, clones and sockets (short path; on the golden volumes' filesystem for reflinks)"},
 		&cli.StringFlag{Name: "socket", Usage: "unix socket `PATH` of the API", DefaultText: "STATE_DIR/serve.sock"},
 		&cli.StringFlag{Name: "listen", Usage: "also serve on TCP `ADDR` (127.0.0.1:7300); needs a token"},
+		&cli.StringFlag{Name: "warm-memory", Usage: "cap the idle memory of the waiting warm episodes together at `SIZE` (e.g. 8g; measured PSS)"},
 		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token (default: $GVX_SERVE_TOKEN)"},
 		&cli.IntFlag{Name: "max-episodes", Value: 16, Usage: "hard cap on live episodes"},
 		&cli.DurationFlag{Name: "ttl", Value: time.Hour, Usage: "an episode's lifetime when its create asks for none"},
@@ -119,6 +125,12 @@ func action(c *cli.Context) error {
 		}
 		if err := json.Unmarshal(b, &cfg.Warm); err != nil {
 			return cli.Exit(fmt.Sprintf("rungv serve: --warm %s: %v (want [{\"count\": 2, \"request\": {\"spec\": {\"image\": …}}}])", f, err), 2)
+		}
+	}
+	if m := c.String("warm-memory"); m != "" {
+		var err error
+		if cfg.WarmMemory, err = units.ParseSize(m); err != nil || cfg.WarmMemory <= 0 || len(cfg.Warm) == 0 {
+			return cli.Exit(fmt.Sprintf("rungv serve: --warm-memory %q: want a size such as 8g, with --warm FILE", m), 2)
 		}
 	}
 	if !c.Bool("quiet") {
