@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -84,10 +85,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req CreateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateRequest))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errors.Join(ErrBadRequest, err))
+	if err := decodeBody(w, r, &req); err != nil {
+		s.writeError(w, err)
 		return
 	}
 	in, err := s.Create(r.Context(), req)
@@ -100,10 +99,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	var req ForkRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateRequest))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errors.Join(ErrBadRequest, err))
+	if err := decodeBody(w, r, &req); err != nil {
+		s.writeError(w, err)
 		return
 	}
 	eps, err := s.Fork(r.Context(), r.PathValue("id"), req)
@@ -112,6 +109,24 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, ForkReply{Episodes: eps})
+}
+
+// decodeBody reads a request body of at most maxCreateRequest bytes that
+// holds exactly one JSON object of v's type and no field v lacks.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.Join(ErrBadRequest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return errors.Join(ErrBadRequest, err)
+		}
+		return fmt.Errorf("%w: more than one JSON value in the body", ErrBadRequest)
+	}
+	return nil
 }
 
 func (s *Server) reply(w http.ResponseWriter, v any, err error) {
@@ -126,10 +141,10 @@ func (s *Server) reply(w http.ResponseWriter, v any, err error) {
 func errorStatus(err error) int {
 	var mb *http.MaxBytesError
 	switch {
+	case errors.As(err, &mb): // before ErrBadRequest, which wraps it
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
-	case errors.As(err, &mb):
-		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrCapacity):
 		return http.StatusTooManyRequests
 	case errors.Is(err, ErrNotFound):

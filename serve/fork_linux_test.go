@@ -112,3 +112,53 @@ func TestFork(t *testing.T) {
 		}
 	}
 }
+
+// TestForkBadRequests: a fork body the server must not act on is refused
+// before anything is admitted or saved: n out of 1..64 (the bound keeps
+// one request from asking for millions of restores), a negative ttl, a
+// number that is not an int, unknown fields, trailing JSON, a body over
+// its limit; an unknown episode is 404, one not created forkable 409. The
+// episode forked at is untouched: still running, the only one live.
+func TestForkBadRequests(t *testing.T) {
+	need(t)
+	_, a := startServer(t, serve.Config{})
+	in := a.create(map[string]any{"spec": map[string]any{"image": env.ImageRef}})
+	for _, tc := range []struct {
+		id, body string
+		code     int
+		msg      string
+	}{
+		{in.ID, `{"n":0}`, 400, "n must be 1..64"},
+		{in.ID, `{}`, 400, "n must be 1..64"},
+		{in.ID, `{"n":65}`, 400, "n must be 1..64"},
+		{in.ID, `{"n":-1}`, 400, "n must be 1..64"},
+		{in.ID, `{"n":1000000000000}`, 400, "n must be 1..64"},
+		{in.ID, `{"n":9223372036854775808}`, 400, "bad request"},
+		{in.ID, `{"n":1.5}`, 400, "bad request"},
+		{in.ID, `{"n":"2"}`, 400, "bad request"},
+		{in.ID, `{"n":2,"ttl":-1}`, 400, "ttl not negative"},
+		{in.ID, `{"n":2,"spec":{"image":"x"}}`, 400, "unknown field"},
+		{in.ID, `{"n":2} {"n":64}`, 400, "more than one JSON value"},
+		{in.ID, `{"n":2,"ttl":` + strings.Repeat("1", 1<<20) + `}`, 413, "too large"},
+		{in.ID, `{`, 400, "bad request"},
+		{"0000000000000000", `{"n":2}`, 404, ""},
+		{in.ID, `{"n":2}`, 409, "was not created forkable"},
+		{in.ID, `{"n":64}`, 409, "was not created forkable"},
+	} {
+		var e map[string]string
+		code, _ := a.do("POST", "/v1/episodes/"+tc.id+"/fork", strings.NewReader(tc.body), &e)
+		if code != tc.code || !strings.Contains(e["error"], tc.msg) {
+			b := tc.body
+			if len(b) > 60 {
+				b = b[:60] + "…"
+			}
+			t.Errorf("fork %s %s: %d %q, want %d with %q", tc.id, b, code, e["error"], tc.code, tc.msg)
+		}
+	}
+	if n := a.metric("gvx_serve_episodes_live"); n != 1 {
+		t.Errorf("%d episodes live after refused forks, want 1", n)
+	}
+	if r := a.exec(in.ID, agent.ExecRequest{Shell: "echo ok"}); r.stdout != "ok\n" || r.code != 0 {
+		t.Errorf("the episode after refused forks: %+v", r)
+	}
+}

@@ -311,6 +311,8 @@ func TestBadRequests(t *testing.T) {
 		{`{"spec":{"image":"x"},"golden":"rel.ext4"}`, 400, "absolute"},
 		{`{"spec":{"image":"x"},"golden":"/no/such.ext4"}`, 400, "no such file"},
 		{`{"spec":{"image":"x"},"bogus":1}`, 400, "bogus"},
+		{`{"spec":{"image":"x"}} {"spec":{"image":"y"}}`, 400, "more than one JSON value"},
+		{`{"spec":{"image":"x"},"golden":"` + strings.Repeat("a", 1<<20) + `"}`, 413, "too large"},
 		{`{"spec":{"image":"oci:/no/such/layout"}}`, 500, "/no/such/layout"},
 	} {
 		var e map[string]string
