@@ -358,14 +358,16 @@ func (p *publisher) dirs() []string { return socketDirs(p.sockets()) }
 // relayWord sends the guest's relay a control word (relaylinks_linux.go)
 // over the first port's pair and, with wait > 0, waits that long for its
 // answer. An episode without published ports has no relay: nothing is
-// sent.
+// sent. The guest holds the other end: a relay that stops reading (its
+// receive queue full of connections it never took) or never answers
+// costs the caller at most relayWordSend plus wait, never a hang.
 func (p *publisher) relayWord(word string, wait time.Duration) error {
 	if p == nil || len(p.ports) == 0 {
 		return nil
 	}
 	c := p.ports[0].ctl
-	if _, _, err := c.WriteMsgUnix([]byte(word), nil, nil); err != nil {
-		return err
+	if err := sendBy(c, []byte(word), time.Now().Add(relayWordSend)); err != nil {
+		return fmt.Errorf("relay control word: %w", err)
 	}
 	if wait <= 0 {
 		return nil
@@ -381,4 +383,32 @@ func (p *publisher) relayWord(word string, wait time.Duration) error {
 		return fmt.Errorf("relay answered %q", b[:n])
 	}
 	return nil
+}
+
+// relayWordSend bounds how long relayWord waits for room to send.
+const relayWordSend = time.Second
+
+// sendBy sends b on c without descriptors, waiting for room until
+// deadline. It leaves c's own write deadline alone: the port's accept
+// loop hands connections over the same pair meanwhile.
+func sendBy(c *net.UnixConn, b []byte, deadline time.Time) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.Sendmsg(int(fd), b, nil, nil, unix.MSG_DONTWAIT)
+		}); err != nil {
+			return err
+		}
+		if serr != unix.EAGAIN {
+			return serr
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the guest's relay takes nothing (its queue is full)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

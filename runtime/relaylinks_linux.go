@@ -29,8 +29,9 @@ import (
 //
 // The words travel over the first published port's SEQPACKET pair as a
 // message without descriptors (a client connection always carries one).
-// The relay is the guest's own code: a guest that answers nothing only
-// delays its own checkpoint by relayLinksWait.
+// The relay is the guest's own code: a guest that answers nothing, answers
+// junk or stops reading only delays its own checkpoint, by at most
+// relayWordSend plus relayLinksWait (TestRelayWordHostileGuest).
 
 // Relay control words and the relay's answer.
 const (
