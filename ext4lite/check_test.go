@@ -235,7 +235,14 @@ func (im *ckImage) putInode(ino uint32, in *disk.Inode) {
 	disk.SetInodeChecksum(im.seed(), ino, slot)
 }
 
-func (im *ckImage) seed() uint32 { return disk.CRC32c(^uint32(0), im.sb.UUID[:]) }
+// seed is the metadata checksum seed: s_checksum_seed with
+// metadata_csum_seed (mke2fs ≥ 1.47's default), else from the UUID.
+func (im *ckImage) seed() uint32 {
+	if im.sb.FeatureIncompat&disk.IncompatCsumSeed != 0 {
+		return im.sb.ChecksumSeed
+	}
+	return disk.CRC32c(^uint32(0), im.sb.UUID[:])
+}
 
 // firstExtent is the physical start of ino's first extent (in-inode tree).
 func (im *ckImage) firstExtent(ino uint32) uint64 {
