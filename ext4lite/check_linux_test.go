@@ -506,8 +506,13 @@ func TestFuzzSeedRegen(t *testing.T) {
 			bs = 4096
 		}
 		var extra []string
-		if strings.HasSuffix(n, "-desc128") {
+		size := "2M"
+		switch {
+		case strings.HasSuffix(n, "-desc128"):
 			extra = []string{"-O", "64bit", "-E", "desc_size=128"}
+		case strings.HasSuffix(n, "-orphanfile"):
+			// The orphan file wants a journal (the smallest: 1024 blocks).
+			extra, size = []string{"-O", "orphan_file,metadata_csum_seed,has_journal", "-J", "size=1"}, "3M"
 		}
 		var img []byte
 		if strings.HasPrefix(n, "mkfs") {
@@ -521,7 +526,7 @@ func TestFuzzSeedRegen(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "img")
 			args := append([]string{"-F", "-q", "-b", strconv.Itoa(bs), "-N", "256", "-O", "^has_journal",
 				"-U", "6776782d-7365-6564-0000-000000000001", "-E", "hash_seed=6776782d-7365-6564-0000-000000000002"}, extra...)
-			out, err := exec.Command("mkfs.ext4", append(args, "-d", dir, p, "2M")...).CombinedOutput()
+			out, err := exec.Command("mkfs.ext4", append(args, "-d", dir, p, size)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 			}
