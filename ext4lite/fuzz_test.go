@@ -129,7 +129,7 @@ func FuzzOpen(f *testing.F) {
 		f.Add([]byte{byte(i), 255, 0x00, 0x04, 4, 1, 2, 3, 4})  // anywhere
 		for r, rg := range seeds[i].ranges {
 			if rg.what == "orphan file block 0" && r < 255 {
-				f.Add([]byte{byte(i), byte(r), 0, 0, 4, 11, 0, 0, 0})                // entry 0: lost+found
+				f.Add([]byte{byte(i), byte(r), 0, 0, 4, 11, 0, 0, 0})                  // entry 0: lost+found
 				f.Add([]byte{byte(i), byte(r), 0xF8, 0x03, 4, 0x04, 0xCA, 0x10, 0x0B}) // the tail's magic, again
 			}
 		}
