@@ -203,12 +203,7 @@ func TestCheckOrphanFileCorruptions(t *testing.T) {
 		}, "orphan_file is set on a volume without a journal"},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			im := ckLoad(t, base)
-			tc.fn(t, im)
-			p := filepath.Join(t.TempDir(), "bad.ext4")
-			if err := os.WriteFile(p, im.b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			p := ckCorrupted(t, base, tc.fn)
 			r := ckFile(t, p)
 			if err := r.Err(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Check: %v\nwant a finding containing %q", err, tc.want)
@@ -243,17 +238,7 @@ func TestCheckOrphanFileExt4liteWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := strings.Repeat("orphan", 3000)
-			if err := v.WriteFile(&sink.Header{Path: "open-unlinked", Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, strings.NewReader(data)); err != nil {
-				t.Fatal(err)
-			}
-			h, err := v.Lstat("open-unlinked")
-			if err != nil {
-				t.Fatal(err)
-			}
-			v.Ref(Ino(h.Ino))
-			if err := v.Remove("open-unlinked"); err != nil {
-				t.Fatal(err)
-			}
+			orphan := ckUnlinkOpen(t, v, "open-unlinked", data)
 			r, err := v.Check(&CheckOptions{AllowOrphans: true})
 			if err != nil {
 				t.Fatal(err)
@@ -264,16 +249,13 @@ func TestCheckOrphanFileExt4liteWrites(t *testing.T) {
 			if err := v.WriteFile(&sink.Header{Path: "by-ext4lite", Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, strings.NewReader(data)); err != nil {
 				t.Fatal(err)
 			}
-			if err := v.Unref(Ino(h.Ino)); err != nil {
+			if err := v.Unref(orphan); err != nil {
 				t.Fatal(err)
 			}
 			if err := v.Close(); err != nil {
 				t.Fatal(err)
 			}
-			e2fsckClean(t, img)
-			if err := ckFile(t, img).Err(); err != nil {
-				t.Fatalf("after ext4lite wrote: %v", err)
-			}
+			ckBothClean(t, img, "after ext4lite wrote")
 			if os.Geteuid() != 0 {
 				t.Log("not root: the kernel cross-check (a loop mount) left out; CI runs it as root")
 				return
@@ -286,10 +268,7 @@ func TestCheckOrphanFileExt4liteWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			umount(t, mnt)
-			e2fsckClean(t, img)
-			if err := ckFile(t, img).Err(); err != nil {
-				t.Fatalf("after the kernel wrote: %v", err)
-			}
+			ckBothClean(t, img, "after the kernel wrote")
 		})
 	}
 }
@@ -341,10 +320,7 @@ func TestCheckOrphanFileKernel(t *testing.T) {
 				f.Close()
 			}
 			umount(t, mnt)
-			e2fsckClean(t, img)
-			if err := ckFile(t, img).Err(); err != nil {
-				t.Fatalf("after umount: %v", err)
-			}
+			ckBothClean(t, img, "after umount")
 
 			p := filepath.Join(t.TempDir(), "crash.ext4")
 			if err := os.WriteFile(p, crash, 0o644); err != nil {
@@ -450,10 +426,7 @@ func TestShrinkMovesOrphanFile(t *testing.T) {
 	if after == before || int64(before)*int64(im.bs) < n {
 		t.Fatalf("the orphan file was at block %d, is at %d, volume now %d bytes: the test moved nothing", before, after, n)
 	}
-	e2fsckClean(t, img)
-	if err := ckFile(t, img).Err(); err != nil {
-		t.Fatalf("after Shrink: %v", err)
-	}
+	ckBothClean(t, img, "after Shrink")
 	if os.Geteuid() != 0 {
 		t.Log("not root: the kernel mount (which verifies every orphan block) left out; CI runs it as root")
 		return
@@ -463,5 +436,5 @@ func TestShrinkMovesOrphanFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	umount(t, mnt)
-	e2fsckClean(t, img)
+	ckBothClean(t, img, "after the kernel wrote to the shrunk volume")
 }
