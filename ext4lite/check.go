@@ -14,10 +14,12 @@ type CheckOptions struct {
 	// MaxFindings stops recording findings after this many (default 200);
 	// CheckReport.Omitted counts the rest.
 	MaxFindings int
-	// AllowOrphans accepts inodes on the orphan list (files unlinked while
-	// open) without a finding, for checking a volume in use. By default
-	// they are reported, as e2fsck -fn reports them: at rest, an orphan
-	// list means a crash left work for the next read-write open.
+	// AllowOrphans accepts orphans (files unlinked while open) without a
+	// finding, for checking a volume in use: inodes on the s_last_orphan
+	// chain or in the orphan file, and orphan_present set while the
+	// orphan file is empty. By default they are reported, as e2fsck -fn
+	// reports them: at rest, orphans mean a crash left work for the next
+	// read-write open.
 	AllowOrphans bool
 }
 
