@@ -3,6 +3,7 @@ package ext4lite
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -36,7 +37,11 @@ func ckOrphanMkfs(t testing.TB, maker, size string, opts ...string) string {
 		if _, err := exec.LookPath("mke2fs"); err != nil {
 			t.Skip("mke2fs not installed (apt-get install e2fsprogs)")
 		}
-		args = append(args, "-O", "orphan_file,metadata_csum_seed")
+		if strings.Contains(strings.Join(opts, " "), "^metadata_csum_seed") {
+			args = append(args, "-O", "orphan_file")
+		} else {
+			args = append(args, "-O", "orphan_file,metadata_csum_seed")
+		}
 		cmd = exec.Command("mke2fs", append(args, img, size)...)
 	case "sid":
 		root := ckSidRoot(t)
@@ -96,6 +101,8 @@ func TestCheckOrphanFileFresh(t *testing.T) {
 			{"1k", "64M", []string{"-b", "1024"}},
 			{"4k", "256M", []string{"-b", "4096"}},
 			{"4k-no-resize-inode", "64M", []string{"-b", "4096", "-O", "^resize_inode"}},
+			// Without metadata_csum the tails carry the magic only.
+			{"1k-uninit_bg", "32M", []string{"-b", "1024", "-O", "^metadata_csum,^metadata_csum_seed,uninit_bg"}},
 		} {
 			t.Run(maker+"/"+tc.name, func(t *testing.T) {
 				img := ckOrphanMkfs(t, maker, tc.size, tc.opts...)
@@ -108,8 +115,15 @@ func TestCheckOrphanFileFresh(t *testing.T) {
 				if want := im.sb.InodesCount - im.sb.FreeInodesCount; r.Inodes != want {
 					t.Errorf("Check counts %d inodes in use, the superblock %d", r.Inodes, want)
 				}
-				if n := len(ckOrphanBlocks(t, im)); n < 32 {
-					t.Errorf("orphan file of %d blocks", n)
+				blocks := ckOrphanBlocks(t, im)
+				if len(blocks) < 32 {
+					t.Errorf("orphan file of %d blocks", len(blocks))
+				}
+				// Every tail is read: a wrong magic in the last block is found.
+				last := len(blocks) - 1
+				bad := ckCorrupted(t, img, func(t *testing.T, im *ckImage) { im.block(blocks[last])[im.bs-8] ^= 1 })
+				if r := ckFile(t, bad); r.Clean() || !strings.Contains(r.Err().Error(), fmt.Sprintf("block %d: orphan file block magic", last)) {
+					t.Errorf("a bad magic in orphan file block %d: %v", last, r.Err())
 				}
 			})
 		}
