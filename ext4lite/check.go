@@ -14,10 +14,12 @@ type CheckOptions struct {
 	// MaxFindings stops recording findings after this many (default 200);
 	// CheckReport.Omitted counts the rest.
 	MaxFindings int
-	// AllowOrphans accepts inodes on the orphan list (files unlinked while
-	// open) without a finding, for checking a volume in use. By default
-	// they are reported, as e2fsck -fn reports them: at rest, an orphan
-	// list means a crash left work for the next read-write open.
+	// AllowOrphans accepts orphans (files unlinked while open) without a
+	// finding, for checking a volume in use: inodes on the s_last_orphan
+	// chain or in the orphan file, and orphan_present set while the
+	// orphan file is empty. By default they are reported, as e2fsck -fn
+	// reports them: at rest, orphans mean a crash left work for the next
+	// read-write open.
 	AllowOrphans bool
 }
 
@@ -79,7 +81,8 @@ func (r *CheckReport) Err() error {
 // extent tree, i_blocks, i_size, symlinks, devices, xattrs), block
 // ownership (each block claimed once), directories (entries, checksums,
 // htree structure and hash ranges), link counts, reachability,
-// lost+found, the journal superblock and the orphan list.
+// lost+found, the journal superblock, the orphan list and the orphan file
+// (orphan_file: its inode, block tails and entries).
 //
 // It shares with the reader and writer what decodes and validates the
 // structures: internal/disk's decoders, the superblock's geometry
@@ -91,7 +94,8 @@ func (r *CheckReport) Err() error {
 // every corruption e2fsck -fn reports, Check reports something too. The
 // passes live in files by structure: check_super.go (superblock,
 // descriptors, bitmaps), check_inode.go, check_xattr.go, check_dir.go,
-// check_links.go, check_journal.go (journal, orphans).
+// check_links.go, check_journal.go (journal), check_orphan.go (orphan list
+// and orphan file).
 //
 // Inconsistencies are findings in the report; the error is for an I/O
 // failure, a superblock too damaged to interpret (ErrNotExt4, ErrCorrupt)
@@ -138,9 +142,9 @@ func (v *FS) Check(opts *CheckOptions) (*CheckReport, error) {
 const (
 	checkCompat = disk.CompatDirPrealloc | disk.CompatImagicInodes | disk.CompatHasJournal |
 		disk.CompatExtAttr | disk.CompatResizeInode | disk.CompatDirIndex | disk.CompatSparseSuper2 |
-		disk.CompatFastCommit | disk.CompatStableInodes
+		disk.CompatFastCommit | disk.CompatStableInodes | disk.CompatOrphanFile
 	checkIncompat = supportedIncompat
-	checkROCompat = supportedROCompat
+	checkROCompat = supportedROCompat | disk.ROCompatOrphanPresent
 )
 
 // checker holds one run's state. Internal helpers record findings with
@@ -172,6 +176,8 @@ type checker struct {
 	hugeFile       bool
 	flexBG         bool
 	extentsFeature bool
+	orphanFile     bool // orphan_file, with a usable s_orphan_file_inum
+	orphanPresent  bool // orphan_present
 
 	gds     []*disk.GroupDesc
 	claimed [][]byte // per group: blocks found in use
@@ -179,7 +185,7 @@ type checker struct {
 
 	inodes  map[uint32]*cInode
 	xattrs  map[uint64]*cXattrBlock
-	orphans map[uint32]bool // on the s_last_orphan chain
+	orphans map[uint32]bool // on the s_last_orphan chain or in the orphan file
 
 	// Directory pass results.
 	counted  map[uint32]uint32   // links counted from entries, ".", ".."
@@ -253,6 +259,8 @@ func (c *checker) run() {
 		return
 	}
 	c.orphanList()
+	c.orphanFileInode()
+	c.orphanFileEntries()
 	c.scanInodes(ibs)
 	if c.stop {
 		return

@@ -41,6 +41,9 @@ func (c *checker) scanInodes(ibs [][]byte) {
 			}
 			for i := uint32(0); i < n && !c.stop; i++ {
 				ino := g*c.ipg + start + i + 1
+				if c.isOrphanFile(ino) {
+					continue // checked before the scan (orphanFileInode)
+				}
 				c.inode(ino, p[int(i)*c.isz:int(i+1)*c.isz])
 			}
 		}
@@ -178,7 +181,7 @@ func (c *checker) fileBlocks(ino uint32, in *disk.Inode, ci *cInode) uint64 {
 		return 0 // a block map without blocks: an empty or all-hole file
 	}
 	w := c.extents(ino, in)
-	if c.isJournal(ino) {
+	if c.isJournal(ino) || c.isOrphanFile(ino) {
 		ci.ext, ci.extOK = w.ext, w.ok
 	}
 	if typ == disk.ModeDir {
@@ -242,7 +245,7 @@ type extentWalk struct {
 
 func (c *checker) extents(ino uint32, in *disk.Inode) *extentWalk {
 	typ := uint32(in.Mode) & disk.ModeTypeMask
-	w := &extentWalk{ok: true, keep: typ == disk.ModeDir || typ == disk.ModeSymlink || c.isJournal(ino)}
+	w := &extentWalk{ok: true, keep: typ == disk.ModeDir || typ == disk.ModeSymlink || c.isJournal(ino) || c.isOrphanFile(ino)}
 	seed := disk.InodeSeed(c.seed, ino, in.Generation)
 	c.extentNode(ino, seed, in.Block[:], 0, -1, 0, 1<<32, w)
 	return w

@@ -1,7 +1,6 @@
 package ext4lite
 
-// This file holds Check's pass over the orphan list and the journal
-// (through jbd2.Open).
+// This file holds Check's pass over the journal (through jbd2.Open).
 
 import (
 	"fmt"
@@ -10,44 +9,6 @@ import (
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/jbd2"
 )
-
-// orphanList walks the orphan chain (s_last_orphan, linked through
-// i_dtime): inodes unlinked while still open, which keep their blocks
-// until the kernel, ext4lite or e2fsck frees them. They are in use for
-// the rest of the check; a chain that leaves the inode range or loops is
-// a finding.
-func (c *checker) orphanList() {
-	c.orphans = map[uint32]bool{}
-	slot := make([]byte, c.isz)
-	for ino := c.sb.LastOrphan; ino != 0 && !c.stop; {
-		if ino < c.sb.FirstIno || ino > c.sb.InodesCount {
-			c.add(ino, 0, "orphan list points at inode %d, outside %d..%d", ino, c.sb.FirstIno, c.sb.InodesCount)
-			return
-		}
-		if c.orphans[ino] {
-			c.add(ino, 0, "orphan list loops")
-			return
-		}
-		c.orphans[ino] = true
-		g, i := (ino-1)/c.ipg, (ino-1)%c.ipg
-		t := c.gds[g].InodeTable()
-		if t < c.fdb || t+c.itb > c.blocks {
-			return // a bad descriptor: already a finding
-		}
-		if !c.read(slot, int64(t)*int64(c.bs)+int64(i)*int64(c.isz), ino, "orphan inode") {
-			return
-		}
-		in := disk.DecodeInode(slot)
-		if in.Mode == 0 {
-			c.add(ino, 0, "orphan list holds a free inode")
-			return
-		}
-		ino = in.Dtime
-	}
-	if len(c.orphans) > 0 && !c.allowOrphans {
-		c.add(c.sb.LastOrphan, 0, "%d inode(s) on the orphan list (unlinked while open; the next read-write open frees them)", len(c.orphans))
-	}
-}
 
 func (c *checker) isJournal(ino uint32) bool {
 	return c.hasJournal && ino == c.sb.JournalInum && ino < c.sb.FirstIno

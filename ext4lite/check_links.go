@@ -43,6 +43,13 @@ func (c *checker) links() {
 			continue
 		}
 		isDir := ci.mode&disk.ModeTypeMask == disk.ModeDir
+		if c.isOrphanFile(ino) {
+			// Linked from no directory; the kernel refuses to look it up.
+			if c.counted[ino] != 0 {
+				c.add(ino, 0, "the orphan file is named by %d directory entries", c.counted[ino])
+			}
+			continue
+		}
 		if c.orphans[ino] && ci.links == 0 {
 			if c.counted[ino] != 0 {
 				c.add(ino, 0, "orphan with no links is named by %d directory entries", c.counted[ino])

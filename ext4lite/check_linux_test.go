@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
-	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -48,6 +47,16 @@ func ckE2fsck(t testing.TB, img string) (int, string) {
 	}
 	t.Fatalf("e2fsck: %v", err)
 	return 0, ""
+}
+
+// ckBothClean fails unless e2fsck -fn and Check both find the volume at
+// img clean; when says at what point of the test.
+func ckBothClean(t testing.TB, img, when string) {
+	t.Helper()
+	e2fsckClean(t, img)
+	if err := ckFile(t, img).Err(); err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
 }
 
 // ckCapped keeps the first max bytes written to it.
@@ -301,17 +310,7 @@ func TestCheckOrphans(t *testing.T) {
 	defer v.Close()
 	data := strings.Repeat("x", 20000)
 	for _, n := range []string{"a", "b", "c"} {
-		if err := v.WriteFile(&sink.Header{Path: n, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, strings.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		h, err := v.Lstat(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.Ref(Ino(h.Ino))
-		if err := v.Remove(n); err != nil {
-			t.Fatal(err)
-		}
+		ckUnlinkOpen(t, v, n, data)
 	}
 	r, err := v.Check(&CheckOptions{AllowOrphans: true})
 	if err != nil {
@@ -359,12 +358,7 @@ func TestCheckCorruptionsAgreeE2fsck(t *testing.T) {
 	}
 	for _, tc := range ckCorruptions {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			im := ckLoad(t, base)
-			tc.fn(t, im)
-			p := filepath.Join(t.TempDir(), "bad.ext4")
-			if err := os.WriteFile(p, im.b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			p := ckCorrupted(t, base, tc.fn)
 			code, out := ckE2fsck(t, p)
 			r := ckFile(t, p)
 			switch {
@@ -506,8 +500,13 @@ func TestFuzzSeedRegen(t *testing.T) {
 			bs = 4096
 		}
 		var extra []string
-		if strings.HasSuffix(n, "-desc128") {
+		size := "2M"
+		switch {
+		case strings.HasSuffix(n, "-desc128"):
 			extra = []string{"-O", "64bit", "-E", "desc_size=128"}
+		case strings.HasSuffix(n, "-orphanfile"):
+			// The orphan file wants a journal (the smallest: 1024 blocks).
+			extra, size = []string{"-O", "orphan_file,metadata_csum_seed,has_journal", "-J", "size=1"}, "3M"
 		}
 		var img []byte
 		if strings.HasPrefix(n, "mkfs") {
@@ -521,7 +520,7 @@ func TestFuzzSeedRegen(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "img")
 			args := append([]string{"-F", "-q", "-b", strconv.Itoa(bs), "-N", "256", "-O", "^has_journal",
 				"-U", "6776782d-7365-6564-0000-000000000001", "-E", "hash_seed=6776782d-7365-6564-0000-000000000002"}, extra...)
-			out, err := exec.Command("mkfs.ext4", append(args, "-d", dir, p, "2M")...).CombinedOutput()
+			out, err := exec.Command("mkfs.ext4", append(args, "-d", dir, p, size)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 			}

@@ -98,6 +98,7 @@ func (c *checker) superblock() error {
 	c.extentsFeature = sb.FeatureIncompat&disk.IncompatExtents != 0
 	c.dirNlink = sb.FeatureROCompat&disk.ROCompatDirNlink != 0
 	c.hugeFile = sb.FeatureROCompat&disk.ROCompatHugeFile != 0
+	c.orphanFileSuper()
 
 	if sb.FeatureIncompat&disk.IncompatRecover != 0 {
 		c.add(0, 0, "superblock: the journal needs recovery (needs_recovery)")

@@ -235,7 +235,14 @@ func (im *ckImage) putInode(ino uint32, in *disk.Inode) {
 	disk.SetInodeChecksum(im.seed(), ino, slot)
 }
 
-func (im *ckImage) seed() uint32 { return disk.CRC32c(^uint32(0), im.sb.UUID[:]) }
+// seed is the metadata checksum seed: s_checksum_seed with
+// metadata_csum_seed (mke2fs ≥ 1.47's default), else from the UUID.
+func (im *ckImage) seed() uint32 {
+	if im.sb.FeatureIncompat&disk.IncompatCsumSeed != 0 {
+		return im.sb.ChecksumSeed
+	}
+	return disk.CRC32c(^uint32(0), im.sb.UUID[:])
+}
 
 // firstExtent is the physical start of ino's first extent (in-inode tree).
 func (im *ckImage) firstExtent(ino uint32) uint64 {
@@ -283,6 +290,37 @@ func (im *ckImage) lookupName(dir uint32, name string) (off int, ino uint32) {
 func (im *ckImage) fixDirBlock(dir uint32, blk uint64) {
 	in := im.inode(dir)
 	disk.PutDirTail(im.block(blk), disk.InodeSeed(im.seed(), dir, in.Generation))
+}
+
+// ckCorrupted writes a copy of the volume at base, changed by fn, to a
+// new file and returns its path.
+func ckCorrupted(t *testing.T, base string, fn func(t *testing.T, im *ckImage)) string {
+	t.Helper()
+	im := ckLoad(t, base)
+	fn(t, im)
+	p := filepath.Join(t.TempDir(), "bad.ext4")
+	if err := os.WriteFile(p, im.b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ckUnlinkOpen writes data to a new file name, takes a reference on it
+// (as an open file holds one) and removes it: an orphan.
+func ckUnlinkOpen(t testing.TB, v *FS, name, data string) Ino {
+	t.Helper()
+	if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, strings.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	h, err := v.Lstat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Ref(Ino(h.Ino))
+	if err := v.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	return Ino(h.Ino)
 }
 
 // ckCorruption is a targeted corruption of a small ext4lite volume; each
@@ -552,12 +590,7 @@ func TestCheckFindsCorruption(t *testing.T) {
 	}
 	for _, tc := range ckCorruptions {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			im := ckLoad(t, base)
-			tc.fn(t, im)
-			p := filepath.Join(t.TempDir(), "bad.ext4")
-			if err := os.WriteFile(p, im.b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			p := ckCorrupted(t, base, tc.fn)
 			r := ckFile(t, p)
 			if r.Clean() {
 				t.Fatal("Check found nothing")

@@ -162,6 +162,13 @@ func (v *FS) loadSuperblock(sb *disk.Superblock, raw []byte) error {
 	if bad := sb.FeatureIncompat &^ supportedIncompat; bad != 0 {
 		return fmt.Errorf("%w: incompatible feature(s) %s", ErrUnsupported, disk.FeatureString(bad.Names()))
 	}
+	if sb.FeatureROCompat&disk.ROCompatOrphanPresent != 0 && !v.readOnly {
+		// A read-write open would have to free the orphan file's inodes
+		// first, as Linux and e2fsck do; ext4lite frees only the
+		// s_last_orphan chain's (cleanOrphans).
+		return fmt.Errorf("%w: read-only-compatible feature orphan_present: the orphan file (inode %d) lists files unlinked while open, "+
+			"which ext4lite does not free (mount the volume once with Linux or run e2fsck -fy on it; or open it read-only)", ErrUnsupported, sb.OrphanFileInum)
+	}
 	if bad := sb.FeatureROCompat &^ supportedROCompat; bad != 0 && !v.readOnly {
 		return fmt.Errorf("%w: read-only-compatible feature(s) %s (open read-only to read it)", ErrUnsupported, disk.FeatureString(bad.Names()))
 	}

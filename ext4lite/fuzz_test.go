@@ -26,7 +26,10 @@ import (
 // mkfs.ext4 and e2fsck; as root for the device nodes), or only one of
 // them with GVX_REGEN_SEEDS=NAME. mkfs-1k-desc128 has 128-byte group
 // descriptors (-O 64bit -E desc_size=128), which writes once panicked on.
-var fuzzSeedNames = []string{"ext4lite-1k", "ext4lite-4k", "mkfs-1k", "mkfs-4k", "mkfs-1k-desc128"}
+// mkfs-1k-orphanfile has an orphan file (-O orphan_file,metadata_csum_seed,
+// as e2fsprogs ≥ 1.47 makes by default) and so a journal, which the
+// feature requires.
+var fuzzSeedNames = []string{"ext4lite-1k", "ext4lite-4k", "mkfs-1k", "mkfs-4k", "mkfs-1k-desc128", "mkfs-1k-orphanfile"}
 
 // fuzzSmallTree is the content of every seed image (ext4test.SeedTree,
 // which the top-level fuzz harnesses seed from too).
@@ -124,6 +127,12 @@ func FuzzOpen(f *testing.F) {
 		f.Add([]byte{byte(i), 4, 0x40, 0, 4, 0xFF, 0, 0xFF, 0}) // inode table bytes
 		f.Add([]byte{byte(i), 6, 0x00, 0, 1, 0x0A})             // first directory block
 		f.Add([]byte{byte(i), 255, 0x00, 0x04, 4, 1, 2, 3, 4})  // anywhere
+		for r, rg := range seeds[i].ranges {
+			if rg.what == "orphan file block 0" && r < 255 {
+				f.Add([]byte{byte(i), byte(r), 0, 0, 4, 11, 0, 0, 0})                  // entry 0: lost+found
+				f.Add([]byte{byte(i), byte(r), 0xF8, 0x03, 4, 0x04, 0xCA, 0x10, 0x0B}) // the tail's magic, again
+			}
+		}
 	}
 	f.Fuzz(func(t *testing.T, script []byte) { fuzzOne(t, seeds, script) })
 }
@@ -374,6 +383,9 @@ func ckMetadataRanges(im *ckImage) ([]ckRange, error) {
 		}
 		for _, b := range m.tree {
 			out = append(out, ckRange{fmt.Sprintf("extent block of %d", ino), int(b) * im.bs, im.bs})
+		}
+		if ino == im.sb.OrphanFileInum && im.sb.FeatureCompat&disk.CompatOrphanFile != 0 && len(m.ext) > 0 {
+			out = append(out, ckRange{"orphan file block 0", int(m.ext[0].Start) * im.bs, im.bs})
 		}
 		if ino == im.sb.JournalInum && len(m.ext) > 0 {
 			// The jbd2 superblock (its first 1 KiB holds every field).

@@ -79,3 +79,28 @@ func (v *FS) releaseOrphans() error {
 	}
 	return nil
 }
+
+// The orphan file (orphan_file, made by mke2fs ≥ 1.47) is not used for
+// ext4lite's own orphans, which go on the chain above (the kernel reads
+// both); a read-write open is refused while it lists any (orphan_present,
+// loadSuperblock). Only moving its blocks (Shrink) has to know it.
+
+// isOrphanFile reports whether ino is the orphan file's inode.
+func (v *FS) isOrphanFile(ino uint32) bool {
+	return v.sb.FeatureCompat&disk.CompatOrphanFile != 0 && ino == v.sb.OrphanFileInum
+}
+
+// resealOrphanBlock fixes the checksum of orphan file block b, copied
+// from physical block from to to: the checksum covers the block number.
+// A block that was not valid where it was is left as it is.
+func (v *FS) resealOrphanBlock(in *inode, b []byte, from, to uint64) {
+	if !v.csum {
+		return
+	}
+	ob, err := disk.DecodeOrphanBlock(b)
+	seed := disk.InodeSeed(v.seed, in.ino, in.d.Generation)
+	if err != nil || ob.Valid(true, seed, from) != "" {
+		return
+	}
+	ob.SetChecksum(seed, to)
+}

@@ -204,6 +204,9 @@ func (v *FS) moveBelow(keep uint32, end uint64) error {
 							if err := v.readBlock(e.Start+uint64(done)+uint64(k), buf); err != nil {
 								return err
 							}
+							if v.isOrphanFile(ino) {
+								v.resealOrphanBlock(in, buf, e.Start+uint64(done)+uint64(k), start+uint64(k))
+							}
 							if err := v.writeBlock(start+uint64(k), buf); err != nil {
 								return err
 							}
