@@ -120,6 +120,14 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	args = append(args, "--panic-log-fd="+files.add(panicLog))
 	args = append(args, "boot", "--bundle="+bundle, "--attached",
 		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
+	// The published ports' pairs come first, at numbers that do not
+	// depend on anything a restore does differently (it passes no
+	// --rootfs-upper-tar-fd, which a NAT episode's resolv.conf makes): the
+	// guest's end of each is a host socket whose descriptor number gVisor
+	// saves and uses again after a restore (transport.HostSender).
+	for i, f := range pub.guestFiles() {
+		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", files.add(f), guestPassFD(i)))
+	}
 
 	// The mounts, in the order of runsc's gofer mount configurations:
 	// the rootfs, then every spec mount that has one.
@@ -238,9 +246,6 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	defer syncR.Close()
 	args = append(args, "--start-sync-fd="+files.add(syncW))
-	for i, f := range pub.guestFiles() {
-		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", files.add(f), guestPassFD(i)))
-	}
 	var natLink *os.File
 	if nat != nil {
 		natLink = nat.Child
