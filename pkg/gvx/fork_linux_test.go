@@ -127,8 +127,9 @@ func (e *episode) lsData(t *testing.T, tag string) []string {
 	return names
 }
 
-// newCounter prepares the counter guest on vol, checkpointable into dir.
-func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbox, *os.File, *output) {
+// newCounter prepares the counter guest on vol, checkpointable into dir,
+// its spec changed by edit (if any).
+func newCounter(t *testing.T, ctx context.Context, vol, dir string, edit ...func(*spec.Spec)) (*gvx.Sandbox, *os.File, *output) {
 	t.Helper()
 	pr, pw := stdinPipe(t)
 	out := newOutput()
@@ -141,6 +142,9 @@ func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbo
 		Isolation:  spec.IsolationSeccompOnly,
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
 	}
+	for _, f := range edit {
+		f(s)
+	}
 	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: out})
 	if err != nil {
 		t.Fatal(err)
@@ -152,15 +156,16 @@ func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbo
 }
 
 // startCounter runs the counter guest on a golden volume (golden.txt) in
-// a new directory, checkpointable into DIR/ck, until it has counted to 10.
-func startCounter(t *testing.T, ctx context.Context) (dir string, e *episode) {
+// a new directory, checkpointable into DIR/ck, until it has counted to 10
+// (its spec changed by edit).
+func startCounter(t *testing.T, ctx context.Context, edit ...func(*spec.Spec)) (dir string, e *episode) {
 	t.Helper()
 	need(t)
 	poolEnv(t)
 	dir, _ = poolDirs(t)
 	vol := filepath.Join(dir, "golden.ext4")
 	makeGolden(t, vol)
-	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"))
+	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"), edit...)
 	e = startEpisode(t, ctx, sb, in, out)
 	out.waitFor(t, `(?m)^c10$`)
 	return dir, e

@@ -1,0 +1,77 @@
+package gvx_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/spec"
+)
+
+// TestForkNAT: a NAT episode that has used its network is forked into
+// two; the parent and each child (a restore with a NAT of its own) reach
+// the test's server on the host's loopback through 10.0.2.2 (its port
+// allowed), keep eth0 and resolv.conf, and stay refused the metadata
+// address and the host's other ports under the spec's egress policy,
+// which the children inherit.
+func TestForkNAT(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("hi " + r.URL.Query().Get("who") + "\n"))
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler()) // listening, never allowed
+	defer closed.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	other := "10.0.2.2:" + strconv.Itoa(closed.Listener.Addr().(*net.TCPAddr).Port)
+	_, parent := startCounter(t, ctx, func(s *spec.Spec) {
+		s.Network = spec.NetworkNAT
+		s.AllowHostPorts = []int{port}
+	})
+	fetch := func(e *episode, name string) {
+		t.Helper()
+		got := e.do(t, name+"f", "wget -qO- http://10.0.2.2:"+strconv.Itoa(port)+"/?who="+name)
+		if !strings.Contains(got, "hi "+name+"\n") {
+			t.Errorf("%s: no answer from the host's loopback: %q", name, got)
+		}
+	}
+	fetch(parent, "before")
+
+	outs := []*output{newOutput(), newOutput()}
+	ins := make([]*os.File, 2)
+	kids, _, err := parent.sb.Fork(ctx, 2, func(i int) gvx.Config {
+		pr, pw := stdinPipe(t)
+		ins[i] = pw
+		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := []*episode{parent}
+	for i, k := range kids {
+		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
+	}
+	for i, e := range eps {
+		name := []string{"parent", "kid0", "kid1"}[i]
+		fetch(e, name)
+		for j, p := range []string{"169.254.169.254", other} {
+			tag := name + "p" + strconv.Itoa(j)
+			got := e.do(t, tag, "if wget -qO- http://"+p+"/ >/dev/null 2>/tmp/e; then echo "+tag+" reached; else echo "+tag+" $(cat /tmp/e); fi")
+			m := regexp.MustCompile(`(?m)^` + tag + ` (.*)$`).FindStringSubmatch(got)
+			if m == nil || !strings.Contains(m[1], "refused") {
+				t.Errorf("%s: %s must be refused: %q", name, p, m)
+			}
+		}
+		got := e.do(t, name+"v", "ip -4 addr show eth0; cat /etc/resolv.conf")
+		if !strings.Contains(got, "inet 10.0.2.15/24") || !strings.Contains(got, "nameserver 10.0.2.3") {
+			t.Errorf("%s: eth0 or resolv.conf changed: %q", name, got)
+		}
+	}
+}
