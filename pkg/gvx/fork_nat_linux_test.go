@@ -2,14 +2,18 @@ package gvx_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/spec"
@@ -74,4 +78,85 @@ func TestForkNAT(t *testing.T) {
 			t.Errorf("%s: eth0 or resolv.conf changed: %q", name, got)
 		}
 	}
+}
+
+// TestWarmRestoreNAT: a warm pool refilled by restores of a NAT
+// checkpoint: the saved guest waits for the test's server on the host's
+// loopback, which answers only after the save, so each episode handed out
+// got its answer through a NAT of its own (each request numbered by the
+// server; every episode shows a different one).
+func TestWarmRestoreNAT(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var armed atomic.Bool
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !armed.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "answer-%d", served.Add(1))
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	dir, mode := poolDirs(t)
+	vol := filepath.Join(dir, "boot.ext4")
+	makeGolden(t, vol)
+	out := newOutput()
+	url := "http://10.0.2.2:" + strconv.Itoa(port) + "/"
+	s := &spec.Spec{
+		Version: spec.Version, Image: imageRef, Network: spec.NetworkNAT, AllowHostPorts: []int{port}, Isolation: spec.IsolationSeccompOnly,
+		Entrypoint: []string{"sh", "-c"},
+		Args:       []string{"echo waiting; until wget -qO /tmp/a " + url + " 2>/dev/null; do sleep 0.1; done; echo got $(cat /tmp/a); exec sleep 100000"},
+		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
+	}
+	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(done) }()
+	out.waitFor(t, `(?m)^waiting$`)
+	cp, err := sb.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	armed.Store(true)
+
+	scratch := filepath.Join(dir, "episodes")
+	p, err := gvx.NewPool(gvx.PoolConfig{
+		Checkpoint: cp, ScratchDir: scratch, CloneMode: mode, Warm: 2,
+		Base:  gvx.Config{Rungv: rungvBin},
+		Ready: func(ctx context.Context, ep *gvx.Episode) error { return ep.WaitOutput(ctx, "got answer-") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := range 3 {
+		ep, err := p.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ep.WaitOutput(ctx, "got answer-"); err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`got (answer-\d+)`).FindStringSubmatch(string(ep.Stdout()))
+		if m == nil || seen[m[1]] {
+			t.Errorf("claim %d: %q: want an answer of its own", i, ep.Stdout())
+		} else {
+			seen[m[1]] = true
+		}
+		ep.Close()
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scratchEmpty(t, scratch)
 }
