@@ -136,6 +136,12 @@ func TestRestoreNAT(t *testing.T) {
 				}
 			}
 		}
+		// The saved guest has eth0 and a resolver there: a restore without
+		// a NAT would strand it, and is refused.
+		r := runRungv(t, u, privateTmp(t, u), "", "run", "--isolation", "seccomp-only", "--network", "none", "--restore", ck, imageRef)
+		if r.code != 125 || !strings.Contains(r.stderr, "the checkpoint ran with --network nat: restore it with the same") {
+			t.Errorf("restore with --network none: exit %d, %q", r.code, r.stderr)
+		}
 	})
 }
 
