@@ -20,15 +20,15 @@ import (
 
 // natRestoreGuest is the checkpointed guest: once ready it polls URL until
 // the test arms the server (after the checkpoint, so only a restore gets
-// through), then prints what it fetched, tries each of PROBES (IP[:PORT]),
-// and shows its network.
-func natRestoreGuest(url string, probes ...string) string {
+// through), then prints what it fetched, tries each of probes (IP[:PORT]),
+// runs then, and shows its network.
+func natRestoreGuest(url, then string, probes ...string) string {
 	s := "echo ready; until wget -qO /tmp/got " + url + " 2>/dev/null; do sleep 0.1; done; echo \"got $(cat /tmp/got)\"; "
 	for _, p := range probes {
 		// No -T: busybox wget's timeout crashes under the Sentry.
 		s += "if wget -qO- http://" + p + "/ >/tmp/o 2>/tmp/e; then echo \"probe " + p + " reached $(cat /tmp/o)\"; else echo \"probe " + p + " $(cat /tmp/e)\"; fi; "
 	}
-	return s + "ip -4 addr show eth0; cat /proc/net/route; cat /etc/resolv.conf"
+	return s + then + "; ip -4 addr show eth0; cat /proc/net/route; cat /etc/resolv.conf"
 }
 
 // checkpointNAT runs rungv checkpoint of natRestoreGuest as u (with the
@@ -110,18 +110,23 @@ func armedServer(t *testing.T) (port int, arm func(body string)) {
 // twice; each restore reaches the test's server on the host's loopback
 // (its port allowed) through a NAT of its own, which the checkpointed
 // guest could not (the server answered only after the save), and sees
-// eth0, its routes and resolv.conf as before. Under the default egress
-// policy the metadata address and a host port not allowed stay refused
-// in each restore.
+// eth0, its routes and resolv.conf as before, and its resolver (10.0.2.3,
+// UDP) answers through the restore's NAT (pointed at the test's DNS
+// responder with GVX_NAT_DNS). Under the default egress policy the
+// metadata address and a host port not allowed stay refused in each
+// restore.
 func TestRestoreNAT(t *testing.T) {
 	port, arm := armedServer(t)
+	d := newDNSServer(t, "gvx.test", net.IPv4(192, 0, 2, 77))
+	t.Setenv("GVX_NAT_DNS", "127.0.0.1:"+strconv.Itoa(d.port))
 	closed := httptest.NewServer(http.NotFoundHandler()) // listening, never allowed
 	defer closed.Close()
 	other := "10.0.2.2:" + strconv.Itoa(closed.Listener.Addr().(*net.TCPAddr).Port)
 	allow := []string{"--allow-host-port", strconv.Itoa(port)}
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
-		script := natRestoreGuest("http://10.0.2.2:"+strconv.Itoa(port)+"/blob", "169.254.169.254", other)
+		dns := "if nslookup -type=a gvx.test 2>&1 | grep -q 192.0.2.77; then echo dns answered; else echo dns failed; fi"
+		script := natRestoreGuest("http://10.0.2.2:"+strconv.Itoa(port)+"/blob", dns, "169.254.169.254", other)
 		ck := checkpointNAT(t, u, tmp, script, allow...)
 		checkClean(t, tmp)
 		for _, name := range []string{"restore-1", "restore-2"} {
@@ -129,6 +134,9 @@ func TestRestoreNAT(t *testing.T) {
 			out := restoreNAT(t, u, ck, allow...)
 			if !strings.Contains(out, "got "+name+" as "+u.name) {
 				t.Errorf("%s: the guest did not fetch what the server served now:\n%s", name, out)
+			}
+			if !strings.Contains(out, "dns answered") {
+				t.Errorf("%s: no DNS answer through 10.0.2.3:\n%s", name, out)
 			}
 			for _, p := range []string{"169.254.169.254", other} {
 				if got := probeLine(out, p); strings.Contains(got, "reached") {
@@ -160,7 +168,7 @@ func TestRestoreNATEgressNetns(t *testing.T) {
 	tmp := privateTmp(t, in)
 	// The guest waits for a file the test writes into httpd's directory
 	// after the save: /armed, on the namespace's loopback.
-	script := natRestoreGuest("http://10.0.2.2/armed", "169.254.169.254")
+	script := natRestoreGuest("http://10.0.2.2/armed", "true", "169.254.169.254")
 	ck := checkpointNAT(t, in, tmp, script, "--allow-host-port", "80", "--egress", "allow=169.254.169.254/32")
 	checkClean(t, tmp)
 	if err := os.WriteFile(filepath.Join(www, "armed"), []byte("armed"), 0o644); err != nil {
