@@ -257,21 +257,7 @@ func TestCheckpointRestore(t *testing.T) {
 func TestFork(t *testing.T) {
 	ctx := context.Background()
 	_, parent := startCounter(t, ctx)
-	sb := parent.sb
-	outs := []*output{newOutput(), newOutput()}
-	ins := make([]*os.File, 2)
-	kids, _, err := sb.Fork(ctx, 2, func(i int) gvx.Config {
-		pr, pw := stdinPipe(t)
-		ins[i] = pw
-		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps := []*episode{parent}
-	for i, k := range kids {
-		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
-	}
+	eps := forkEpisodes(t, ctx, parent, 2)
 	names := []string{"parent", "kid0", "kid1"}
 	for i, e := range eps {
 		e.do(t, names[i]+"w", "echo "+names[i]+" > /data/"+names[i])
@@ -295,6 +281,51 @@ func TestFork(t *testing.T) {
 			t.Errorf("%s sees %v in /data, want %v", names[i], got, want)
 		}
 	}
+}
+
+// forkEpisodes forks parent into n children, each driven through a stdin
+// pipe of its own, and returns parent and the running children.
+func forkEpisodes(t *testing.T, ctx context.Context, parent *episode, n int) []*episode {
+	t.Helper()
+	outs := make([]*output, n)
+	ins := make([]*os.File, n)
+	kids, _, err := parent.sb.Fork(ctx, n, func(i int) gvx.Config {
+		pr, pw := stdinPipe(t)
+		ins[i], outs[i] = pw, newOutput()
+		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := []*episode{parent}
+	for i, k := range kids {
+		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
+	}
+	return eps
+}
+
+// checkpointSpec runs s (seccomp-only) until its stdout matches ready and
+// checkpoints it into dir/ck (ending it); it returns the checkpoint and
+// the guest's output.
+func checkpointSpec(t *testing.T, ctx context.Context, s *spec.Spec, dir, ready string) (*gvx.Checkpoint, *output) {
+	t.Helper()
+	out := newOutput()
+	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(done) }()
+	out.waitFor(t, ready)
+	cp, err := sb.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return cp, out
 }
 
 // stdinPipe is a guest's stdin: an *os.File, which rungv gets as it is

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -48,21 +47,7 @@ func TestForkNAT(t *testing.T) {
 	}
 	fetch(parent, "before")
 
-	outs := []*output{newOutput(), newOutput()}
-	ins := make([]*os.File, 2)
-	kids, _, err := parent.sb.Fork(ctx, 2, func(i int) gvx.Config {
-		pr, pw := stdinPipe(t)
-		ins[i] = pw
-		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps := []*episode{parent}
-	for i, k := range kids {
-		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
-	}
-	for i, e := range eps {
+	for i, e := range forkEpisodes(t, ctx, parent, 2) {
 		name := []string{"parent", "kid0", "kid1"}[i]
 		fetch(e, name)
 		for j, p := range []string{"169.254.169.254", other} {
@@ -104,7 +89,6 @@ func TestWarmRestoreNAT(t *testing.T) {
 	dir, mode := poolDirs(t)
 	vol := filepath.Join(dir, "boot.ext4")
 	makeGolden(t, vol)
-	out := newOutput()
 	url := "http://10.0.2.2:" + strconv.Itoa(port) + "/"
 	s := &spec.Spec{
 		Version: spec.Version, Image: imageRef, Network: spec.NetworkNAT, AllowHostPorts: []int{port}, Isolation: spec.IsolationSeccompOnly,
@@ -112,21 +96,7 @@ func TestWarmRestoreNAT(t *testing.T) {
 		Args:       []string{"echo waiting; until wget -qO /tmp/a " + url + " 2>/dev/null; do sleep 0.1; done; echo got $(cat /tmp/a); exec sleep 100000"},
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
 	}
-	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdout: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _, _ = sb.Run(ctx); close(done) }()
-	out.waitFor(t, `(?m)^waiting$`)
-	cp, err := sb.Checkpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-done
+	cp, _ := checkpointSpec(t, ctx, s, dir, `(?m)^waiting$`)
 	armed.Store(true)
 
 	scratch := filepath.Join(dir, "episodes")
