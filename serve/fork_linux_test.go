@@ -31,15 +31,22 @@ func (a *api) fork(id string, n int, want int) ([]serve.EpisodeInfo, string) {
 }
 
 // counterNow reads the guest's counter (a background process writing
-// /data/count every 20 ms).
+// /data/count every 20 ms). The shell's `echo $i > /data/count` truncates
+// before it writes, so a read can meet the file empty: it reads again
+// then (about one run in eight failed on that before).
 func (a *api) counterNow(id string) int {
 	a.t.Helper()
-	r := a.exec(id, agent.ExecRequest{Shell: "cat /data/count"})
-	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
-	if err != nil {
-		a.t.Fatalf("episode %s: /data/count: %+v", id, r)
+	var r execResult
+	for range 5 {
+		r = a.exec(id, agent.ExecRequest{Shell: "cat /data/count"})
+		if n, err := strconv.Atoi(strings.TrimSpace(r.stdout)); err == nil {
+			return n
+		} else if r.stdout != "" || r.code != 0 {
+			break
+		}
 	}
-	return n
+	a.t.Fatalf("episode %s: /data/count: %+v", id, r)
+	return 0
 }
 
 // TestFork: POST /v1/episodes/{id}/fork of a forkable episode makes N
