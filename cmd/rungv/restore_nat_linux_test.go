@@ -150,6 +150,14 @@ func TestRestoreNAT(t *testing.T) {
 		if r.code != 125 || !strings.Contains(r.stderr, "the checkpoint ran with --network nat: restore it with the same") {
 			t.Errorf("restore with --network none: exit %d, %q", r.code, r.stderr)
 		}
+		// A published port the checkpoint did not have: gVisor saved the
+		// ports' descriptor numbers, so the count must match.
+		ptmp := privateTmp(t, u)
+		r = runRungv(t, u, ptmp, "", append(append([]string{"run", "--isolation", "seccomp-only", "--network", "nat", "--restore", ck, "-p", "unix:" + filepath.Join(ptmp, "x.sock") + ":80"}, allow...), imageRef)...)
+		if r.code != 125 || !strings.Contains(r.stderr, "the checkpoint publishes 0 ports, this restore 1") {
+			t.Errorf("restore with a -p the checkpoint lacks: exit %d, %q", r.code, r.stderr)
+		}
+		checkClean(t, ptmp)
 	})
 }
 
