@@ -58,6 +58,11 @@ type CheckpointInfo struct {
 	Volumes []string `json:"volumes"`
 	// Network is the guest's network mode; a restore keeps it.
 	Network NetworkMode `json:"network"`
+	// PassFDs are the descriptor numbers the sandbox held the published
+	// ports' pairs at: gVisor saves them (transport.HostSender), so a
+	// restore must pass its own at the same numbers (checkRestorePassFDs).
+	// Missing (nil) in a checkpoint made before it was recorded.
+	PassFDs []int `json:"pass_fds"`
 }
 
 // ControlRequest and ControlReply are what Options.Control carries, one

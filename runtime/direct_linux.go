@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,24 +77,24 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
-	var restore []*os.File // the checkpoint's files (RestoreFrom)
+	var restore []*os.File          // the checkpoint's files (RestoreFrom)
+	var restoreInfo *CheckpointInfo // and what it records
 	defer func() {
 		for _, f := range restore {
 			f.Close()
 		}
 	}()
 	if o.RestoreFrom != "" {
-		var info *CheckpointInfo
-		if restore, js, info, err = openCheckpoint(o.RestoreFrom); err != nil {
+		if restore, js, restoreInfo, err = openCheckpoint(o.RestoreFrom); err != nil {
 			return 0, err
 		}
-		if err := checkRestoreMatches(o, info); err != nil {
+		if err := checkRestoreMatches(o, restoreInfo); err != nil {
 			return 0, err
 		}
 		// The saved kernel's tasks carry the checkpointed container's ID,
 		// and gVisor validates the spec against the saved one: boot the
 		// checkpoint's own.
-		id = info.ContainerID
+		id = restoreInfo.ContainerID
 		if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
 			return 0, err
 		}
@@ -120,6 +121,21 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	args = append(args, "--panic-log-fd="+files.add(panicLog))
 	args = append(args, "boot", "--bundle="+bundle, "--attached",
 		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
+	// The published ports' pairs come first, at numbers that do not
+	// depend on anything a restore does differently (it passes no
+	// --rootfs-upper-tar-fd, which a NAT episode's resolv.conf makes): the
+	// guest's end of each is a host socket whose descriptor number gVisor
+	// saves and uses again after a restore (transport.HostSender).
+	passFDs := []int{} // recorded as [] when there are none (nil: an older checkpoint)
+	for i, f := range pub.guestFiles() {
+		fd := files.add(f)
+		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", fd, guestPassFD(i)))
+		n, _ := strconv.Atoi(fd)
+		passFDs = append(passFDs, n)
+	}
+	if err := checkRestorePassFDs(o, restoreInfo, passFDs); err != nil {
+		return 0, err
+	}
 
 	// The mounts, in the order of runsc's gofer mount configurations:
 	// the rootfs, then every spec mount that has one.
@@ -238,16 +254,13 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	defer syncR.Close()
 	args = append(args, "--start-sync-fd="+files.add(syncW))
-	for i, f := range pub.guestFiles() {
-		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", files.add(f), guestPassFD(i)))
-	}
 	var natLink *os.File
 	if nat != nil {
 		natLink = nat.Child
 	}
 	var ck *checkpointer
 	if o.CheckpointDir != "" {
-		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: o.Network})
+		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: o.Network, PassFDs: passFDs})
 		if err != nil {
 			return 0, err
 		}
@@ -347,6 +360,22 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		code = 0 // ended by its checkpoint (spec.ControlRequest)
 	}
 	return code, err
+}
+
+// checkRestorePassFDs refuses a restore (info: its checkpoint's record;
+// nil for none) that would pass the published ports' pairs at other
+// descriptor numbers (fds) than the checkpointed sandbox held them at: the
+// restored guest's relay would use whatever sits there (gVisor's Sentry
+// panics on a descriptor that is no socket). A checkpoint that recorded
+// none (made before PassFDs) is not checked.
+func checkRestorePassFDs(o *Options, info *CheckpointInfo, fds []int) error {
+	if info == nil || info.PassFDs == nil || slices.Equal(info.PassFDs, fds) {
+		return nil
+	}
+	if len(info.PassFDs) != len(fds) {
+		return fmt.Errorf("%w: --restore %s: the checkpoint publishes %d ports, this restore %d: give it one -p per port of the checkpoint, in order (each with its own socket path or address)", ErrBadOption, o.RestoreFrom, len(info.PassFDs), len(fds))
+	}
+	return fmt.Errorf("%w: --restore %s: the checkpointed sandbox held its published ports at descriptors %v, this restore would pass them at %v: restore it with the rungv that made the checkpoint", ErrBadOption, o.RestoreFrom, info.PassFDs, fds)
 }
 
 // directNetwork is the guest's network as ContMgrSetNetworkArgs takes

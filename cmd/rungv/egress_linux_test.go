@@ -82,10 +82,10 @@ func inNetns(t *testing.T, ns string) user {
 }
 
 // netnsHTTPD serves body as / with busybox httpd on port 80 of every
-// address of namespace ns, until t ends.
-func netnsHTTPD(t *testing.T, ns, body string) {
+// address of namespace ns, until t ends, and returns its directory.
+func netnsHTTPD(t *testing.T, ns, body string) (www string) {
 	t.Helper()
-	www := t.TempDir()
+	www = t.TempDir()
 	if err := os.WriteFile(filepath.Join(www, "index.html"), []byte(body+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func netnsHTTPD(t *testing.T, ns, body string) {
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		out, _ := exec.Command("ip", "netns", "exec", ns, "busybox", "wget", "-qO-", "http://127.0.0.1/").Output()
 		if string(out) == body+"\n" {
-			return
+			return www
 		}
 		if time.Since(start) > 10*time.Second {
 			t.Fatalf("busybox httpd in %s does not answer", ns)

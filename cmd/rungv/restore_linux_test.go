@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,25 +15,54 @@ import (
 
 // TestRestoreDockerd is issue 16's restore path through the CLI, with
 // bookworm's dockerd on an ext4lite volume (seccomp-only, the one mode
-// with checkpoints; --network none): a golden volume with an image
+// with checkpoints), once per network mode: a golden volume with an image
 // loaded; rungv checkpoint of a daemon booted on a clone of it, once its
 // API answers; two restores, each on its own clone of the companion
 // volume and with its own socket. Each answers docker info, runs the
 // golden's image, and sees its own tag only; the companion is unchanged.
 // gVisor saves the network stack without its links: the daemon's docker0
 // is made again by the guest's relay, and the runs use the default
-// network to show it.
+// network to show it. With --network nat each restore has a NAT of its
+// own, and a container on the default bridge fetches from the test's
+// server on the host's loopback (its port allowed) through it.
 func TestRestoreDockerd(t *testing.T) {
 	s := needDind(t, dindtest.Bookworm)
 	need(t, asRoot)
 	tmp, dir := privateTmp(t, asRoot), privateTmp(t, asRoot)
-	mode := []string{"--isolation", "seccomp-only", "--network", "none"}
-
 	golden := filepath.Join(dir, "golden.ext4")
-	g := startDaemon(t, s, asRoot, tmp, privateTmp(t, asRoot), "type=volume,src="+golden+",dst=/var/lib/docker,size=4G", mode...)
+	g := startDaemon(t, s, asRoot, tmp, privateTmp(t, asRoot), "type=volume,src="+golden+",dst=/var/lib/docker,size=4G", "--isolation", "seccomp-only", "--network", "none")
 	g.must("load", "-i", s.hello)
 	g.stop()
 
+	port, arm := armedServer(t)
+	for _, netw := range []string{"none", "nat"} {
+		t.Run(netw, func(t *testing.T) {
+			mode := []string{"--isolation", "seccomp-only", "--network", netw}
+			if netw == "nat" {
+				mode = append(mode, "--allow-host-port", strconv.Itoa(port))
+			}
+			testRestoreDockerd(t, s, tmp, filepath.Join(dir, netw), golden, mode, func(name string, d *daemon) {
+				if netw != "nat" {
+					return
+				}
+				arm("served to " + name)
+				url := "http://10.0.2.2:" + strconv.Itoa(port) + "/blob"
+				if got := d.must("run", "--rm", "hello:latest", "sh", "-c", "wget -qO- "+url); got != "served to "+name {
+					t.Errorf("%s: a container on the default bridge fetched %q from the host's loopback", name, got)
+				}
+			})
+		})
+	}
+	checkClean(t, tmp)
+}
+
+// testRestoreDockerd checkpoints a dockerd booted on a clone of golden
+// with mode's flags, restores it twice (each on its own clone, under
+// dir) and runs check on each restored daemon.
+func testRestoreDockerd(t *testing.T, s dindSetup, tmp, dir, golden string, mode []string, check func(name string, d *daemon)) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	clone := func(src, dst string) {
 		t.Helper()
 		if _, err := reflink.CloneFile(src, dst, reflink.Options{Mode: reflink.Auto}); err != nil {
@@ -76,6 +107,7 @@ func TestRestoreDockerd(t *testing.T) {
 		if got := d.must("network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"); strings.TrimSpace(got) == "" {
 			t.Errorf("%s: the default bridge has no gateway after the restore: %q", name, got)
 		}
+		check(name, d)
 		d.must("tag", "hello:latest", "mine-"+name)
 		ds = append(ds, d)
 	}
@@ -92,7 +124,6 @@ func TestRestoreDockerd(t *testing.T) {
 	if fileDigest(t, res.Volumes[0]) != before {
 		t.Error("the companion volume changed")
 	}
-	checkClean(t, tmp)
 }
 
 // TestCheckpointRefusals: what cannot be checkpointed or restored is

@@ -127,8 +127,9 @@ func (e *episode) lsData(t *testing.T, tag string) []string {
 	return names
 }
 
-// newCounter prepares the counter guest on vol, checkpointable into dir.
-func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbox, *os.File, *output) {
+// newCounter prepares the counter guest on vol, checkpointable into dir,
+// its spec changed by edit (if any).
+func newCounter(t *testing.T, ctx context.Context, vol, dir string, edit ...func(*spec.Spec)) (*gvx.Sandbox, *os.File, *output) {
 	t.Helper()
 	pr, pw := stdinPipe(t)
 	out := newOutput()
@@ -141,6 +142,9 @@ func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbo
 		Isolation:  spec.IsolationSeccompOnly,
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
 	}
+	for _, f := range edit {
+		f(s)
+	}
 	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: out})
 	if err != nil {
 		t.Fatal(err)
@@ -152,15 +156,16 @@ func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbo
 }
 
 // startCounter runs the counter guest on a golden volume (golden.txt) in
-// a new directory, checkpointable into DIR/ck, until it has counted to 10.
-func startCounter(t *testing.T, ctx context.Context) (dir string, e *episode) {
+// a new directory, checkpointable into DIR/ck, until it has counted to 10
+// (its spec changed by edit).
+func startCounter(t *testing.T, ctx context.Context, edit ...func(*spec.Spec)) (dir string, e *episode) {
 	t.Helper()
 	need(t)
 	poolEnv(t)
 	dir, _ = poolDirs(t)
 	vol := filepath.Join(dir, "golden.ext4")
 	makeGolden(t, vol)
-	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"))
+	sb, in, out := newCounter(t, ctx, vol, filepath.Join(dir, "ck"), edit...)
 	e = startEpisode(t, ctx, sb, in, out)
 	out.waitFor(t, `(?m)^c10$`)
 	return dir, e
@@ -252,21 +257,7 @@ func TestCheckpointRestore(t *testing.T) {
 func TestFork(t *testing.T) {
 	ctx := context.Background()
 	_, parent := startCounter(t, ctx)
-	sb := parent.sb
-	outs := []*output{newOutput(), newOutput()}
-	ins := make([]*os.File, 2)
-	kids, _, err := sb.Fork(ctx, 2, func(i int) gvx.Config {
-		pr, pw := stdinPipe(t)
-		ins[i] = pw
-		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps := []*episode{parent}
-	for i, k := range kids {
-		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
-	}
+	eps := forkEpisodes(t, ctx, parent, 2)
 	names := []string{"parent", "kid0", "kid1"}
 	for i, e := range eps {
 		e.do(t, names[i]+"w", "echo "+names[i]+" > /data/"+names[i])
@@ -290,6 +281,51 @@ func TestFork(t *testing.T) {
 			t.Errorf("%s sees %v in /data, want %v", names[i], got, want)
 		}
 	}
+}
+
+// forkEpisodes forks parent into n children, each driven through a stdin
+// pipe of its own, and returns parent and the running children.
+func forkEpisodes(t *testing.T, ctx context.Context, parent *episode, n int) []*episode {
+	t.Helper()
+	outs := make([]*output, n)
+	ins := make([]*os.File, n)
+	kids, _, err := parent.sb.Fork(ctx, n, func(i int) gvx.Config {
+		pr, pw := stdinPipe(t)
+		ins[i], outs[i] = pw, newOutput()
+		return gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: outs[i]}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := []*episode{parent}
+	for i, k := range kids {
+		eps = append(eps, startEpisode(t, ctx, k, ins[i], outs[i]))
+	}
+	return eps
+}
+
+// checkpointSpec runs s (seccomp-only) until its stdout matches ready and
+// checkpoints it into dir/ck (ending it); it returns the checkpoint and
+// the guest's output.
+func checkpointSpec(t *testing.T, ctx context.Context, s *spec.Spec, dir, ready string) (*gvx.Checkpoint, *output) {
+	t.Helper()
+	out := newOutput()
+	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _, _ = sb.Run(ctx); close(done) }()
+	out.waitFor(t, ready)
+	cp, err := sb.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return cp, out
 }
 
 // stdinPipe is a guest's stdin: an *os.File, which rungv gets as it is

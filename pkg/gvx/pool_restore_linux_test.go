@@ -25,28 +25,13 @@ func TestWarmRestore(t *testing.T) {
 	dir, mode := poolDirs(t)
 	vol := filepath.Join(dir, "boot.ext4")
 	makeGolden(t, vol)
-	out := newOutput()
 	s := &spec.Spec{
 		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
 		Entrypoint: []string{"sh", "-c"},
 		Args:       []string{`(i=0; while :; do i=$((i+1)); echo c$i; sleep 0.05; done) & exec sleep 100000`},
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
 	}
-	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdout: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _, _ = sb.Run(ctx); close(done) }()
-	out.waitFor(t, `(?m)^c5$`)
-	cp, err := sb.Checkpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-done
+	cp, out := checkpointSpec(t, ctx, s, dir, `(?m)^c5$`)
 	c := counters(out.String())
 	saved := c[len(c)-1]
 	companion := volumeNames(t, cp.Spec.Mounts[0].Source)
