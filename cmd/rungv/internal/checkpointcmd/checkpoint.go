@@ -49,6 +49,10 @@ count (its own socket paths):
        -p unix:/tmp/ep1.sock:2375 \
        --mount type=volume,src=ep1.ext4,dst=/var/lib/docker IMAGE
 
+With --network nat each restore gets a NAT of its own (eth0, its route and
+resolv.conf as the guest had them; connections open at the save are gone)
+under the restore's own --egress/--allow-host-port, not the checkpoint's.
+
 It prints one JSON line: {"dir", "volumes", "ready_seconds",
 "checkpoint_seconds"}.`,
 	Flags: append(specflags.Flags(),
