@@ -3,37 +3,26 @@
 package cliutil
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
 	"z.gfire.dev/gvx/internal/units"
 )
 
-// ExitError carries a process exit code other than 1 (for example fsck's
-// "findings" code).
-type ExitError struct {
-	Code int
-	Err  error
-}
+// ExitError carries a process exit code other than 1 (clibase.ExitError).
+type ExitError = clibase.ExitError
 
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// ExitCode maps an error returned by a command to the process exit code.
+// ExitCode maps an error returned by a command to the process exit code:
+// an *ExitError's code, urfave/cli's exit code, else 1.
 func ExitCode(err error) int {
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
 	var ce cli.ExitCoder
-	if errors.As(err, &ce) {
+	if !errors.As(err, new(*ExitError)) && errors.As(err, &ce) {
 		return ce.ExitCode()
 	}
-	return 1
+	return clibase.ExitCode(err)
 }
 
 // ParseSize parses sizes such as "8G", "4g", "512M", "1.5T" or plain bytes
@@ -45,14 +34,9 @@ func ParseSize(s string) (int64, error) { return units.ParseSize(s) }
 func FormatSize(n int64) string { return units.FormatSize(n) }
 
 // PrintJSON writes v as indented JSON followed by a newline.
-func PrintJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func PrintJSON(w io.Writer, v any) error { return clibase.PrintJSON(w, v) }
 
 // Usage reports a usage error (exit code 2) with the command's usage hint.
 func Usage(c *cli.Context, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return &ExitError{Code: 2, Err: fmt.Errorf("%s\nusage: %s %s", msg, c.Command.HelpName, c.Command.ArgsUsage)}
+	return clibase.Usage(c.Command.HelpName, c.Command.ArgsUsage, format, args...)
 }
