@@ -32,7 +32,7 @@ truncate -s 8G "$work/xfs.img"
 mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 mkdir "$mnt"
 mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
-CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
+CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
 gvx=$work/gvx-vol
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every number below)"
