@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
 	"z.gfire.dev/gvx/internal/units"
 )
 
@@ -39,4 +40,24 @@ func PrintJSON(w io.Writer, v any) error { return clibase.PrintJSON(w, v) }
 // Usage reports a usage error (exit code 2) with the command's usage hint.
 func Usage(c *cli.Context, format string, args ...any) error {
 	return clibase.Usage(c.Command.HelpName, c.Command.ArgsUsage, format, args...)
+}
+
+// Flags declares a fast verb's flags (fastflag) as urfave/cli flags.
+func Flags(flags []fastflag.Flag) []cli.Flag {
+	var fs []cli.Flag
+	for _, f := range flags {
+		var aliases []string
+		if f.Alias != "" {
+			aliases = []string{f.Alias}
+		}
+		switch f.Kind {
+		case fastflag.Bool:
+			fs = append(fs, &cli.BoolFlag{Name: f.Name, Aliases: aliases, Usage: f.Usage, DefaultText: f.DefaultText})
+		case fastflag.Int:
+			fs = append(fs, &cli.IntFlag{Name: f.Name, Aliases: aliases, Usage: f.Usage, DefaultText: f.DefaultText})
+		case fastflag.String:
+			fs = append(fs, &cli.StringFlag{Name: f.Name, Aliases: aliases, Value: f.Default, Usage: f.Usage, DefaultText: f.DefaultText})
+		}
+	}
+	return fs
 }

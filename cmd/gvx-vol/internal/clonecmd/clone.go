@@ -9,6 +9,7 @@ package clonecmd
 import (
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 )
 
@@ -55,43 +56,9 @@ Examples:
 
    # can this directory clone? (exit status 1 if not)
    gvx-vol clone --probe /var/lib/gvx`,
-		Flags:  flags(),
-		Action: run,
+		Flags: cliutil.Flags(clonecore.Flags),
+		Action: func(c *cli.Context) error {
+			return clonecore.Run(c.App.Writer, c.Command.HelpName, clonecore.NewRequest(c, c.Args().Slice()))
+		},
 	}
-}
-
-// flags declares clonecore.Flags as urfave/cli flags.
-func flags() []cli.Flag {
-	var fs []cli.Flag
-	for _, f := range clonecore.Flags {
-		var aliases []string
-		if f.Alias != "" {
-			aliases = []string{f.Alias}
-		}
-		switch f.Kind {
-		case clonecore.Bool:
-			fs = append(fs, &cli.BoolFlag{Name: f.Name, Aliases: aliases, Usage: f.Usage, DefaultText: f.DefaultText})
-		case clonecore.Int:
-			fs = append(fs, &cli.IntFlag{Name: f.Name, Aliases: aliases, Usage: f.Usage, DefaultText: f.DefaultText})
-		case clonecore.String:
-			fs = append(fs, &cli.StringFlag{Name: f.Name, Aliases: aliases, Value: f.Default, Usage: f.Usage, DefaultText: f.DefaultText})
-		}
-	}
-	return fs
-}
-
-func run(c *cli.Context) error {
-	return clonecore.Run(c.App.Writer, c.Command.HelpName, clonecore.Request{
-		Reflink:  c.String("reflink"),
-		Force:    c.Bool("force"),
-		NoSync:   c.Bool("no-sync"),
-		JSON:     c.Bool("json"),
-		Quiet:    c.Bool("quiet"),
-		Probe:    c.Bool("probe"),
-		Count:    c.Int("count"),
-		Start:    c.Int("start"),
-		CountSet: c.IsSet("count"),
-		StartSet: c.IsSet("start"),
-		Args:     c.Args().Slice(),
-	})
 }

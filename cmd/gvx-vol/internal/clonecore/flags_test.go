@@ -70,19 +70,3 @@ func TestOneIntVerb(t *testing.T) {
 		t.Fatalf("checked only %d patterns", count)
 	}
 }
-
-// TestFlagsUnique: no name or alias is declared twice.
-func TestFlagsUnique(t *testing.T) {
-	seen := map[string]bool{}
-	for _, f := range Flags {
-		for _, n := range []string{f.Name, f.Alias} {
-			if n == "" {
-				continue
-			}
-			if seen[n] {
-				t.Errorf("flag name %q declared twice", n)
-			}
-			seen[n] = true
-		}
-	}
-}
