@@ -61,3 +61,9 @@ func Flags(flags []fastflag.Flag) []cli.Flag {
 	}
 	return fs
 }
+
+// Action runs a fast verb (fastflag.RunFunc) as a urfave/cli action: the
+// same function the gvx-vol binary calls, here with urfave/cli's parse.
+func Action(run fastflag.RunFunc) cli.ActionFunc {
+	return func(c *cli.Context) error { return run(c.App.Writer, c.Command.HelpName, c, c.Args().Slice()) }
+}

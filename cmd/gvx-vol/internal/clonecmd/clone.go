@@ -56,9 +56,7 @@ Examples:
 
    # can this directory clone? (exit status 1 if not)
    gvx-vol clone --probe /var/lib/gvx`,
-		Flags: cliutil.Flags(clonecore.Flags),
-		Action: func(c *cli.Context) error {
-			return clonecore.Run(c.App.Writer, c.Command.HelpName, clonecore.NewRequest(c, c.Args().Slice()))
-		},
+		Flags:  cliutil.Flags(clonecore.Flags),
+		Action: cliutil.Action(clonecore.Run),
 	}
 }

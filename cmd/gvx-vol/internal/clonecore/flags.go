@@ -29,17 +29,8 @@ type Request struct {
 	Args                       []string
 }
 
-// Flagger is what both parsers answer: urfave/cli's *cli.Context and
-// *fastflag.Values.
-type Flagger interface {
-	Bool(name string) bool
-	Int(name string) int
-	String(name string) string
-	IsSet(name string) bool
-}
-
-// NewRequest reads clone's flags from f, with args the arguments after them.
-func NewRequest(f Flagger, args []string) Request {
+// newRequest reads clone's flags from f, with args the arguments after them.
+func newRequest(f fastflag.Flagger, args []string) Request {
 	return Request{
 		Reflink:  f.String("reflink"),
 		Force:    f.Bool("force"),
@@ -53,14 +44,4 @@ func NewRequest(f Flagger, args []string) Request {
 		StartSet: f.IsSet("start"),
 		Args:     args,
 	}
-}
-
-// Parse parses the arguments after "clone" (fastflag.Parse): false means
-// the full CLI must answer this command line.
-func Parse(args []string) (Request, bool) {
-	v, ok := fastflag.Parse(Flags, args)
-	if !ok {
-		return Request{}, false
-	}
-	return NewRequest(v, v.Args), true
 }

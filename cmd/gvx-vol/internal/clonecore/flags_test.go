@@ -4,8 +4,12 @@ import (
 	"reflect"
 	"regexp"
 	"testing"
+
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
 )
 
+// TestParse: clone's command lines through fastflag, as the gvx-vol
+// binary parses them, into the Request the verb runs.
 func TestParse(t *testing.T) {
 	def := Request{Reflink: "always"}
 	for _, tc := range []struct {
@@ -28,7 +32,11 @@ func TestParse(t *testing.T) {
 		{[]string{"a", "b", "--force"}, def, false},
 		{[]string{"a", "b", "--generate-bash-completion"}, def, false},
 	} {
-		got, ok := Parse(tc.args)
+		var got Request
+		v, ok := fastflag.Parse(Flags, tc.args)
+		if ok {
+			got = newRequest(v, v.Args)
+		}
 		if ok != tc.ok || (ok && !reflect.DeepEqual(got, tc.want)) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v, %v", tc.args, got, ok, tc.want, tc.ok)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
 	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/reflink"
 )
@@ -37,10 +38,14 @@ type Result struct {
 	Error   string      `json:"error,omitempty"`
 }
 
-// Run runs the clone verb for r, printing to w. helpName names the verb in
-// usage errors ("gvx-vol clone"); those are *clibase.ExitError with code
-// clibase.UsageExit.
-func Run(w io.Writer, helpName string, r Request) error {
+// Run runs the clone verb (a fastflag.RunFunc): its flags read through f,
+// printing to w. helpName names the verb in usage errors ("gvx-vol
+// clone"); those are *clibase.ExitError with code clibase.UsageExit.
+func Run(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
+	return run(w, helpName, newRequest(f, args))
+}
+
+func run(w io.Writer, helpName string, r Request) error {
 	usage := func(format string, args ...any) error {
 		return clibase.Usage(helpName, ArgsUsage, format, args...)
 	}

@@ -40,6 +40,20 @@ type Flag struct {
 	Usage       string
 }
 
+// Flagger is what a verb reads its flags through: *Values here, and
+// urfave/cli's *cli.Context in the full CLI.
+type Flagger interface {
+	Bool(name string) bool
+	Int(name string) int
+	String(name string) string
+	IsSet(name string) bool
+}
+
+// RunFunc runs a fast verb: its flags read through f, args the arguments
+// after them, output to w; helpName names the verb in usage errors
+// ("gvx-vol clone").
+type RunFunc func(w io.Writer, helpName string, f Flagger, args []string) error
+
 // Values are a parsed command line: the flags' values and the arguments
 // after them.
 type Values struct {
