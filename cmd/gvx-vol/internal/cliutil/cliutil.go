@@ -1,5 +1,9 @@
-// Package cliutil holds what every gvx-vol command shares: exit codes,
-// size parsing and JSON output. It holds no storage logic.
+// Package cliutil holds what every gvx-vol command of the full CLI
+// (urfave/cli, in gvx-vol-tools) shares: exit codes, size parsing, JSON
+// output, and the bridge to the fast verbs (Flags and Action turn a
+// fastflag declaration and run into a urfave/cli command's). What needs no
+// CLI framework lives in clibase, which the gvx-vol binary links instead.
+// It holds no storage logic.
 package cliutil
 
 import (
