@@ -42,6 +42,7 @@
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
 #        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)  SID=0
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
+#        (with its gvx-vol-tools beside it)
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
 #        ~3 × the tree's size free in /var/tmp.
@@ -72,7 +73,7 @@ mkdir "$mnt"
 gvx=${GVX_VOL:-}
 if [ -z "$gvx" ]; then
 	command -v go >/dev/null || { echo "bench/import.sh: needs go (or GVX_VOL=path)" >&2; exit 1; }
-	CGO_ENABLED=0 go build -o "$work/gvx-vol" ./cmd/gvx-vol
+	CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
 	gvx=$work/gvx-vol
 fi
 

@@ -1,24 +1,60 @@
 // Command gvx-vol manages gvx's storage: ext4lite volumes, reflink clones,
-// EROFS images and the image cache. It never imports the runtime, so it
-// starts in milliseconds (clone is an episode's reset).
+// EROFS images and the image cache. It never imports the runtime.
+//
+// This binary answers only the fast verbs itself: `gvx-vol clone` (an
+// episode's reset, which must start in about the time cp takes), `info`
+// and `ls`; it links nothing else: no urfave/cli, no other verb. Every
+// other command line, and every fast-verb command line it would not parse
+// exactly as the full CLI does (help, a flag error…; package fastflag), it
+// hands unchanged to gvx-vol-tools beside it (package helper), which holds
+// the whole CLI. docs/gvx-vol.md, "Start-up", has the numbers.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/app"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/helper"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 )
+
+// fast are the verbs this binary answers: each one's flags and run, the
+// same the full CLI declares and calls.
+var fast = map[string]struct {
+	flags []fastflag.Flag
+	run   fastflag.RunFunc
+}{
+	"clone": {clonecore.Flags, clonecore.Run},
+	"info":  {volcore.InfoFlags, volcore.Info},
+	"ls":    {volcore.LsFlags, volcore.Ls},
+}
 
 func main() {
 	// One OS thread does all of a verb's volume I/O: the write order is
 	// deterministic, and per-thread tools (strace's fault injection counts
 	// per thread) can target the Nth write of a run.
 	runtime.LockOSThread()
-	if err := app.New().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "gvx-vol:", err)
-		os.Exit(cliutil.ExitCode(err))
+	if len(os.Args) > 1 {
+		verb := os.Args[1]
+		if v, ok := fast[verb]; ok {
+			if vals, ok := fastflag.Parse(v.flags, os.Args[2:]); ok {
+				// The help name the full CLI gives the verb (urfave/cli
+				// names the app after argv[0]).
+				helpName := filepath.Base(os.Args[0]) + " " + verb
+				if err := v.run(os.Stdout, helpName, vals, vals.Args); err != nil {
+					fmt.Fprintln(os.Stderr, "gvx-vol:", err)
+					os.Exit(clibase.ExitCode(err))
+				}
+				return
+			}
+		}
 	}
+	err := helper.Exec(os.Args)
+	fmt.Fprintln(os.Stderr, "gvx-vol:", err)
+	os.Exit(1)
 }

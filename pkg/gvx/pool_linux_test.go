@@ -390,8 +390,9 @@ func TestPoolDocker(t *testing.T) {
 	if err := retag(strings.TrimPrefix(imageRef, "oci:"), "second:latest", second); err != nil {
 		t.Fatal(err)
 	}
-	gvxVol := filepath.Join(t.TempDir(), "gvx-vol")
-	if out, err := exec.Command("go", "build", "-o", gvxVol, "z.gfire.dev/gvx/cmd/gvx-vol").CombinedOutput(); err != nil {
+	binDir := t.TempDir()
+	gvxVol := filepath.Join(binDir, "gvx-vol") // and gvx-vol-tools beside it, which runs build-golden
+	if out, err := exec.Command("go", "build", "-o", binDir+"/", "z.gfire.dev/gvx/cmd/gvx-vol/...").CombinedOutput(); err != nil {
 		t.Fatalf("go build gvx-vol: %v\n%s", err, out)
 	}
 	golden := filepath.Join(dir, "golden.ext4")

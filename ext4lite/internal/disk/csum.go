@@ -3,14 +3,18 @@ package disk
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC-32C table, built on first use rather than at
+// package initialisation: the gvx-vol binary links this package for info
+// and ls, and its clones should not pay for building the table.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // CRC32c is the kernel's raw crc32c(seed, p): no pre- or post-inversion,
 // which Go's crc32.Update applies on both sides.
 func CRC32c(seed uint32, p []byte) uint32 {
-	return ^crc32.Update(^seed, castagnoli, p)
+	return ^crc32.Update(^seed, castagnoli(), p)
 }
 
 // CRC32cU32 continues a checksum over one little-endian 32-bit value.

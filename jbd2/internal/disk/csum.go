@@ -1,14 +1,20 @@
 package disk
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"sync"
+)
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC-32C table, built on first use rather than at
+// package initialisation: the gvx-vol binary links this package for info
+// and ls, and its clones should not pay for building the table.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // CRC32C is the kernel's crc32c(seed, p): the raw CRC with no pre- or
 // post-inversion, which jbd2_chksum and ext4_chksum use. Go's crc32 inverts
 // on the way in and out, so undo both.
 func CRC32C(seed uint32, p []byte) uint32 {
-	return ^crc32.Update(^seed, castagnoli, p)
+	return ^crc32.Update(^seed, castagnoli(), p)
 }
 
 // CsumSeed is j_csum_seed: crc32c(~0, s_uuid).

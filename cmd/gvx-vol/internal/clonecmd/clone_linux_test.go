@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 	"z.gfire.dev/gvx/reflink/reflinktest"
 )
 
@@ -17,7 +18,7 @@ func TestCloneOnXFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res resultJSON
+	var res clonecore.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 )
 
 // runCLI runs "gvx-vol ARGS..." in-process with only the clone verb, and
@@ -91,7 +92,7 @@ func TestCloneNeverAndCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res resultJSON
+	var res clonecore.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}

@@ -20,7 +20,8 @@ import (
 // (no root needed to build a golden volume).
 var nobody = []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}
 
-// buildBinaries builds rungv and gvx-vol into a directory nobody may read.
+// buildBinaries builds rungv and gvx-vol (with gvx-vol-tools beside it)
+// into a directory nobody may read.
 func buildBinaries(t *testing.T) (rungv, gvxVol string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gvx-goldencmd-test-")
@@ -28,12 +29,10 @@ func buildBinaries(t *testing.T) (rungv, gvxVol string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, pkg := range []string{"rungv", "gvx-vol"} {
-		c := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "z.gfire.dev/gvx/cmd/"+pkg)
-		c.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
+	c := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/rungv", "z.gfire.dev/gvx/cmd/gvx-vol/...")
+	c.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("go build rungv gvx-vol: %v\n%s", err, out)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)

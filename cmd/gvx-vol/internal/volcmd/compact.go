@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -48,7 +49,7 @@ Examples:
 				}
 				return cliutil.FormatSize(n)
 			}
-			v, err := openVolume(c.Args().First(), false)
+			v, err := volcore.OpenVolume(c.Args().First(), false)
 			if err != nil {
 				return err
 			}

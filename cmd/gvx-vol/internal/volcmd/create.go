@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/overlay"
 	"z.gfire.dev/gvx/sink"
@@ -70,7 +71,7 @@ func createAction(c *cli.Context) error {
 		return err
 	}
 	// Info of the closed, clean volume (an open one reads "in use").
-	r, err := openVolume(path, true)
+	r, err := volcore.OpenVolume(path, true)
 	if err != nil {
 		return err
 	}

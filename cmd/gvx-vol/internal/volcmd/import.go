@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -34,7 +35,7 @@ Examples:
 			if c.NArg() != 2 {
 				return cliutil.Usage(c, "want FILE and TAR (or - for standard input)")
 			}
-			v, err := openVolume(c.Args().Get(0), false)
+			v, err := volcore.OpenVolume(c.Args().Get(0), false)
 			if err != nil {
 				return err
 			}

@@ -15,13 +15,15 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-// buildGvxVol builds the gvx-vol binary once per test run.
 const files = 3000
 
+// buildGvxVol builds the gvx-vol binary, with gvx-vol-tools (which runs
+// import) beside it.
 func buildGvxVol(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gvx-vol")
-	cmd := exec.Command("go", "build", "-o", bin, "z.gfire.dev/gvx/cmd/gvx-vol")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gvx-vol")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/gvx-vol/...")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

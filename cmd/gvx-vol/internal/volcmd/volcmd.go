@@ -1,10 +1,11 @@
 // Package volcmd holds gvx-vol's volume verbs: create, import, export, ls,
 // cat, info and fsck. Each file is one verb; all logic lives in ext4lite
-// and overlay — these parse flags, call the library and print.
+// and overlay — these parse flags, call the library and print. info and
+// ls run in package volcore, which the gvx-vol binary also calls without
+// urfave/cli; their files here hold the help.
 package volcmd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,23 +19,6 @@ import (
 // Commands returns the volume verbs.
 func Commands() []*cli.Command {
 	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
-}
-
-// openVolume opens FILE with a hint when it is not a volume.
-func openVolume(path string, readOnly bool) (*ext4lite.FS, error) {
-	v, err := ext4lite.Open(path, &ext4lite.Options{ReadOnly: readOnly})
-	if err == nil {
-		return v, nil
-	}
-	switch {
-	case errors.Is(err, ext4lite.ErrNotExt4):
-		return nil, fmt.Errorf("%s is not an ext4 volume (make one with: gvx-vol create %s)", path, path)
-	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("%w (make one with: gvx-vol create --size 8G %s)", err, path)
-	case errors.Is(err, ext4lite.ErrCorrupt):
-		return nil, fmt.Errorf("%w\n(gvx-vol fsck %s lists what is wrong)", err, path)
-	}
-	return nil, err
 }
 
 // closeVolume closes v and joins the error with err.

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package volcmd
+package volcore
 
 import "os"
 
