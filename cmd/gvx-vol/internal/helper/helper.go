@@ -46,7 +46,7 @@ func Exec(args []string) error {
 		return err
 	}
 	if err := execve(path, args); err != nil {
-		return fmt.Errorf("this command needs the helper binary %s (gvx-vol runs only plain clone command lines itself), which cannot run: %w\n"+
+		return fmt.Errorf("this command needs the helper binary %s (gvx-vol itself runs only plain clone, info and ls command lines), which cannot run: %w\n"+
 			"  install it beside gvx-vol: go build -o %s%c ./cmd/gvx-vol/... (builds both), or go install z.gfire.dev/gvx/cmd/...\n"+
 			"  (go run builds gvx-vol alone: go run ./cmd/gvx-vol/gvx-vol-tools VERB… runs any verb)",
 			path, err, filepath.Dir(path), filepath.Separator)
