@@ -21,7 +21,11 @@ import (
 //
 // Memory is bounded: data travels in at most slabCount slabs of slabSize
 // bytes (several small entries share one; an entry larger than a slab
-// comes in pieces), and the queue holds at most queueLen messages. When
+// comes in pieces), and the queue holds at most queueLen batches of up to
+// batchLen messages. Messages go in batches so that the two goroutines
+// hand over (and wake each other) once per batch, not once per entry; a
+// batch is sent when full, before the reader waits for a free slab, and at
+// the end, so a slow input delays entries but never stalls the walk. When
 // the sink side stops (an error), the reader is told to stop and the walk
 // waits for it, so the caller's reader is never read after the walk
 // returns.
@@ -29,7 +33,8 @@ import (
 const (
 	slabSize  = 1 << 20
 	slabCount = 8
-	queueLen  = 512
+	batchLen  = 64
+	queueLen  = 8
 )
 
 // slab is a buffer of entry data; it goes back to the free list when the
@@ -67,7 +72,8 @@ type piece struct {
 type readAhead struct {
 	tap   *tarTap
 	tr    *tar.Reader
-	q     chan piece
+	q     chan []piece
+	batch []piece // messages not yet sent
 	stop  chan struct{}
 	free  chan *slab
 	cur   *slab
@@ -80,14 +86,35 @@ var errStopped = errors.New("overlay: walk stopped")
 
 // send queues p unless the walk was stopped.
 func (ra *readAhead) send(p piece) error {
+	ra.batch = append(ra.batch, p)
+	if len(ra.batch) < batchLen {
+		return nil
+	}
+	return ra.flush()
+}
+
+// flush sends the batch.
+func (ra *readAhead) flush() error {
+	if len(ra.batch) == 0 {
+		return nil
+	}
 	select {
-	case ra.q <- p:
+	case ra.q <- ra.batch:
+		ra.batch = make([]piece, 0, batchLen)
 		return nil
 	case <-ra.stop:
+		releaseAll(ra.batch)
+		ra.batch = nil
+		return errStopped
+	}
+}
+
+// releaseAll drops the slab references of pieces nobody will read.
+func releaseAll(ps []piece) {
+	for _, p := range ps {
 		if p.slab != nil {
 			p.slab.release()
 		}
-		return errStopped
 	}
 }
 
@@ -99,22 +126,35 @@ func (ra *readAhead) space(want int64) ([]byte, error) {
 	if ra.cur == nil || int64(len(ra.cur.b)-ra.off) < want {
 		if ra.cur != nil {
 			ra.cur.release() // the reader's own reference
-		}
-		select {
-		case s := <-ra.free:
-			s.refs.Store(1)
-			ra.cur, ra.off = s, 0
-		case <-ra.stop:
 			ra.cur = nil
-			return nil, errStopped
 		}
+		var s *slab
+		select {
+		case s = <-ra.free:
+		default:
+			// The slabs are all in flight, some maybe in the batch: send
+			// it so the sink side can free them, then wait.
+			if err := ra.flush(); err != nil {
+				return nil, err
+			}
+			select {
+			case s = <-ra.free:
+			case <-ra.stop:
+				return nil, errStopped
+			}
+		}
+		s.refs.Store(1)
+		ra.cur, ra.off = s, 0
 	}
 	return ra.cur.b[ra.off : ra.off+int(want)], nil
 }
 
 // run reads the archive to its end or first error.
 func (ra *readAhead) run() {
-	defer close(ra.q)
+	defer func() {
+		ra.flush()
+		close(ra.q)
+	}()
 	for {
 		hdr, err := ra.tap.next(ra.tr)
 		if err != nil {
@@ -213,7 +253,7 @@ func readSome(r io.Reader, p []byte) (int, error) {
 // io.WriterTo so a sink that takes one (ext4lite) writes straight from the
 // slabs, without copying into a buffer of its own.
 type entryStream struct {
-	q    <-chan piece
+	q    *pieceQueue
 	cur  piece // the piece being read; cur.data what is left of it
 	done bool
 	err  error
@@ -228,7 +268,7 @@ func (s *entryStream) next() bool {
 	if s.done {
 		return false
 	}
-	p, ok := <-s.q
+	p, ok := s.q.pop()
 	if !ok {
 		// The reader never closes mid-entry without an end piece.
 		s.done, s.err = true, io.ErrUnexpectedEOF
@@ -282,11 +322,31 @@ func (s *entryStream) drain() error {
 	return s.err
 }
 
+// pieceQueue is the sink side's end of the queue.
+type pieceQueue struct {
+	c   <-chan []piece
+	buf []piece
+}
+
+// pop returns the next message; false once the reader has finished.
+func (q *pieceQueue) pop() (piece, bool) {
+	for len(q.buf) == 0 {
+		b, ok := <-q.c
+		if !ok {
+			return piece{}, false
+		}
+		q.buf = b
+	}
+	p := q.buf[0]
+	q.buf = q.buf[1:]
+	return p, true
+}
+
 // startReadAhead starts the reader goroutine on tap and returns its queue
 // and a function that stops it and waits until it has.
-func startReadAhead(tap *tarTap) (<-chan piece, func()) {
-	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), q: make(chan piece, queueLen),
-		stop: make(chan struct{}), free: make(chan *slab, slabCount)}
+func startReadAhead(tap *tarTap) (*pieceQueue, func()) {
+	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), q: make(chan []piece, queueLen),
+		batch: make([]piece, 0, batchLen), stop: make(chan struct{}), free: make(chan *slab, slabCount)}
 	for range slabCount {
 		ra.free <- &slab{b: make([]byte, slabSize), free: ra.free}
 	}
@@ -297,15 +357,13 @@ func startReadAhead(tap *tarTap) (<-chan piece, func()) {
 		ra.run()
 	}()
 	var once sync.Once
-	return ra.q, func() {
+	return &pieceQueue{c: ra.q}, func() {
 		once.Do(func() {
 			close(ra.stop)
 			// Unblock a reader waiting to send, then wait for it.
 			go func() {
-				for p := range ra.q {
-					if p.slab != nil {
-						p.slab.release()
-					}
+				for b := range ra.q {
+					releaseAll(b)
 				}
 			}()
 			wg.Wait()

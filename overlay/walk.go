@@ -116,7 +116,11 @@ func (w *walker) runPipelined(r io.Reader) error {
 	defer rc.Close()
 	q, stop := startReadAhead(&tarTap{r: rc})
 	defer stop()
-	for p := range q {
+	for {
+		p, ok := q.pop()
+		if !ok {
+			break
+		}
 		if p.hdr == nil {
 			return &EntryError{Name: w.last, After: true, Err: corrupt(p.err)}
 		}
@@ -133,7 +137,7 @@ func (w *walker) runPipelined(r io.Reader) error {
 
 // entryStream applies the entry whose header piece is p, its data read from
 // the pieces that follow on q, and consumes what the sink left unread.
-func (w *walker) entryStream(p piece, q <-chan piece) error {
+func (w *walker) entryStream(p piece, q *pieceQueue) error {
 	s := &entryStream{q: q}
 	var data io.Reader = s
 	if p.sparse {
