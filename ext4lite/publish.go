@@ -1,12 +1,12 @@
 package ext4lite
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // CreateFilled makes a new volume at path filled by fill, published whole
@@ -67,22 +67,5 @@ func CreateFilled(path string, size int64, opts *CreateOptions, fill func(v *FS)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable (Windows journals it itself and
-// cannot open a directory for sync).
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("fsync of directory %s: %w", dir, err)
-	}
-	return nil
+	return durable.SyncDir(dir)
 }
