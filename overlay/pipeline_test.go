@@ -41,18 +41,7 @@ func pipelineArchive(t testing.TB) []byte {
 			t.Fatal(err)
 		}
 	}
-	f := newSparseFixture()
-	var all []byte
-	for _, d := range f.data {
-		all = append(all, d...)
-	}
-	sp, err := sink.NewSparse(f.size, f.regs, bytes.NewReader(all))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WriteFile(&sink.Header{Path: "slabs/sparse", Mode: sink.TypeReg | 0o600, Size: f.size}, sp); err != nil {
-		t.Fatal(err)
-	}
+	newSparseFixture().write(t, m, "slabs/sparse", 0o600)
 	for _, name := range []string{"slabs/.wh.gone", "slabs/.wh..wh..opq"} {
 		if err := m.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644}, bytes.NewReader(nil)); err != nil {
 			t.Fatal(err)

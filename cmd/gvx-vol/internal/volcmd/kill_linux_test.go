@@ -88,6 +88,20 @@ func killAt(t *testing.T, n, total int, bin string, args ...string) {
 	}
 }
 
+// killPoints spreads the writes to kill at over a run of total writes: 12
+// of them (4 with -short).
+func killPoints(total int) []int {
+	points := 12
+	if testing.Short() {
+		points = 4
+	}
+	var ns []int
+	for k := 1; k <= points; k++ {
+		ns = append(ns, k*total/(points+1))
+	}
+	return ns
+}
+
 // TestKillImportMidRun kills a real `gvx-vol import` at its Nth write
 // (strace injects EIO and SIGKILL into pwrite64) for N spread over the
 // whole run, then opens the volume: the journal replays, the own check and
@@ -108,12 +122,7 @@ func TestKillImportMidRun(t *testing.T) {
 	vol := filepath.Join(dir, "v.ext4")
 	os.WriteFile(vol, goldenBytes, 0o644)
 	total := tracedWrites(t, dir, bin, "import", vol, src)
-	points := 12
-	if testing.Short() {
-		points = 4
-	}
-	for k := 1; k <= points; k++ {
-		n := k * total / (points + 1)
+	for _, n := range killPoints(total) {
 		os.WriteFile(vol, goldenBytes, 0o644)
 		killAt(t, n, total, bin, "import", vol, src)
 		checkKilled(t, vol, n, total, killContent)
@@ -136,12 +145,7 @@ func TestKillCreateFromMidRun(t *testing.T) {
 	os.Mkdir(work, 0o755)
 	total := tracedWrites(t, dir, bin, "create", "--size", "64M", "--from", src, vol)
 	checkKilled(t, vol, total, total, killContent)
-	points := 12
-	if testing.Short() {
-		points = 4
-	}
-	for k := 1; k <= points; k++ {
-		n := k * total / (points + 1)
+	for _, n := range killPoints(total) {
 		os.RemoveAll(work)
 		os.Mkdir(work, 0o755)
 		killAt(t, n, total, bin, "create", "--size", "64M", "--from", src, vol)
