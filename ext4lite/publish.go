@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -63,6 +64,13 @@ func CreateFilled(path string, size int64, opts *CreateOptions, fill func(v *FS)
 		// A hard link publishes without replacing what appeared
 		// meanwhile; path is whole, whatever becomes of tmp.
 		os.Remove(tmp)
+	} else if !errors.Is(err, fs.ErrExist) {
+		// No hard links on this filesystem: check, then rename.
+		if _, serr := os.Lstat(path); serr == nil {
+			err = fs.ErrExist
+		} else {
+			err = os.Rename(tmp, path)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
