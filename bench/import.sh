@@ -46,6 +46,8 @@
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 #        TAR_X_ONLY=1 (of the tree, only the tar-x race and its images'
 #        checks: a few minutes, for the bench lock; use with FLAT=0 SPARSE=0)
+#        GVX_VOL_BASE=older-binary (adds its create --from and create +
+#        import to the tar-x race: before and after in one run)
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
 #        ~3 × the tree's size free in /var/tmp.
@@ -252,11 +254,19 @@ if [ -z "${SKIP_TREE:-}" ]; then
 	echo
 	echo "== tar -x of the same tar onto tmpfs ($tmpfs) vs gvx-vol import, $runs runs each"
 	tx=$tmpfs_work/tar-x vt=$tmpfs_work/vol.ext4 vf=$tmpfs_work/from.ext4
-	race tar-x \
-		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file" \
-		"gvx-vol create --from TAR, volume on tmpfs|$vf|$gvx create --size $size --from $tar_file $vf >/dev/null" \
-		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file" \
-		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+	tarx_cmds=(
+		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file"
+		"gvx-vol create --from TAR, volume on tmpfs|$vf|$gvx create --size $size --from $tar_file $vf >/dev/null"
+		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file"
+		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file")
+	if [ -n "${GVX_VOL_BASE:-}" ]; then
+		# An older binary in the same race: before/after in one run.
+		b=$GVX_VOL_BASE
+		tarx_cmds+=(
+			"base: gvx-vol create --from TAR, volume on tmpfs|$vt|$b create --size $size --from $tar_file $vt >/dev/null"
+			"base: gvx-vol create + import TAR, volume on tmpfs|$vt|$b create --size $size $vt >/dev/null && $b import $vt $tar_file")
+	fi
+	race tar-x "${tarx_cmds[@]}"
 	rm -rf "$tx" "$vt"
 
 	listing "$src" >"$work/src.list"
