@@ -20,8 +20,10 @@
 # after one warm-up (the source stays in the page cache).
 #
 # Then the physical yardstick: GNU tar -x of TREE.tar onto tmpfs against
-# gvx-vol create + import of it with the volume on the same tmpfs and in
-# the work directory (× is gvx-vol's time over tar's).
+# gvx-vol create --from TAR (a new volume: bulk load, no journal commits,
+# published by rename) and gvx-vol create + import (into an existing
+# volume: journaled) with the volume on the same tmpfs, and the import with
+# the volume in the work directory (× is gvx-vol's time over tar's).
 #
 # Then for each image: e2fsck -fn, gvx-vol fsck, allocated size, and a loop
 # mount (read-only) compared with the source: contents (diff -r), type, mode,
@@ -43,6 +45,10 @@
 #        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)  SID=0
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
 #        (with its gvx-vol-tools beside it)
+#        TAR_X_ONLY=1 (of the tree, only the tar-x race and its images'
+#        checks: a few minutes, for the bench lock; use with FLAT=0 SPARSE=0)
+#        GVX_VOL_BASE=older-binary (adds its create --from and create +
+#        import to the tar-x race: before and after in one run)
 # needs: root (loop mount), e2fsprogs, attr (getfattr/setfattr), tar, go (unless
 #        GVX_VOL), hyperfine and jq for the tables (else a date +%s%N loop),
 #        ~3 × the tree's size free in /var/tmp.
@@ -186,7 +192,7 @@ ia=$work/img-a.ext4 ib=$work/img-b.ext4 ic=$work/img-c.ext4 id=$work/img-d.ext4
 # D: the newest mke2fs, whose -d also takes a tarball (through libarchive,
 # which it dlopens).
 sid_mke2fs=
-if [ "${SID:-1}" != 0 ]; then
+if [ "${SID:-1}" != 0 ] && [ -z "${TAR_X_ONLY:-}" ]; then
 	. bench/sidroot.sh
 	if sid=$(sidroot e2fsprogs libarchive13t64) && c=$(sidcmd "$sid" /usr/sbin/mke2fs); then
 		sid_mke2fs="MKE2FS_CONFIG=$sid/etc/mke2fs.conf $c"
@@ -231,6 +237,7 @@ if [ -z "${SKIP_TREE:-}" ]; then
 	tar --format=posix --xattrs --xattrs-include='*' --numeric-owner -C "$src" -cf "$tar_file" .
 	echo "   tar: $(du -h --apparent-size "$tar_file" | cut -f1) (GNU tar --format=posix --xattrs)"
 
+	if [ -z "${TAR_X_ONLY:-}" ]; then
 	echo
 	echo "== import of the tree into a $size volume, $runs runs each"
 	tree_cmds=(
@@ -239,6 +246,7 @@ if [ -z "${SKIP_TREE:-}" ]; then
 		"mkfs.ext4 -d DIR|$ic|mkfs.ext4 -q -F -d $src $ic $size")
 	[ -z "$sid_mke2fs" ] || tree_cmds+=("mke2fs (sid) -d TAR|$id|$sid_mke2fs -q -F -t ext4 -d $tar_file $id $size")
 	race tree "${tree_cmds[@]}"
+	fi
 
 	# The physical yardstick: GNU tar -x of the same tar onto tmpfs (no
 	# filesystem to build, no disk), against gvx-vol import with the
@@ -246,11 +254,20 @@ if [ -z "${SKIP_TREE:-}" ]; then
 	# journal commits fsync, so the disk's writeback is in the time).
 	echo
 	echo "== tar -x of the same tar onto tmpfs ($tmpfs) vs gvx-vol import, $runs runs each"
-	tx=$tmpfs_work/tar-x vt=$tmpfs_work/vol.ext4
-	race tar-x \
-		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file" \
-		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file" \
-		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file"
+	tx=$tmpfs_work/tar-x vt=$tmpfs_work/vol.ext4 vf=$tmpfs_work/from.ext4
+	tarx_cmds=(
+		"tar -x onto tmpfs|$tx|mkdir $tx && tar -C $tx -xf $tar_file"
+		"gvx-vol create --from TAR, volume on tmpfs|$vf|$gvx create --size $size --from $tar_file $vf >/dev/null"
+		"gvx-vol create + import TAR, volume on tmpfs|$vt|$gvx create --size $size $vt >/dev/null && $gvx import $vt $tar_file"
+		"gvx-vol create + import TAR, volume on disk (work dir)|$ib|$gvx create --size $size $ib >/dev/null && $gvx import $ib $tar_file")
+	if [ -n "${GVX_VOL_BASE:-}" ]; then
+		# An older binary in the same race: before/after in one run.
+		b=$GVX_VOL_BASE
+		tarx_cmds+=(
+			"base: gvx-vol create --from TAR, volume on tmpfs|$vt|$b create --size $size --from $tar_file $vt >/dev/null"
+			"base: gvx-vol create + import TAR, volume on tmpfs|$vt|$b create --size $size $vt >/dev/null && $b import $vt $tar_file")
+	fi
+	race tar-x "${tarx_cmds[@]}"
 	rm -rf "$tx" "$vt"
 
 	listing "$src" >"$work/src.list"
@@ -261,11 +278,14 @@ if [ -z "${SKIP_TREE:-}" ]; then
 
 	echo
 	echo "== fidelity of each image (the last timed run's)"
-	check "A gvx-vol create --from DIR" "$ia" "$src" src
+	[ -n "${TAR_X_ONLY:-}" ] || check "A gvx-vol create --from DIR" "$ia" "$src" src
 	check "B gvx-vol create + import TAR" "$ib" "$src" src
-	check "C mkfs.ext4 -d DIR" "$ic" "$src" src
-	[ -z "$sid_mke2fs" ] || check "D mke2fs (sid) -d TAR" "$id" "$src" src
-	rm -f "$ia" "$ib" "$ic" "$id" "$tar_file"
+	check "E gvx-vol create --from TAR (tar-x race, tmpfs)" "$vf" "$src" src
+	if [ -z "${TAR_X_ONLY:-}" ]; then
+		check "C mkfs.ext4 -d DIR" "$ic" "$src" src
+		[ -z "$sid_mke2fs" ] || check "D mke2fs (sid) -d TAR" "$id" "$src" src
+	fi
+	rm -f "$ia" "$ib" "$ic" "$id" "$vf" "$tar_file"
 	rm -rf "$src"
 fi
 

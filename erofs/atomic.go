@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // WriteFileAtomic publishes path with the contents write puts in a
@@ -38,22 +39,8 @@ func WriteFileAtomic(path string, write func(f *os.File) error) (err error) {
 	if err = os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("erofs: publishing %s: %w", path, err)
 	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable. Windows cannot open directories
-// for sync; NTFS journals the rename itself.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("erofs: fsync of directory %s: %w", dir, err)
+	if err := durable.SyncDir(dir); err != nil {
+		return fmt.Errorf("erofs: %w", err)
 	}
 	return nil
 }

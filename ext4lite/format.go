@@ -34,6 +34,18 @@ type CreateOptions struct {
 	Overwrite bool
 	// RootUID and RootGID own the root directory.
 	RootUID, RootGID uint32
+	// BulkLoad is for a volume filled before anyone uses it (an import
+	// into a new file that is published afterwards, as CreateFilled
+	// does). Until Close, each flush writes the metadata home without a
+	// journal transaction and without flushing the device, and the
+	// superblock on disk has no magic (nor are backup superblocks
+	// written), so a crash or kill before Close leaves a file that
+	// ext4lite, e2fsck and the kernel refuse as not ext4, never a half
+	// volume that looks valid. Close writes everything, flushes the
+	// device, then writes the superblocks and flushes again. Sync before
+	// Close makes nothing durable. The volume keeps its journal (empty)
+	// for every later open.
+	BulkLoad bool
 }
 
 // Default features, those of Debian's mkfs.ext4 (minus resize_inode: an
@@ -233,7 +245,7 @@ func format(dev Device, size int64, o *CreateOptions) (*FS, error) {
 		return nil, fmt.Errorf("journal of %d blocks is below the minimum of %d", journal, jbd2.MinBlocks)
 	}
 
-	v := &FS{dev: dev, opts: o.Options, inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}, meta: map[uint64][]byte{}}
+	v := &FS{dev: dev, opts: o.Options, inodes: map[uint32]*inode{}, dirs: map[uint32]*dir{}, meta: map[uint64][]byte{}, bulk: o.BulkLoad}
 	v.opts.ReadOnly = false
 	raw := sb.Encode()
 	if err := v.loadSuperblock(sb, raw); err != nil {
@@ -261,8 +273,10 @@ func format(dev Device, size int64, o *CreateOptions) (*FS, error) {
 	if err := v.flushMetadata(); err != nil {
 		return nil, err
 	}
-	if err := v.writeBackupSuperblocks(); err != nil {
-		return nil, err
+	if !v.bulk {
+		if err := v.writeBackupSuperblocks(); err != nil {
+			return nil, err
+		}
 	}
 	v.sb.State &^= disk.StateValid // in use until Close
 	if err := v.openJournal(); err != nil {

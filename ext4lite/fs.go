@@ -49,7 +49,8 @@ type FS struct {
 	groups []*group
 	meta   map[uint64][]byte // staged metadata blocks (see device.go)
 
-	journal        *jbd2.Journal // nil without a journal
+	journal        *jbd2.Journal // nil without a journal (or while bulk)
+	bulk           bool          // CreateOptions.BulkLoad until Close (bulk.go)
 	deferFree      bool          // hold freed blocks until the next commit
 	pendingFree    [][2]uint64
 	opsSinceFlush  int            // mutating operations since the last flush
@@ -266,9 +267,12 @@ func (v *FS) Close() error {
 		if err == nil {
 			err = v.flushMetadata()
 		}
+		if err == nil && v.bulk {
+			err = v.endBulk()
+		}
 		if err == nil {
 			v.sb.FeatureIncompat &^= disk.IncompatRecover
-			err = v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+			err = v.writeAt(v.superBytes(), disk.SuperblockOffset)
 		}
 		if err == nil {
 			err = v.writeBackupSuperblocks()

@@ -177,7 +177,7 @@ func (v *FS) flushGroups() error {
 	}
 	v.sb.SetFreeBlocksCount(freeBlocks)
 	v.sb.FreeInodesCount = freeInodes
-	return v.metaWriteAt(v.sb.Encode(), disk.SuperblockOffset)
+	return v.metaWriteAt(v.superBytes(), disk.SuperblockOffset)
 }
 
 // setGroupChecksums recomputes bitmap checksums and the descriptor checksum.

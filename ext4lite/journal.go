@@ -199,7 +199,7 @@ func (v *FS) recover() error {
 		v.sb.State |= disk.StateErrors
 	}
 	if !v.readOnly {
-		if err := v.writeAt(v.sb.Encode(), disk.SuperblockOffset); err != nil {
+		if err := v.writeAt(v.superBytes(), disk.SuperblockOffset); err != nil {
 			return err
 		}
 		return v.syncDevice()
@@ -213,10 +213,10 @@ func (v *FS) openJournal() error {
 	if err != nil {
 		return err
 	}
-	if jd == nil {
-		// No journal: metadata is written home at each flush; the state
-		// says "in use" until Close.
-		return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+	if jd == nil || v.bulk {
+		// No journal (or a bulk load): metadata is written home at each
+		// flush; the state says "in use" until Close.
+		return v.writeAt(v.superBytes(), disk.SuperblockOffset)
 	}
 	j, err := jbd2.Open(jd, v.bs)
 	if err != nil {
@@ -238,7 +238,7 @@ func (v *FS) openJournal() error {
 	}
 	v.journal = j
 	v.deferFree = true
-	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+	return v.writeAt(v.superBytes(), disk.SuperblockOffset)
 }
 
 // commitMeta writes the staged metadata: as one journal transaction,
@@ -253,13 +253,13 @@ func (v *FS) commitMeta() error {
 	}
 	slices.Sort(blocks)
 	if v.journal == nil {
-		h := home{v}
-		for _, b := range blocks {
-			if err := h.WriteHome(b, v.meta[b]); err != nil {
-				return err
-			}
+		if err := v.writeHomeRuns(blocks); err != nil {
+			return err
 		}
 		clear(v.meta)
+		if v.bulk {
+			return nil // made durable by Close (bulk.go)
+		}
 		return v.syncDevice()
 	}
 	// needs_recovery goes home, durably, before the journal points at the
@@ -308,13 +308,16 @@ func (v *FS) commitMeta() error {
 	clear(v.meta)
 	// The log is empty and flushed: clear the flag. Unsynced on purpose:
 	// if a crash loses this write, recovery of an empty log is a no-op.
-	return v.writeAt(v.sb.Encode(), disk.SuperblockOffset)
+	return v.writeAt(v.superBytes(), disk.SuperblockOffset)
 }
 
 // journalBudget is how many staged and pending metadata blocks a batch
 // may reach before ext4lite flushes on its own, keeping each transaction
 // well inside the journal.
 func (v *FS) journalBudget() int {
+	if v.bulk {
+		return bulkBudget
+	}
 	if v.journal == nil {
 		return 1 << 16
 	}

@@ -363,8 +363,22 @@ func (v *FS) fill(in *inode, h *sink.Header, r io.Reader) error {
 	return nil
 }
 
-// fillAt writes n bytes from r at off; all-zero blocks stay holes.
+// fillAt writes n bytes from r at off; all-zero blocks stay holes. A
+// reader that is an io.WriterTo (overlay's import stream, bytes.Reader)
+// hands over its own buffers, written without a copy; bytes past n are
+// dropped, as a reader's are.
 func (v *FS) fillAt(in *inode, r io.Reader, off, n int64) error {
+	if wt, ok := r.(io.WriterTo); ok {
+		fw := &fillWriter{v: v, in: in, off: off, n: n}
+		_, err := wt.WriteTo(fw)
+		if err != nil && err != errFilled && err == fw.err {
+			return err // the volume's error, not the reader's
+		}
+		if fw.done < n {
+			return fmt.Errorf("%w: got %d of %d bytes at %d", io.ErrUnexpectedEOF, fw.done, n, off)
+		}
+		return nil
+	}
 	buf := v.copyBuf()
 	for done := int64(0); done < n; {
 		k, rerr := io.ReadFull(r, buf[:min(int64(len(buf)), n-done)])
@@ -379,6 +393,34 @@ func (v *FS) fillAt(in *inode, r io.Reader, off, n int64) error {
 		}
 	}
 	return nil
+}
+
+// fillWriter is fillAt's io.Writer for an io.WriterTo: it writes what it is
+// given at off onwards, up to n bytes.
+type fillWriter struct {
+	v      *FS
+	in     *inode
+	off, n int64
+	done   int64
+	err    error // the write error Write returned, if any
+}
+
+// errFilled stops a WriterTo that has more than fillAt asked for.
+var errFilled = errors.New("ext4lite: file filled")
+
+func (w *fillWriter) Write(p []byte) (int, error) {
+	k := int(min(int64(len(p)), w.n-w.done))
+	if k > 0 {
+		if err := w.v.writeData(w.in, p[:k], w.off+w.done, true); err != nil {
+			w.err = err
+			return 0, err
+		}
+		w.done += int64(k)
+	}
+	if k < len(p) {
+		return k, errFilled
+	}
+	return k, nil
 }
 
 func (v *FS) copyBuf() []byte {

@@ -7,6 +7,13 @@
 // ext4lite volume, the EROFS builder, a host directory (sink/hostdir) or an
 // in-memory tree (sink/sinktest.MemFS).
 //
+// # Concurrency
+//
+// On more than one core a walk reads and parses the archive in a goroutine
+// of its own, ahead of the sink by at most 8 MiB of data (pipeline.go);
+// the sink is only called from the caller's goroutine, in archive order,
+// and the archive's reader is not read after the walk returns.
+//
 // # Trust boundary
 //
 // Archives are untrusted. Entry names are cleaned (leading "/" stripped as

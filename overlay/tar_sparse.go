@@ -97,23 +97,9 @@ func isSparse(hdr *tar.Header) bool {
 // the bytes it stores. done must be called once the sink is finished with
 // the contents: it reads what the sink left unread.
 func (t *tarTap) sparseEntry(hdr *tar.Header) (sp *sink.Sparse, done func() error, err error) {
-	if t.overflow {
-		return nil, nil, fmt.Errorf("%w: headers of a sparse entry longer than %d bytes", ErrCorrupt, maxHeaderRecord)
-	}
-	start := (-t.recFrom) & (tarBlock - 1) // the first header block is block-aligned
-	if start > int64(len(t.rec)) {
-		return nil, nil, fmt.Errorf("%w: sparse entry: header not found", ErrCorrupt)
-	}
-	regs, stored, err := parseSparse(t.rec[start:], hdr)
+	regs, stored, err := t.sparseMap(hdr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: sparse map: %w", ErrCorrupt, err)
-	}
-	var data int64
-	for _, r := range regs {
-		data += r.Len
-	}
-	if data != stored {
-		return nil, nil, fmt.Errorf("%w: sparse map covers %d bytes, the entry stores %d", ErrCorrupt, data, stored)
+		return nil, nil, err
 	}
 	body := &io.LimitedReader{R: t.r, N: stored}
 	sp, err = sink.NewSparse(hdr.Size, regs, body)
@@ -131,6 +117,31 @@ func (t *tarTap) sparseEntry(hdr *tar.Header) (sp *sink.Sparse, done func() erro
 		return nil
 	}
 	return sp, done, nil
+}
+
+// sparseMap parses the map of the sparse entry hdr just returned by next
+// and returns it with the number of data bytes the entry stores, which
+// follow in the archive (read them from t.r, then add them to t.owed).
+func (t *tarTap) sparseMap(hdr *tar.Header) ([]sink.Region, int64, error) {
+	if t.overflow {
+		return nil, 0, fmt.Errorf("%w: headers of a sparse entry longer than %d bytes", ErrCorrupt, maxHeaderRecord)
+	}
+	start := (-t.recFrom) & (tarBlock - 1) // the first header block is block-aligned
+	if start > int64(len(t.rec)) {
+		return nil, 0, fmt.Errorf("%w: sparse entry: header not found", ErrCorrupt)
+	}
+	regs, stored, err := parseSparse(t.rec[start:], hdr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: sparse map: %w", ErrCorrupt, err)
+	}
+	var data int64
+	for _, r := range regs {
+		data += r.Len
+	}
+	if data != stored {
+		return nil, 0, fmt.Errorf("%w: sparse map covers %d bytes, the entry stores %d", ErrCorrupt, data, stored)
+	}
+	return regs, stored, nil
 }
 
 // parseSparse finds the entry's own header in b (the block-aligned header

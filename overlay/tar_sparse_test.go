@@ -46,6 +46,22 @@ func newSparseFixture() *sparseFixture {
 	return f
 }
 
+// write writes the fixture's file into s at p.
+func (f *sparseFixture) write(t testing.TB, s sink.Sink, p string, perm uint32) {
+	t.Helper()
+	var all []byte
+	for _, d := range f.data {
+		all = append(all, d...)
+	}
+	sp, err := sink.NewSparse(f.size, f.regs, bytes.NewReader(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFile(&sink.Header{Path: p, Mode: sink.TypeReg | perm, Size: f.size}, sp); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *sparseFixture) dataSize() int64 {
 	var n int64
 	for _, r := range f.regs {
@@ -188,17 +204,7 @@ func importSparse(t *testing.T, archive []byte, name string, f *sparseFixture) m
 func TestImportSparsePAX10(t *testing.T) {
 	f := newSparseFixture()
 	m := sinktest.NewMemFS()
-	var all []byte
-	for _, d := range f.data {
-		all = append(all, d...)
-	}
-	sp, err := sink.NewSparse(f.size, f.regs, bytes.NewReader(all))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WriteFile(&sink.Header{Path: "big", Mode: sink.TypeReg | 0o644, Size: f.size}, sp); err != nil {
-		t.Fatal(err)
-	}
+	f.write(t, m, "big", 0o644)
 	var archive bytes.Buffer
 	if err := ExportTar(&archive, m, ExportOptions{}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ type walker struct {
 	layer  map[string]bool         // paths (and their ancestors) this archive wrote
 	opaque []string
 	last   string
+	serial bool // run reads in the caller's goroutine only (tests)
 }
 
 func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) {
@@ -68,8 +70,19 @@ func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) 
 	return w, nil
 }
 
-// run reads a possibly compressed tar stream to its end.
+// run reads a possibly compressed tar stream to its end: pipelined
+// (pipeline.go) when more than one core may run Go code, else serially.
+// Both apply the same entries in the same order and make the same calls
+// on the sink.
 func (w *walker) run(r io.Reader) error {
+	if runtime.GOMAXPROCS(0) > 1 && !w.serial {
+		return w.runPipelined(r)
+	}
+	return w.runSerial(r)
+}
+
+// runSerial reads and applies each entry in turn in the caller's goroutine.
+func (w *walker) runSerial(r io.Reader) error {
 	rc, err := Decompress(r)
 	if err != nil {
 		return &EntryError{After: true, Err: err}
@@ -90,6 +103,57 @@ func (w *walker) run(r io.Reader) error {
 			return &EntryError{Name: hdr.Name, Err: corrupt(err)}
 		}
 	}
+	return w.finishWalk()
+}
+
+// runPipelined reads and parses the archive in a reader goroutine while
+// this one applies the entries (pipeline.go).
+func (w *walker) runPipelined(r io.Reader) error {
+	rc, err := Decompress(r)
+	if err != nil {
+		return &EntryError{After: true, Err: err}
+	}
+	defer rc.Close()
+	q, stop := startReadAhead(&tarTap{r: rc})
+	defer stop()
+	for {
+		p, ok := q.pop()
+		if !ok {
+			break
+		}
+		if p.hdr == nil {
+			return &EntryError{Name: w.last, After: true, Err: corrupt(p.err)}
+		}
+		w.last = p.hdr.Name
+		if p.hdrErr != nil {
+			return &EntryError{Name: p.hdr.Name, Err: corrupt(p.hdrErr)}
+		}
+		if err := w.entryStream(p, q); err != nil {
+			return &EntryError{Name: p.hdr.Name, Err: corrupt(err)}
+		}
+	}
+	return w.finishWalk()
+}
+
+// entryStream applies the entry whose header piece is p, its data read from
+// the pieces that follow on q, and consumes what the sink left unread.
+func (w *walker) entryStream(p piece, q *pieceQueue) error {
+	s := &entryStream{q: q}
+	var data io.Reader = s
+	if p.sparse {
+		sp, err := sink.NewSparse(p.hdr.Size, p.regs, s)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		data = sp
+	}
+	if err := w.entry(p.hdr, data); err != nil {
+		return err // the walk stops: stop discards the rest
+	}
+	return s.drain()
+}
+
+func (w *walker) finishWalk() error {
 	if err := w.finish(); err != nil {
 		return fmt.Errorf("overlay: %w", err)
 	}

@@ -1,7 +1,9 @@
 package volcmd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -28,6 +30,9 @@ it takes only the space its metadata and data use. Linux mounts it
 --from fills the volume from a host directory (owners, modes, xattrs incl.
 trusted.*, devices, hard links, nanosecond times kept — run as root to keep
 what only root may read or set) or from a tar archive (as gvx-vol import).
+It fills a temporary file beside FILE without journal commits and renames
+it to FILE when it is complete and durable: if the fill fails or the
+process dies, FILE is not created, and a leftover .FILE.tmp-* is no volume.
 
 Examples:
    gvx-vol create --size 32G golden-docker.ext4
@@ -53,21 +58,21 @@ func createAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := ext4lite.Create(path, size, &ext4lite.CreateOptions{Label: c.String("label"), Overwrite: c.Bool("force")})
+	opts := &ext4lite.CreateOptions{Label: c.String("label"), Overwrite: c.Bool("force")}
+	if from := c.String("from"); from != "" {
+		// Filled as a temporary file and renamed when complete: no
+		// journal commits while it fills, and no half volume at path.
+		err = ext4lite.CreateFilled(path, size, opts, func(v *ext4lite.FS) error { return fill(v, from) })
+	} else {
+		var v *ext4lite.FS
+		if v, err = ext4lite.Create(path, size, opts); err == nil {
+			err = v.Close()
+		}
+	}
 	if err != nil {
-		if os.IsExist(err) {
+		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%w (use --force to replace it)", err)
 		}
-		return err
-	}
-	if from := c.String("from"); from != "" {
-		if err := fill(v, from); err != nil {
-			v.Close()
-			os.Remove(path)
-			return err
-		}
-	}
-	if err := v.Close(); err != nil {
 		return err
 	}
 	// Info of the closed, clean volume (an open one reads "in use").
