@@ -6,6 +6,10 @@
 #                golden volume, sandbox start, dockerd boot, docker info;
 #   (b) warm:    gvx.Pool.Claim from a warm pool of C (PoolConfig.Warm;
 #                each round starts once C are warm): handover, docker info;
+#                the replacements boot behind the claims (the pool's
+#                RefillDelay and RefillNice defaults);
+#   (b-) warm-eager: as (b), the replacements booting at once at full
+#                priority (RefillDelay, RefillNice -1), for the ratio;
 #   (b') warm-restore: as (b), the pool refilled by restores of a booted
 #                checkpoint (PoolConfig.Checkpoint) instead of cold boots;
 #   (c) restore: C restores at once of one checkpoint of a daemon booted
@@ -24,8 +28,9 @@
 # (debootstrap bookworm + docker.io, from the test cache after the first
 # build), as in bench/pool-docker.sh.
 #
-# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-restore restore
-# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
+# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-eager
+# warm-restore restore host" (WAYS="warm warm-eager host" MEMORY_EPISODES=0:
+# the quick warm-only run), ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +77,7 @@ printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
 for c in $jobs; do
 	host=$(bench host "$c")
 	hp50=$(jq .p50_ms <<<"$host")
-	for way in ${WAYS:-cold warm warm-restore restore host}; do
+	for way in ${WAYS:-cold warm warm-eager warm-restore restore host}; do
 		case $way in
 		host) r=$host ;;
 		restore | warm-restore)

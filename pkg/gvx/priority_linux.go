@@ -1,0 +1,125 @@
+package gvx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A warm boot's CPU priority (PoolConfig.RefillNice), on Linux.
+//
+// With autogroups (sched(7); kernel.sched_autogroup_enabled, on by default
+// in most distributions) every session is one scheduling group, and a
+// thread's own nice value only weighs inside its group. runsc starts the
+// Sentry and the gofer in sessions of their own, and the pool starts a
+// warm boot's rungv in one (Sandbox.ownSession; a seccomp-only Sentry
+// stays in rungv's), so every autogroup below the boot's rungv is the
+// episode's alone. The pool sets their nice (/proc/PID/autogroup), which
+// their owner may set to 0 or more and back without privilege, so it works
+// for an unprivileged pool too.
+//
+// Threads keep their own nice values: gVisor's systrap runs its stub
+// threads one nice step below the Sentry's nice at the platform's start
+// (systrap.initSysmsgThreadPriority), so a Sentry reniced while it boots
+// would run every later guest process niced, and lowering a nice value
+// again needs CAP_SYS_NICE. Where autogroups do not weigh (autogroups off,
+// or the episode in a cpu cgroup other than the root) RefillNice has no
+// effect and RefillDelay is what keeps the boots behind the claims.
+type treePriority struct {
+	nice int // the warm boot's
+	// own is this process's autogroup, left alone; ownNice its nice, what
+	// a ready episode's autogroups get back.
+	own     string
+	ownNice int
+}
+
+// newTreePriority is the priority of warm boots at nice n, or nil if this
+// process's autogroup runs at n or lower already, or there is none.
+func newTreePriority(n int) *treePriority {
+	own, nice, err := autogroup(os.Getpid())
+	if err != nil || nice >= n {
+		return nil
+	}
+	return &treePriority{nice: n, own: own, ownNice: nice}
+}
+
+// set gives the autogroups of the process tree at pid, other than this
+// process's, the boot's nice (boot) or back the pool's own, each through
+// the first of its processes whose /proc/PID/autogroup this process may
+// write (in a nested user namespace some are not its own). settled reports
+// that every one already had it, so that nothing created since can have
+// another: a caller repeats set until it is settled. A process that went
+// meanwhile is skipped; an autogroup the kernel asks to wait for (EAGAIN:
+// writers without CAP_SYS_ADMIN may change one only every 100 ms,
+// host-wide) leaves the tree unsettled. An autogroup none of whose
+// processes let it be written is err (the pass goes on).
+func (tp *treePriority) set(pid int, boot bool) (settled bool, err error) {
+	n := tp.ownNice
+	if boot {
+		n = tp.nice
+	}
+	settled = true
+	done := map[string]bool{}
+	refused := map[string]error{}
+	for _, p := range descendants(pid) {
+		g, gn, gerr := autogroup(p)
+		if gerr != nil || g == tp.own || done[g] {
+			continue // gone, not the episode's own, or set
+		}
+		if gn == n {
+			done[g] = true
+			continue
+		}
+		settled = false
+		switch e := setAutogroup(p, n); {
+		case e == nil || errors.Is(e, unix.EAGAIN):
+			done[g] = true
+		case gone(e):
+		default:
+			if refused[g] == nil {
+				refused[g] = fmt.Errorf("gvx: nice %d for the autogroup of episode process %d (/proc/%d/autogroup): %w (PoolConfig.RefillNice -1 leaves warm boots at the pool's priority)", n, p, p, e)
+			}
+		}
+	}
+	for g, e := range refused {
+		if !done[g] && err == nil {
+			err = e
+		}
+	}
+	return settled, err
+}
+
+func gone(err error) bool {
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist)
+}
+
+// autogroup reads /proc/PID/autogroup: "/autogroup-123 nice 0".
+func autogroup(pid int) (name string, nice int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
+	if err != nil {
+		return "", 0, err
+	}
+	f := strings.Fields(string(bytes.TrimSpace(b)))
+	if len(f) != 3 || f[1] != "nice" {
+		return "", 0, fmt.Errorf("gvx: /proc/%d/autogroup: unexpected %q", pid, b)
+	}
+	nice, err = strconv.Atoi(f[2])
+	return f[0], nice, err
+}
+
+func setAutogroup(pid, n int) error {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/autogroup", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(n))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
