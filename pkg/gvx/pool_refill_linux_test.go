@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/spec"
 )
 
 // treeNice is the nice of every autogroup of the process tree at pid
@@ -85,12 +87,24 @@ func procTree(pid int) []int {
 // from the Sentry's). Root and nobody alike: an autogroup's owner may
 // raise its nice and set it back.
 func TestWarmRefillNice(t *testing.T) {
-	const nice = 17
 	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
 		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
 	}
+	for _, iso := range []spec.Isolation{spec.IsolationAuto, spec.IsolationSeccompOnly} {
+		t.Run(string(iso), func(t *testing.T) { testWarmRefillNice(t, iso) })
+	}
+}
+
+func testWarmRefillNice(t *testing.T, iso spec.Isolation) {
+	const nice = 17
 	_, base := readAutogroup(os.Getpid())
 	cfg, before := warmConfig(t, gvx.PoolConfig{Warm: 1, RefillNice: nice, RefillDelay: -1})
+	s, err := cfg.Base.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Isolation = iso
+	cfg.Spec, cfg.Base = s, gvx.Config{Rungv: cfg.Base.Rungv}
 	ready := cfg.Ready
 	seen := make(chan map[string]int, 8)
 	cfg.Ready = func(ctx context.Context, ep *gvx.Episode) error {
@@ -136,6 +150,13 @@ func TestWarmRefillNice(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if iso == spec.IsolationSeccompOnly {
+		// No supervisor there: a killed episode leaves its state
+		// directory to the next rungv start's sweep (as TestWarmRestore).
+		if out, err := exec.Command(rungvBin, "run", "--isolation", "seccomp-only", "--network", "none", imageRef, "true").CombinedOutput(); err != nil {
+			t.Fatalf("rungv run true: %v: %s", err, out)
+		}
 	}
 	before.check(t)
 }
