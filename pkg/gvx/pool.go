@@ -573,17 +573,17 @@ func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox, warm b
 			p.mu.Unlock()
 		}()
 	}
-	sb.ownSession = warm && p.prio != nil
+	restore := func() error { return nil }
+	if warm && p.prio != nil {
+		sb.ownSession = true // its autogroup is the episode's
+		restore = p.prio.background(sb, ep.done)
+	}
 	go func() {
 		ep.code, ep.err = sb.Run(life)
 		ep.stdout.close()
 		ep.stderr.close()
 		close(ep.done)
 	}()
-	restore := func() error { return nil }
-	if warm && p.prio != nil {
-		restore = p.prio.background(sb, ep.done)
-	}
 	if p.cfg.Ready != nil {
 		if err := p.cfg.Ready(ctx, ep); err != nil {
 			_ = restore() // its teardown follows

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -464,38 +465,53 @@ func (e *Episode) Metrics() Metrics {
 	return e.m
 }
 
-// How often a warm boot's processes are set to RefillNice while it boots
-// (new processes and threads inherit it from their creators: a pass mostly
-// finds the ones made by a thread before it was set), and how long the
-// return to the pool's priority may take (unprivileged autogroup writes
-// wait 100 ms for each other, host-wide).
+// How often a warm boot's processes are looked at while it boots: new
+// processes inherit their creator's autogroup unless they start a session
+// (runsc's sandbox and gofer do), so a pass that finds a new autogroup, or
+// one not yet at the boot's nice, comes again after refillNiceFirst, and
+// one that finds neither waits twice as long as the last, up to
+// refillNiceMost (a boot's later processes are systrap's stubs, in the
+// Sentry's session). refillNiceBack bounds the return to the
+// pool's priority (unprivileged autogroup writes wait 100 ms for each
+// other, host-wide).
 const (
-	refillNiceEvery = 50 * time.Millisecond
+	refillNiceFirst = 5 * time.Millisecond
+	refillNiceMost  = 400 * time.Millisecond
 	refillNiceBack  = 10 * time.Second
 )
 
-// background keeps the processes of sb (a warm boot) at the boot's nice
-// until restore, which puts them back at the pool's own: restore returns
-// once every thread and autogroup of the episode has it, or an error
+// background keeps the autogroups of sb's processes (a warm boot; call it
+// before sb runs) at the boot's nice until restore, which puts them back
+// at the pool's own: restore returns once every one has it, or an error
 // naming what refused (the episode must not be handed over niced). done
 // is closed when sb has exited.
 func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore func() error) {
+	w := tp.walk()
 	stop, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
-		t := time.NewTicker(refillNiceEvery)
-		defer t.Stop()
+		seen := map[string]bool{}
+		every := refillNiceFirst
 		for {
 			if pid := sb.Pid(); pid > 0 {
-				_, _ = tp.set(pid, true) // what refuses boots at full priority
+				w.update(pid)
+				// What refuses boots at the pool's priority.
+				settled, grew, _ := tp.set(slices.Collect(maps.Keys(w.members)), true, seen)
+				if !settled || grew {
+					every = refillNiceFirst
+				} else {
+					every = min(every*2, refillNiceMost)
+				}
 			}
+			t := time.NewTimer(every)
 			select {
 			case <-stop:
-				return
 			case <-done:
-				return
 			case <-t.C:
+				continue
 			}
+			t.Stop()
+			return
 		}
 	}()
 	return func() error {
@@ -507,7 +523,8 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 		}
 		deadline := time.Now().Add(refillNiceBack)
 		for {
-			settled, err := tp.set(pid, false)
+			w.update(pid)
+			settled, _, err := tp.set(slices.Collect(maps.Keys(w.members)), false, map[string]bool{})
 			switch {
 			case err != nil:
 				return err
@@ -519,7 +536,7 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 			select {
 			case <-done:
 				return nil
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(refillNiceFirst):
 			}
 		}
 	}

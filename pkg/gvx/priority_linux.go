@@ -48,17 +48,112 @@ func newTreePriority(n int) *treePriority {
 	return &treePriority{nice: n, own: own, ownNice: nice}
 }
 
-// set gives the autogroups of the process tree at pid, other than this
-// process's, the boot's nice (boot) or back the pool's own, each through
-// the first of its processes whose /proc/PID/autogroup this process may
-// write (in a nested user namespace some are not its own). settled reports
-// that every one already had it, so that nothing created since can have
-// another: a caller repeats set until it is settled. A process that went
-// meanwhile is skipped; an autogroup the kernel asks to wait for (EAGAIN:
-// writers without CAP_SYS_ADMIN may change one only every 100 ms,
-// host-wide) leaves the tree unsettled. An autogroup none of whose
+// treeWalk finds the processes of one episode's tree cheaply, pass after
+// pass: reading every /proc/PID/stat costs ~75 µs a process on a busy host
+// (15 ms for 200), too much 20 times a second for 8 boots, so a walk
+// reads the stat of a PID once, and none of the PIDs that ran before the
+// boot started (they cannot be its processes).
+type treeWalk struct {
+	tp      *treePriority
+	before  map[int]bool // PIDs before the boot: not the episode's
+	parent  map[int]int  // PID → parent, read once
+	members map[int]bool // the episode's processes
+}
+
+func (tp *treePriority) walk() *treeWalk {
+	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]int{}, members: map[int]bool{}}
+	for _, p := range procPIDs() {
+		w.before[p] = true
+	}
+	return w
+}
+
+// procPIDs lists /proc's processes.
+func procPIDs() []int {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if p, err := strconv.Atoi(n); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// update learns the tree at root now; it returns the members new since
+// the last update.
+func (w *treeWalk) update(root int) (fresh []int) {
+	live := map[int]bool{}
+	for _, p := range procPIDs() {
+		live[p] = true
+		if _, ok := w.parent[p]; ok || w.before[p] && p != root {
+			continue
+		}
+		w.parent[p] = parentPID(p)
+	}
+	for p := range w.parent {
+		if !live[p] {
+			delete(w.parent, p)
+			delete(w.members, p)
+		}
+	}
+	for p := range w.before {
+		if !live[p] {
+			delete(w.before, p) // the PID may come back as the episode's
+		}
+	}
+	for grew := true; grew; { // parents before children, whatever the PIDs
+		grew = false
+		for p, pp := range w.parent {
+			if !w.members[p] && (p == root || w.members[pp]) {
+				w.members[p], grew = true, true
+				fresh = append(fresh, p)
+			}
+		}
+	}
+	return fresh
+}
+
+// parentPID reads the parent from /proc/PID/stat (-1 if gone).
+func parentPID(pid int) int {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return pp
+}
+
+// set gives the autogroups of the given processes of the episode, other
+// than this process's, the boot's nice (boot) or back the pool's own,
+// each through the first of its processes whose /proc/PID/autogroup this
+// process may write (in a nested user namespace some are not its own).
+// settled reports that every one already had it, and grew that one was
+// not in seen (which set adds it to): a process that starts a session
+// after it was first looked at (a child between fork and setsid) has a
+// new one, so a caller looks at all of them again until neither. A
+// process that went meanwhile is skipped; an autogroup the kernel asks to
+// wait for (EAGAIN: writers without CAP_SYS_ADMIN may change one only
+// every 100 ms, host-wide) leaves it unsettled. An autogroup none of whose
 // processes let it be written is err (the pass goes on).
-func (tp *treePriority) set(pid int, boot bool) (settled bool, err error) {
+func (tp *treePriority) set(pids []int, boot bool, seen map[string]bool) (settled, grew bool, err error) {
 	n := tp.ownNice
 	if boot {
 		n = tp.nice
@@ -66,10 +161,13 @@ func (tp *treePriority) set(pid int, boot bool) (settled bool, err error) {
 	settled = true
 	done := map[string]bool{}
 	refused := map[string]error{}
-	for _, p := range descendants(pid) {
+	for _, p := range pids {
 		g, gn, gerr := autogroup(p)
 		if gerr != nil || g == tp.own || done[g] {
 			continue // gone, not the episode's own, or set
+		}
+		if !seen[g] {
+			seen[g], grew = true, true
 		}
 		if gn == n {
 			done[g] = true
@@ -91,7 +189,7 @@ func (tp *treePriority) set(pid int, boot bool) (settled bool, err error) {
 			err = e
 		}
 	}
-	return settled, err
+	return settled, grew, err
 }
 
 func gone(err error) bool {

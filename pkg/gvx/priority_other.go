@@ -8,4 +8,12 @@ type treePriority struct{ nice, base int }
 
 func newTreePriority(int) *treePriority { return nil }
 
-func (*treePriority) set(pid int, boot bool) (settled bool, err error) { return true, nil }
+type treeWalk struct{ members map[int]bool }
+
+func (*treePriority) walk() *treeWalk { return &treeWalk{} }
+
+func (*treeWalk) update(root int) []int { return nil }
+
+func (*treePriority) set(pids []int, boot bool, seen map[string]bool) (settled, grew bool, err error) {
+	return true, false, nil
+}
