@@ -30,7 +30,8 @@
 #
 # usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-eager
 # warm-restore restore host" (WAYS="warm warm-eager host" MEMORY_EPISODES=0:
-# the quick warm-only run), ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
+# the quick warm-only run), REFILL_DELAY=250ms REFILL_NICE=10 (warm's
+# PoolConfig.RefillDelay, RefillNice; default: the pool's), ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +64,8 @@ sum0=$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)
 bench() { # $1 mode, $2 C → one JSON line on stdout
 	local rounds=${ROUNDS:-$(( (16 + $2 - 1) / $2 ))}
 	[ "$rounds" -ge 2 ] || rounds=2
-	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image"
+	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image" \
+		-refill-delay "${REFILL_DELAY:-0}" -refill-nice "${REFILL_NICE:-0}"
 }
 # rungv is also runsc, whose own `checkpoint` answers --help too: support
 # means a checkpoint command among rungv's COMMANDS whose --help succeeds.

@@ -49,6 +49,12 @@ import (
 	"z.gfire.dev/gvx/reflink"
 )
 
+// -mode warm's PoolConfig.RefillDelay and RefillNice (0: the defaults).
+var (
+	refillDelay time.Duration
+	refillNice  int
+)
+
 type result struct {
 	Mode    string  `json:"mode"`
 	C       int     `json:"c"`
@@ -73,6 +79,8 @@ func main() {
 	c := flag.Int("c", 1, "episodes asked for at once")
 	rounds := flag.Int("rounds", 4, "rounds of C")
 	dockerd := flag.String("dockerd", "/usr/sbin/dockerd", "host dockerd for -mode host")
+	flag.DurationVar(&refillDelay, "refill-delay", 0, "PoolConfig.RefillDelay for -mode warm (0: the pool's default)")
+	flag.IntVar(&refillNice, "refill-nice", 0, "PoolConfig.RefillNice for -mode warm (0: the pool's default)")
 	flag.Parse()
 	if *golden == "" || *scratch == "" || *c < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "usage: readybench -mode MODE -golden FILE -scratch DIR [-image oci:DIR] [-c C] [-rounds R]")
@@ -137,7 +145,10 @@ func gvxRounds(ctx context.Context, mode, golden, scratch, image string, c, roun
 		warm = c
 	}
 	cfg := poolConfig(golden, scratch, image, warm)
-	if mode == "warm-eager" {
+	switch mode {
+	case "warm":
+		cfg.RefillDelay, cfg.RefillNice = refillDelay, refillNice
+	case "warm-eager":
 		cfg.RefillDelay, cfg.RefillNice = -1, -1
 	}
 	if mode == "warm-restore" {
