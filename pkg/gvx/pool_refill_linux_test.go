@@ -1,7 +1,6 @@
 package gvx_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -23,7 +22,7 @@ import (
 func treeNice(pid int) map[string]int {
 	own, _ := readAutogroup(os.Getpid())
 	groups := map[string]int{}
-	for _, p := range procTree(pid) {
+	for _, p := range gvx.ProcessTree(pid) {
 		if g, n := readAutogroup(p); g != "" && g != own {
 			groups[g] = n
 		}
@@ -49,33 +48,6 @@ func readAutogroup(pid int) (string, int) {
 	}
 	n, _ := strconv.Atoi(f[2])
 	return f[0], n
-}
-
-// procTree is pid and its descendants, from /proc/*/stat.
-func procTree(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	kids := map[int][]int{}
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		i := bytes.LastIndexByte(st, ')')
-		if err != nil || i < 0 {
-			continue
-		}
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) > 1 {
-			pp, _ := strconv.Atoi(f[1])
-			kids[pp] = append(kids[pp], p)
-		}
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, kids[out[i]]...)
-	}
-	return out
 }
 
 // TestWarmRefillNice: a warm boot runs at RefillNice while it boots (its
@@ -139,7 +111,7 @@ func testWarmRefillNice(t *testing.T, iso spec.Isolation) {
 		if back := treeNice(ep.Sandbox.Pid()); !allAt(back, base) {
 			t.Errorf("round %d: a claimed episode's autogroups are not at the pool's nice %d: %v", round, base, back)
 		}
-		for _, p := range procTree(ep.Sandbox.Pid()) {
+		for _, p := range gvx.ProcessTree(ep.Sandbox.Pid()) {
 			if prio, err := unix.Getpriority(unix.PRIO_PROCESS, p); err == nil && 20-prio > 1 {
 				t.Errorf("round %d: episode process %d runs at nice %d (systrap's stubs run at 1)", round, p, 20-prio)
 			}

@@ -68,23 +68,6 @@ func (tp *treePriority) walk() *treeWalk {
 	return w
 }
 
-// procPIDs lists /proc's processes.
-func procPIDs() []int {
-	f, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	names, _ := f.Readdirnames(-1)
-	f.Close()
-	pids := make([]int, 0, len(names))
-	for _, n := range names {
-		if p, err := strconv.Atoi(n); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids
-}
-
 // update learns the tree at root now; it returns the members new since
 // the last update.
 func (w *treeWalk) update(root int) (fresh []int) {
@@ -117,28 +100,6 @@ func (w *treeWalk) update(root int) (fresh []int) {
 		}
 	}
 	return fresh
-}
-
-// parentPID reads the parent from /proc/PID/stat (-1 if gone).
-func parentPID(pid int) int {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(st[i+1:]))
-	if len(f) < 2 {
-		return -1
-	}
-	pp, err := strconv.Atoi(f[1])
-	if err != nil {
-		return -1
-	}
-	return pp
 }
 
 // set gives the autogroups of the given processes of the episode, other
