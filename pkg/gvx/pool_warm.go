@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -496,7 +495,7 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 			if pid := sb.Pid(); pid > 0 {
 				w.update(pid)
 				// What refuses boots at the pool's priority.
-				settled, grew, _ := tp.set(slices.Collect(maps.Keys(w.members)), true, seen)
+				settled, grew, _ := w.set(true, seen)
 				if !settled || grew {
 					every = refillNiceFirst
 				} else {
@@ -524,7 +523,7 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 		deadline := time.Now().Add(refillNiceBack)
 		for {
 			w.update(pid)
-			settled, _, err := tp.set(slices.Collect(maps.Keys(w.members)), false, map[string]bool{})
+			settled, _, err := w.set(false, map[string]bool{})
 			switch {
 			case err != nil:
 				return err

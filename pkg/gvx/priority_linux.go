@@ -55,13 +55,14 @@ func newTreePriority(n int) *treePriority {
 // boot started (they cannot be its processes).
 type treeWalk struct {
 	tp      *treePriority
-	before  map[int]bool // PIDs before the boot: not the episode's
-	parent  map[int]int  // PID → parent, read once
-	members map[int]bool // the episode's processes
+	before  map[int]bool    // PIDs before the boot: not the episode's
+	parent  map[int]int     // PID → parent, read once
+	members map[int]bool    // the episode's processes
+	lowered map[string]bool // autogroups set to the boot's nice
 }
 
 func (tp *treePriority) walk() *treeWalk {
-	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]int{}, members: map[int]bool{}}
+	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]int{}, members: map[int]bool{}, lowered: map[string]bool{}}
 	for _, p := range procPIDs() {
 		w.before[p] = true
 	}
@@ -102,19 +103,21 @@ func (w *treeWalk) update(root int) (fresh []int) {
 	return fresh
 }
 
-// set gives the autogroups of the given processes of the episode, other
-// than this process's, the boot's nice (boot) or back the pool's own,
-// each through the first of its processes whose /proc/PID/autogroup this
-// process may write (in a nested user namespace some are not its own).
-// settled reports that every one already had it, and grew that one was
-// not in seen (which set adds it to): a process that starts a session
-// after it was first looked at (a child between fork and setsid) has a
-// new one, so a caller looks at all of them again until neither. A
-// process that went meanwhile is skipped; an autogroup the kernel asks to
-// wait for (EAGAIN: writers without CAP_SYS_ADMIN may change one only
-// every 100 ms, host-wide) leaves it unsettled. An autogroup none of whose
-// processes let it be written is err (the pass goes on).
-func (tp *treePriority) set(pids []int, boot bool, seen map[string]bool) (settled, grew bool, err error) {
+// set gives the autogroups of the episode's processes (its members),
+// other than this process's, the boot's nice (boot) or back the pool's own
+// (only those it set while booting), each through the first of its
+// processes whose /proc/PID/autogroup this process may write (in a nested
+// user namespace some are not its own). settled reports that nothing was
+// changed or is waiting to be, and grew that an autogroup was not in seen
+// (which set adds it to): a process that starts a session after it was
+// first looked at (a child between fork and setsid) has a new one, so a
+// caller looks at all of them again until neither. A process that went
+// meanwhile is skipped; an autogroup the kernel asks to wait for (EAGAIN:
+// writers without CAP_SYS_ADMIN may change one only every 100 ms,
+// host-wide) leaves it unsettled. An autogroup none of whose processes
+// let it be written is err (the pass goes on); it stays as it is.
+func (w *treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err error) {
+	tp := w.tp
 	n := tp.ownNice
 	if boot {
 		n = tp.nice
@@ -122,10 +125,10 @@ func (tp *treePriority) set(pids []int, boot bool, seen map[string]bool) (settle
 	settled = true
 	done := map[string]bool{}
 	refused := map[string]error{}
-	for _, p := range pids {
+	for p := range w.members {
 		g, gn, gerr := autogroup(p)
-		if gerr != nil || g == tp.own || done[g] {
-			continue // gone, not the episode's own, or set
+		if gerr != nil || g == tp.own || done[g] || !boot && !w.lowered[g] {
+			continue // gone, not the episode's own, set, or not set by us
 		}
 		if !seen[g] {
 			seen[g], grew = true, true
@@ -134,10 +137,12 @@ func (tp *treePriority) set(pids []int, boot bool, seen map[string]bool) (settle
 			done[g] = true
 			continue
 		}
-		settled = false
 		switch e := setAutogroup(p, n); {
 		case e == nil || errors.Is(e, unix.EAGAIN):
-			done[g] = true
+			done[g], settled = true, false
+			if boot && e == nil {
+				w.lowered[g] = true
+			}
 		case gone(e):
 		default:
 			if refused[g] == nil {

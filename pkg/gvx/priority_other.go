@@ -14,6 +14,6 @@ func (*treePriority) walk() *treeWalk { return &treeWalk{} }
 
 func (*treeWalk) update(root int) []int { return nil }
 
-func (*treePriority) set(pids []int, boot bool, seen map[string]bool) (settled, grew bool, err error) {
+func (*treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err error) {
 	return true, false, nil
 }
