@@ -69,9 +69,8 @@ func (tp *treePriority) walk() *treeWalk {
 	return w
 }
 
-// update learns the tree at root now; it returns the members new since
-// the last update.
-func (w *treeWalk) update(root int) (fresh []int) {
+// update learns the tree at root now (its members).
+func (w *treeWalk) update(root int) {
 	live := map[int]bool{}
 	for _, p := range procPIDs() {
 		live[p] = true
@@ -96,11 +95,9 @@ func (w *treeWalk) update(root int) (fresh []int) {
 		for p, pp := range w.parent {
 			if !w.members[p] && (p == root || w.members[pp]) {
 				w.members[p], grew = true, true
-				fresh = append(fresh, p)
 			}
 		}
 	}
-	return fresh
 }
 
 // set gives the autogroups of the episode's processes (its members),

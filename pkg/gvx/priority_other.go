@@ -12,7 +12,7 @@ type treeWalk struct{ members map[int]bool }
 
 func (*treePriority) walk() *treeWalk { return &treeWalk{} }
 
-func (*treeWalk) update(root int) []int { return nil }
+func (*treeWalk) update(root int) {}
 
 func (*treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err error) {
 	return true, false, nil
