@@ -2,13 +2,14 @@
 
 package gvx
 
-// treePriority has no effect off Linux: warm boots run at the pool's own
-// priority (RefillDelay still keeps them behind the claims).
-type treePriority struct{ nice, base int }
+// treePriority has no effect off Linux (newTreePriority is nil): warm
+// boots run at the pool's own priority, and RefillDelay still keeps them
+// behind the claims.
+type treePriority struct{}
 
 func newTreePriority(int) *treePriority { return nil }
 
-type treeWalk struct{ members map[int]bool }
+type treeWalk struct{}
 
 func (*treePriority) walk() *treeWalk { return &treeWalk{} }
 
