@@ -6,6 +6,10 @@
 #                golden volume, sandbox start, dockerd boot, docker info;
 #   (b) warm:    gvx.Pool.Claim from a warm pool of C (PoolConfig.Warm;
 #                each round starts once C are warm): handover, docker info;
+#                the replacements boot behind the claims (the pool's
+#                RefillDelay and RefillNice defaults);
+#   (b-) warm-eager: as (b), the replacements booting at once at full
+#                priority (RefillDelay, RefillNice -1), for the ratio;
 #   (b') warm-restore: as (b), the pool refilled by restores of a booted
 #                checkpoint (PoolConfig.Checkpoint) instead of cold boots;
 #   (c) restore: C restores at once of one checkpoint of a daemon booted
@@ -24,8 +28,10 @@
 # (debootstrap bookworm + docker.io, from the test cache after the first
 # build), as in bench/pool-docker.sh.
 #
-# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-restore restore
-# host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
+# usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-eager
+# warm-restore restore host" (WAYS="warm warm-eager host" MEMORY_EPISODES=0:
+# the quick warm-only run), REFILL_DELAY=250ms REFILL_NICE=10 (warm's
+# PoolConfig.RefillDelay, RefillNice; default: the pool's), ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +64,8 @@ sum0=$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)
 bench() { # $1 mode, $2 C → one JSON line on stdout
 	local rounds=${ROUNDS:-$(( (16 + $2 - 1) / $2 ))}
 	[ "$rounds" -ge 2 ] || rounds=2
-	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image"
+	"$work/readybench" -mode "$1" -c "$2" -rounds "$rounds" -golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image" \
+		-refill-delay "${REFILL_DELAY:-0}" -refill-nice "${REFILL_NICE:-0}"
 }
 # rungv is also runsc, whose own `checkpoint` answers --help too: support
 # means a checkpoint command among rungv's COMMANDS whose --help succeeds.
@@ -72,7 +79,7 @@ printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
 for c in $jobs; do
 	host=$(bench host "$c")
 	hp50=$(jq .p50_ms <<<"$host")
-	for way in ${WAYS:-cold warm warm-restore restore host}; do
+	for way in ${WAYS:-cold warm warm-eager warm-restore restore host}; do
 		case $way in
 		host) r=$host ;;
 		restore | warm-restore)

@@ -7,7 +7,12 @@
 //
 //	cold   gvx.Pool without Warm: claim = clone + boot + docker info
 //	warm   gvx.Pool with Warm C: each round waits until C are warm, then
-//	       claims C at once; claim = handover + docker info
+//	       claims C at once; claim = handover + docker info; the
+//	       replacements boot behind the claims (RefillDelay, RefillNice:
+//	       the defaults)
+//	warm-eager
+//	       warm, the replacements booting at once at the pool's own
+//	       priority (RefillDelay and RefillNice -1: before issue 16 (b))
 //	host   the yardstick: a host dockerd (root) per episode, --data-root on
 //	       a loop-mounted reflink clone of the same golden; exec → docker
 //	       info (the clone and mount are not timed)
@@ -44,6 +49,12 @@ import (
 	"z.gfire.dev/gvx/reflink"
 )
 
+// -mode warm's PoolConfig.RefillDelay and RefillNice (0: the defaults).
+var (
+	refillDelay time.Duration
+	refillNice  int
+)
+
 type result struct {
 	Mode    string  `json:"mode"`
 	C       int     `json:"c"`
@@ -61,13 +72,15 @@ type result struct {
 }
 
 func main() {
-	mode := flag.String("mode", "", "cold, warm, warm-restore, restore, host or memory")
+	mode := flag.String("mode", "", "cold, warm, warm-eager, warm-restore, restore, host or memory")
 	golden := flag.String("golden", "", "golden /var/lib/docker volume")
 	scratch := flag.String("scratch", "", "directory for the clones (the golden's filesystem)")
 	image := flag.String("image", "", "daemon image (oci:DIR) for the gvx modes")
 	c := flag.Int("c", 1, "episodes asked for at once")
 	rounds := flag.Int("rounds", 4, "rounds of C")
 	dockerd := flag.String("dockerd", "/usr/sbin/dockerd", "host dockerd for -mode host")
+	flag.DurationVar(&refillDelay, "refill-delay", 0, "PoolConfig.RefillDelay for -mode warm (0: the pool's default)")
+	flag.IntVar(&refillNice, "refill-nice", 0, "PoolConfig.RefillNice for -mode warm (0: the pool's default)")
 	flag.Parse()
 	if *golden == "" || *scratch == "" || *c < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "usage: readybench -mode MODE -golden FILE -scratch DIR [-image oci:DIR] [-c C] [-rounds R]")
@@ -77,7 +90,7 @@ func main() {
 	var r result
 	var err error
 	switch *mode {
-	case "cold", "warm":
+	case "cold", "warm", "warm-eager":
 		r, err = gvxRounds(ctx, *mode, *golden, *scratch, *image, *c, *rounds)
 	case "host":
 		r, err = hostRounds(ctx, *dockerd, *golden, *scratch, *c, *rounds)
@@ -132,6 +145,12 @@ func gvxRounds(ctx context.Context, mode, golden, scratch, image string, c, roun
 		warm = c
 	}
 	cfg := poolConfig(golden, scratch, image, warm)
+	switch mode {
+	case "warm":
+		cfg.RefillDelay, cfg.RefillNice = refillDelay, refillNice
+	case "warm-eager":
+		cfg.RefillDelay, cfg.RefillNice = -1, -1
+	}
 	if mode == "warm-restore" {
 		ck, cleanup, err := bootCheckpoint(ctx, golden, scratch, image)
 		defer cleanup()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 
 	"z.gfire.dev/gvx/spec"
 )
@@ -166,6 +167,10 @@ type Sandbox struct {
 	closed  bool
 
 	ck *checkpointing // EnableCheckpoint's (fork.go); nil: none
+	// ownSession starts rungv in a session of its own (setsid): its
+	// autogroup, and a seccomp-only Sentry's, is then the episode's alone
+	// (a warm boot's RefillNice, priority_linux.go).
+	ownSession bool
 }
 
 // New validates cfg and prepares an episode: cfg.Spec(), run by rungv. ctx
@@ -257,6 +262,12 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 	cmd.ExtraFiles = append([]*os.File{errW, specR}, s.ck.files()...) // fd 3, fd 4, fd 5...
 	unpin := dieWithCaller(cmd)
 	defer unpin()
+	if s.ownSession {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Setsid = true
+	}
 	err = cmd.Start()
 	errW.Close()
 	specR.Close()

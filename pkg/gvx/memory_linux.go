@@ -43,34 +43,12 @@ func treeMemory(pid int) (bytes int64, pss bool) {
 // descendants returns pid and every process below it, from the parent
 // field of /proc/*/stat.
 func descendants(pid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	children := map[int][]int{}
 	exists := false
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], p)
-		if p == pid {
-			exists = true
+	for _, p := range procPIDs() {
+		if pp := parentPID(p); pp >= 0 {
+			children[pp] = append(children[pp], p)
+			exists = exists || p == pid
 		}
 	}
 	if !exists {
@@ -81,6 +59,45 @@ func descendants(pid int) []int {
 		out = append(out, children[out[i]]...)
 	}
 	return out
+}
+
+// procPIDs lists /proc's processes.
+func procPIDs() []int {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if p, err := strconv.Atoi(n); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// parentPID reads the parent from /proc/PID/stat (-1 if gone).
+func parentPID(pid int) int {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return pp
 }
 
 // procField reads "Name:   123 kB" from a /proc file, in bytes.

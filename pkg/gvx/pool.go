@@ -83,6 +83,22 @@ type PoolConfig struct {
 	// again, and the pool keeps only as many warm as fit at the largest
 	// cost measured so far. Until one is measured, one boots at a time.
 	WarmMemory int64
+	// RefillDelay is how long the replacement of a claimed warm episode
+	// waits before it starts to boot, so that a burst of claims (each
+	// caller's first requests to its episode) has the CPUs before the
+	// boots behind it: 0 means DefaultRefillDelay, negative none. A claim
+	// that finds no warm episode ready ends the wait at once.
+	RefillDelay time.Duration
+	// RefillNice is the nice value (1–19) warm boots run at until their
+	// Ready passes, when the pool puts them back at its own before they
+	// join the ready list: a claimed episode never runs niced, and a boot
+	// gets only the CPU the claimed ones leave. 0 means DefaultRefillNice,
+	// negative leaves boots at the pool's priority. It is the nice of the
+	// episode's own autogroups (its sessions': rungv's, the Sentry's, the
+	// gofer's), which an unprivileged pool may set too; where autogroups
+	// do not weigh it has no effect (docs/runtime.md, "Ready Docker
+	// episodes").
+	RefillNice int
 	// Checkpoint, when set, starts every episode by restoring it
 	// (Checkpoint.Restore) instead of booting: the guest goes on from the
 	// instant it was saved (a booted daemon, say), on its own clone of the
@@ -118,7 +134,8 @@ type Pool struct {
 	mu      sync.Mutex
 	running int
 	closed  bool
-	warm    warmState // guarded by mu
+	warm    warmState     // guarded by mu
+	prio    *treePriority // warm boots' (RefillNice); nil: none
 }
 
 // Errors of the pool.
@@ -169,6 +186,18 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	if cfg.Parallel < 0 || cfg.Timeout < 0 || cfg.OutputLimit < 0 || cfg.Warm < 0 || cfg.WarmMemory < 0 {
 		return nil, errors.New("gvx: negative Parallel, Timeout, OutputLimit, Warm or WarmMemory")
+	}
+	if cfg.RefillNice > 19 {
+		return nil, fmt.Errorf("gvx: PoolConfig.RefillNice %d is above 19, the lowest priority", cfg.RefillNice)
+	}
+	switch {
+	case cfg.RefillDelay == 0:
+		cfg.RefillDelay = DefaultRefillDelay
+	case cfg.RefillDelay < 0:
+		cfg.RefillDelay = 0
+	}
+	if cfg.RefillNice == 0 {
+		cfg.RefillNice = DefaultRefillNice
 	}
 	if cfg.Parallel == 0 {
 		cfg.Parallel = 1
@@ -226,6 +255,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{cfg: cfg, bin: bin, base: base, golden: golden, scratch: scratch}
+	if cfg.Warm > 0 && cfg.RefillNice > 0 {
+		p.prio = newTreePriority(cfg.RefillNice) // nil if the pool already runs at it
+	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.warm.init()
 	if _, err := os.Stat(scratch); errors.Is(err, os.ErrNotExist) {
@@ -439,7 +471,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 		// A warm sandbox runs under the pool's context: the episode's
 		// ending (Timeout, ctx) kills it as it kills a cold one.
 		defer context.AfterFunc(ctx, ep.kill)()
-	} else if ep, err = p.boot(ctx, ctx, i, i); err != nil {
+	} else if ep, err = p.boot(ctx, ctx, i, i, false); err != nil {
 		m = ep.m
 		m.Claim = time.Since(t0)
 		m.Episode = i
@@ -474,7 +506,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 // waits for Ready under ctx. It always returns the episode, with its
 // metrics so far; on an error it has torn it down, and the error is also
 // ep.m.Err.
-func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err error) {
+func (p *Pool) boot(life, ctx context.Context, id, seq int, warm bool) (ep *Episode, err error) {
 	t0 := time.Now()
 	vol := filepath.Join(p.scratch, fmt.Sprintf("ep-%d-%04d.ext4", os.Getpid(), seq))
 	ep = &Episode{ID: id, Volume: vol, pool: p, t0: t0, done: make(chan struct{}), code: -1}
@@ -503,7 +535,7 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err er
 			}
 			return ep, err
 		}
-		return p.start(life, ctx, ep, sb)
+		return p.start(life, ctx, ep, sb, warm)
 	}
 	res, err := reflink.CloneFile(p.golden, vol, reflink.Options{Mode: p.cfg.CloneMode, NoSync: true})
 	ep.m.Reset = time.Since(t0)
@@ -523,12 +555,12 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int) (ep *Episode, err er
 	if sb, err = newSandbox(p.bin, s, proc); err != nil {
 		return ep, err
 	}
-	return p.start(life, ctx, ep, sb)
+	return p.start(life, ctx, ep, sb, warm)
 }
 
 // start runs sb as ep's sandbox under life and waits for Ready under ctx
-// (boot's second half).
-func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox) (*Episode, error) {
+// (boot's second half); a warm boot runs at RefillNice until then.
+func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox, warm bool) (*Episode, error) {
 	ep.Sandbox = sb
 	tStart := time.Now()
 	if life == p.ctx { // Close kills it: Close waits until its boot is over
@@ -541,6 +573,11 @@ func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox) (*Epis
 			p.mu.Unlock()
 		}()
 	}
+	restore := func() error { return nil }
+	if warm && p.prio != nil {
+		sb.ownSession = true // its autogroup is the episode's
+		restore = p.prio.background(sb, ep.done)
+	}
 	go func() {
 		ep.code, ep.err = sb.Run(life)
 		ep.stdout.close()
@@ -549,12 +586,18 @@ func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox) (*Epis
 	}()
 	if p.cfg.Ready != nil {
 		if err := p.cfg.Ready(ctx, ep); err != nil {
+			_ = restore() // its teardown follows
 			if ep.exitedEarly() {
 				ep.m.ExitCode = ep.code
 			}
 			return ep, fmt.Errorf("not ready: %w", err)
 		}
 		ep.m.Ready = time.Since(tStart)
+	}
+	if err := restore(); err != nil {
+		return ep, err
+	}
+	if p.cfg.Ready != nil {
 		ep.m.IdleMemory, ep.m.IdleMemoryPSS = treeMemory(sb.Pid())
 	}
 	return ep, nil

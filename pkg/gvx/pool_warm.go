@@ -35,6 +35,9 @@ type warmState struct {
 	next     int // the next warm episode's ID
 	// starting are the episodes of boots whose rungv has started.
 	starting map[*Episode]struct{}
+	// hurry is closed to end the RefillDelay of the boots waiting it
+	// (a claimer found no warm episode ready); nil when none waits.
+	hurry chan struct{}
 }
 
 func (w *warmState) init() {
@@ -126,6 +129,17 @@ func (p *Pool) readyMemory() int64 {
 	return sum
 }
 
+// Defaults of PoolConfig.RefillDelay and RefillNice.
+const (
+	// DefaultRefillDelay is about what a burst of docker info claims at 8
+	// on 2 CPUs takes (docs/runtime.md, "Warm pools"): a replacement's
+	// boot is ~2 s of CPU, so the wait costs its refill ~10 %.
+	DefaultRefillDelay = 250 * time.Millisecond
+	// DefaultRefillNice gives a booting replacement about a tenth of a
+	// CPU the claimed episodes want (kernel weights 110 against 1024).
+	DefaultRefillNice = 10
+)
+
 // fillWarm starts warm boots up to the target.
 func (p *Pool) fillWarm() {
 	p.mu.Lock()
@@ -133,7 +147,11 @@ func (p *Pool) fillWarm() {
 	p.fillWarmLocked()
 }
 
-func (p *Pool) fillWarmLocked() {
+func (p *Pool) fillWarmLocked() { p.fillWarmAfter(0) }
+
+// fillWarmAfter starts warm boots up to the target, each after delay (a
+// claim's replacement: RefillDelay) unless hurried. Call with mu.
+func (p *Pool) fillWarmAfter(delay time.Duration) {
 	w := &p.warm
 	for !p.closed && len(w.ready)+w.booting < p.warmTarget() {
 		w.booting++
@@ -148,17 +166,42 @@ func (p *Pool) fillWarmLocked() {
 		if w.failures > 0 {
 			backoff = min(100*time.Millisecond<<min(w.failures, 7), 10*time.Second)
 		}
-		go p.bootWarm(id, seq, backoff)
+		var hurry chan struct{}
+		if delay > 0 {
+			if w.hurry == nil {
+				w.hurry = make(chan struct{})
+			}
+			hurry = w.hurry
+		}
+		go p.bootWarm(id, seq, backoff, delay, hurry)
 	}
 }
 
-// bootWarm boots one warm episode and puts it on the ready list, or
-// tears it down when it failed or does not fit WarmMemory.
-func (p *Pool) bootWarm(id, seq int, backoff time.Duration) {
+// hurryLocked ends the RefillDelay of the boots waiting it. Call with mu.
+func (w *warmState) hurryLocked() {
+	if w.hurry != nil {
+		close(w.hurry)
+		w.hurry = nil
+	}
+}
+
+// bootWarm boots one warm episode after backoff and then delay (which
+// hurry ends early), and puts it on the ready list, or tears it down when
+// it failed or does not fit WarmMemory.
+func (p *Pool) bootWarm(id, seq int, backoff, delay time.Duration, hurry <-chan struct{}) {
 	defer p.warm.boots.Done()
 	select {
 	case <-time.After(backoff):
 	case <-p.ctx.Done():
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-hurry:
+		case <-p.ctx.Done():
+		}
+		t.Stop()
 	}
 	ctx, cancel := p.ctx, context.CancelFunc(func() {})
 	if p.cfg.Timeout > 0 {
@@ -167,7 +210,7 @@ func (p *Pool) bootWarm(id, seq int, backoff time.Duration) {
 	var ep *Episode
 	var err error
 	if err = p.ctx.Err(); err == nil {
-		ep, err = p.boot(p.ctx, ctx, id, seq)
+		ep, err = p.boot(p.ctx, ctx, id, seq, true)
 	}
 	cancel()
 	p.mu.Lock()
@@ -317,7 +360,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 	seq := p.next
 	p.next++
 	p.seq.Unlock()
-	ep, err := p.boot(p.ctx, ctx, id, seq)
+	ep, err := p.boot(p.ctx, ctx, id, seq, false)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +389,7 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 		if len(w.ready) > 0 {
 			ep := w.ready[0]
 			w.ready = w.ready[1:]
-			p.fillWarmLocked()
+			p.fillWarmAfter(p.cfg.RefillDelay)
 			p.mu.Unlock()
 			select {
 			case <-ep.done: // it died while it waited
@@ -361,6 +404,7 @@ func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
 			return ep, nil
 		}
 		p.fillWarmLocked()
+		w.hurryLocked() // a claimer waits: no replacement waits for it
 		if p.warmTarget() == 0 && w.booting == 0 {
 			err, one := w.err, w.estimate
 			p.mu.Unlock()
@@ -418,4 +462,81 @@ func (e *Episode) Metrics() Metrics {
 	e.mmu.Lock() // the pool's Close may be tearing it down
 	defer e.mmu.Unlock()
 	return e.m
+}
+
+// How often a warm boot's processes are looked at while it boots: new
+// processes inherit their creator's autogroup unless they start a session
+// (runsc's sandbox and gofer do), so a pass that finds a new autogroup, or
+// one not yet at the boot's nice, comes again after refillNiceFirst, and
+// one that finds neither waits twice as long as the last, up to
+// refillNiceMost (a boot's later processes are systrap's stubs, in the
+// Sentry's session). refillNiceBack bounds the return to the
+// pool's priority (unprivileged autogroup writes wait 100 ms for each
+// other, host-wide).
+const (
+	refillNiceFirst = 5 * time.Millisecond
+	refillNiceMost  = 400 * time.Millisecond
+	refillNiceBack  = 10 * time.Second
+)
+
+// background keeps the autogroups of sb's processes (a warm boot; call it
+// before sb runs) at the boot's nice until restore, which puts them back
+// at the pool's own: restore returns once every one has it, or an error
+// naming what refused (the episode must not be handed over niced). done
+// is closed when sb has exited.
+func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore func() error) {
+	w := tp.walk()
+	stop, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		seen := map[string]bool{}
+		every := refillNiceFirst
+		for {
+			if pid := sb.Pid(); pid > 0 {
+				w.update(pid)
+				// What refuses boots at the pool's priority.
+				settled, grew, _ := w.set(true, seen)
+				if !settled || grew {
+					every = refillNiceFirst
+				} else {
+					every = min(every*2, refillNiceMost)
+				}
+			}
+			t := time.NewTimer(every)
+			select {
+			case <-stop:
+			case <-done:
+			case <-t.C:
+				continue
+			}
+			t.Stop()
+			return
+		}
+	}()
+	return func() error {
+		close(stop)
+		<-ended
+		pid := sb.Pid()
+		if pid <= 0 {
+			return nil
+		}
+		deadline := time.Now().Add(refillNiceBack)
+		for {
+			w.update(pid)
+			settled, _, err := w.set(false, map[string]bool{})
+			switch {
+			case err != nil:
+				return err
+			case settled:
+				return nil
+			case time.Now().After(deadline):
+				return fmt.Errorf("gvx: a warm episode's processes were not all back at the pool's priority after %v (PoolConfig.RefillNice -1 leaves boots at it)", refillNiceBack)
+			}
+			select {
+			case <-done:
+				return nil
+			case <-time.After(refillNiceFirst):
+			}
+		}
+	}
 }

@@ -1,0 +1,186 @@
+package gvx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A warm boot's CPU priority (PoolConfig.RefillNice), on Linux.
+//
+// With autogroups (sched(7); kernel.sched_autogroup_enabled, on by default
+// in most distributions) every session is one scheduling group, and a
+// thread's own nice value only weighs inside its group. runsc starts the
+// Sentry and the gofer in sessions of their own, and the pool starts a
+// warm boot's rungv in one (Sandbox.ownSession; a seccomp-only Sentry
+// stays in rungv's), so every autogroup below the boot's rungv is the
+// episode's alone. The pool sets their nice (/proc/PID/autogroup), which
+// their owner may set to 0 or more and back without privilege, so it works
+// for an unprivileged pool too.
+//
+// Threads keep their own nice values: gVisor's systrap runs its stub
+// threads one nice step below the Sentry's nice at the platform's start
+// (systrap.initSysmsgThreadPriority), so a Sentry reniced while it boots
+// would run every later guest process niced, and lowering a nice value
+// again needs CAP_SYS_NICE. Where autogroups do not weigh (autogroups off,
+// or the episode in a cpu cgroup other than the root) RefillNice has no
+// effect and RefillDelay is what keeps the boots behind the claims.
+type treePriority struct {
+	nice int // the warm boot's
+	// own is this process's autogroup, left alone; ownNice its nice, what
+	// a ready episode's autogroups get back.
+	own     string
+	ownNice int
+}
+
+// newTreePriority is the priority of warm boots at nice n, or nil if this
+// process's autogroup runs at n or lower already, or there is none.
+func newTreePriority(n int) *treePriority {
+	own, nice, err := autogroup(os.Getpid())
+	if err != nil || nice >= n {
+		return nil
+	}
+	return &treePriority{nice: n, own: own, ownNice: nice}
+}
+
+// treeWalk finds the processes of one episode's tree cheaply, pass after
+// pass: reading every /proc/PID/stat costs ~75 µs a process on a busy host
+// (15 ms for 200), too much 20 times a second for 8 boots, so a walk
+// reads the stat of a PID once, and none of the PIDs that ran before the
+// boot started (they cannot be its processes).
+type treeWalk struct {
+	tp      *treePriority
+	before  map[int]bool    // PIDs before the boot: not the episode's
+	parent  map[int]int     // PID → parent, read once
+	members map[int]bool    // the episode's processes
+	lowered map[string]bool // autogroups set to the boot's nice
+}
+
+func (tp *treePriority) walk() *treeWalk {
+	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]int{}, members: map[int]bool{}, lowered: map[string]bool{}}
+	for _, p := range procPIDs() {
+		w.before[p] = true
+	}
+	return w
+}
+
+// update learns the tree at root now (its members).
+func (w *treeWalk) update(root int) {
+	live := map[int]bool{}
+	for _, p := range procPIDs() {
+		live[p] = true
+		if _, ok := w.parent[p]; ok || w.before[p] && p != root {
+			continue
+		}
+		w.parent[p] = parentPID(p)
+	}
+	for p := range w.parent {
+		if !live[p] {
+			delete(w.parent, p)
+			delete(w.members, p)
+		}
+	}
+	for p := range w.before {
+		if !live[p] {
+			delete(w.before, p) // the PID may come back as the episode's
+		}
+	}
+	for grew := true; grew; { // parents before children, whatever the PIDs
+		grew = false
+		for p, pp := range w.parent {
+			if !w.members[p] && (p == root || w.members[pp]) {
+				w.members[p], grew = true, true
+			}
+		}
+	}
+}
+
+// set gives the autogroups of the episode's processes (its members),
+// other than this process's, the boot's nice (boot) or back the pool's own
+// (only those it set while booting), each through the first of its
+// processes whose /proc/PID/autogroup this process may write (in a nested
+// user namespace some are not its own). settled reports that nothing was
+// changed or is waiting to be, and grew that an autogroup was not in seen
+// (which set adds it to): a process that starts a session after it was
+// first looked at (a child between fork and setsid) has a new one, so a
+// caller looks at all of them again until neither. A process that went
+// meanwhile is skipped; an autogroup the kernel asks to wait for (EAGAIN:
+// writers without CAP_SYS_ADMIN may change one only every 100 ms,
+// host-wide) leaves it unsettled. An autogroup none of whose processes
+// let it be written is err (the pass goes on); it stays as it is.
+func (w *treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err error) {
+	tp := w.tp
+	n := tp.ownNice
+	if boot {
+		n = tp.nice
+	}
+	settled = true
+	done := map[string]bool{}
+	refused := map[string]error{}
+	for p := range w.members {
+		g, gn, gerr := autogroup(p)
+		if gerr != nil || g == tp.own || done[g] || !boot && !w.lowered[g] {
+			continue // gone, not the episode's own, set, or not set by us
+		}
+		if !seen[g] {
+			seen[g], grew = true, true
+		}
+		if gn == n {
+			done[g] = true
+			continue
+		}
+		switch e := setAutogroup(p, n); {
+		case e == nil || errors.Is(e, unix.EAGAIN):
+			done[g], settled = true, false
+			if boot && e == nil {
+				w.lowered[g] = true
+			}
+		case gone(e):
+		default:
+			if refused[g] == nil {
+				refused[g] = fmt.Errorf("gvx: nice %d for the autogroup of episode process %d (/proc/%d/autogroup): %w (PoolConfig.RefillNice -1 leaves warm boots at the pool's priority)", n, p, p, e)
+			}
+		}
+	}
+	for g, e := range refused {
+		if !done[g] && err == nil {
+			err = e
+		}
+	}
+	return settled, grew, err
+}
+
+func gone(err error) bool {
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist)
+}
+
+// autogroup reads /proc/PID/autogroup: "/autogroup-123 nice 0".
+func autogroup(pid int) (name string, nice int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
+	if err != nil {
+		return "", 0, err
+	}
+	f := strings.Fields(string(bytes.TrimSpace(b)))
+	if len(f) != 3 || f[1] != "nice" {
+		return "", 0, fmt.Errorf("gvx: /proc/%d/autogroup: unexpected %q", pid, b)
+	}
+	nice, err = strconv.Atoi(f[2])
+	return f[0], nice, err
+}
+
+func setAutogroup(pid, n int) error {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/autogroup", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(n))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
