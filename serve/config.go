@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/serve/agent"
 )
@@ -60,6 +61,12 @@ type Config struct {
 	// no more than fit; an episode that would cross the cap once booted
 	// is torn down.
 	WarmMemory int64
+	// RefillDelay is how long the replacement of a claimed warm episode
+	// waits before it boots, so that a burst of claims has the CPUs before
+	// the boots behind it (gvx.PoolConfig.RefillDelay; 0:
+	// gvx.DefaultRefillDelay, negative: none). A create that finds its
+	// set empty ends the wait at once.
+	RefillDelay time.Duration
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }
@@ -104,6 +111,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxUploadBytes == 0 {
 		c.MaxUploadBytes = agent.MaxFileBytes
+	}
+	switch {
+	case c.RefillDelay == 0:
+		c.RefillDelay = gvx.DefaultRefillDelay
+	case c.RefillDelay < 0:
+		c.RefillDelay = 0
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -31,6 +31,8 @@ type warmSet struct {
 	booting  int
 	failures int // in a row, for the backoff
 	lastErr  error
+	// hold delays the set's boots until then (Config.RefillDelay).
+	hold time.Time
 	// estimate is the largest idle memory one of its episodes measured
 	// (for Config.WarmMemory; 0: none measured yet).
 	estimate int64
@@ -91,6 +93,9 @@ func (s *Server) fillWarm() {
 			}
 			return e.closing
 		})
+		if time.Now().Before(w.hold) {
+			continue // a claim's replacement waits (Config.RefillDelay)
+		}
 		for len(w.ready)+w.booting < s.warmTarget(w) {
 			w.booting++
 			backoff := time.Duration(0)
@@ -195,10 +200,16 @@ func (s *Server) claimWarm(req *CreateRequest, t0 time.Time) (*episode, error) {
 		}
 		c.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if e == nil {
+		w.hold = time.Time{} // demand outran the set: refill now
+		s.mu.Unlock()
+		go s.fillWarm()
 		return nil, nil
 	}
+	if d := s.cfg.RefillDelay; d > 0 {
+		w.hold = time.Now().Add(d) // before a reaper's tick can refill
+	}
+	s.mu.Unlock()
 	ttl, lease := s.ttlLease(req)
 	e.mu.Lock()
 	e.created, e.expires, e.lease, e.lastSeen = t0, t0.Add(ttl), lease, t0
@@ -207,7 +218,11 @@ func (s *Server) claimWarm(req *CreateRequest, t0 time.Time) (*episode, error) {
 		s.putBackWarm(w, e)
 		return nil, err
 	}
-	go s.fillWarm()
+	if d := s.cfg.RefillDelay; d > 0 {
+		time.AfterFunc(d, s.fillWarm)
+	} else {
+		go s.fillWarm()
+	}
 	return e, nil
 }
 

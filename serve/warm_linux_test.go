@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -180,4 +182,49 @@ func TestWarmMemoryCap(t *testing.T) {
 			t.Errorf("create under a cap that fits none: %+v", in)
 		}
 	})
+}
+
+// TestWarmRefillDelay: the replacement of a claimed warm episode boots
+// only after Config.RefillDelay (no episode directory of it before), and
+// a create that finds the set empty meanwhile ends the wait: its own cold
+// boot and the replacement start at once.
+func TestWarmRefillDelay(t *testing.T) {
+	need(t)
+	reqJSON := fmt.Sprintf(`{"spec": {"image": %q}}`, env.ImageRef)
+	var warmReq serve.CreateRequest
+	if err := json.Unmarshal([]byte(reqJSON), &warmReq); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(shortDir(t), "st")
+	_, a := startServer(t, serve.Config{StateDir: dir, RefillDelay: time.Minute, Warm: []serve.WarmSpec{{Count: 1, Request: warmReq}}})
+	a.waitMetric("gvx_serve_warm_ready", 1)
+	epDirs := func() int {
+		ents, err := os.ReadDir(filepath.Join(dir, "ep"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	var req map[string]any
+	json.Unmarshal([]byte(reqJSON), &req)
+	if in := a.create(req); !in.Warm {
+		t.Fatalf("first create was not a claim: %+v", in)
+	}
+	for range 10 { // 2 s: the reaper's ticks (every 250 ms) must not start it either
+		time.Sleep(200 * time.Millisecond)
+		if n := epDirs(); n != 1 {
+			t.Fatalf("%d episode directories during the refill delay, want only the claimed one", n)
+		}
+	}
+	if in := a.create(req); in.Warm {
+		t.Fatalf("second create claimed a warm episode during the delay: %+v", in)
+	}
+	deadline := time.Now().Add(30 * time.Second) // well inside the minute's delay
+	for epDirs() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replacement did not start after the set ran empty (%d episode directories)", epDirs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.waitMetric("gvx_serve_warm_ready", 1)
 }

@@ -57,6 +57,9 @@ else the wait for the next) is reported apart from the boot latency
 (ready). --warm-memory SIZE caps what the waiting warm
 episodes hold together: each one's idle memory (PSS of its processes) is
 measured once it is ready, and the pool keeps only as many as fit.
+A claimed episode's replacement waits --refill-delay (250ms) and boots at
+--refill-nice (10, the nice of the episode's own autogroups) until it is
+ready, so that the claims have the CPUs first; -1s and -1 turn them off.
 
 Examples:
    rungv pool --golden golden.ext4 --scratch /srv/eps -n 8 -j 4 --json \
@@ -81,6 +84,8 @@ Exit status: 0 if every episode exited 0, 1 otherwise, 2 for a usage error,
 		&cli.BoolFlag{Name: "json", Usage: "print per-episode metrics and a summary as JSON (guest output goes into it)"},
 		&cli.BoolFlag{Name: "ready-docker", Usage: "publish each episode's guest port 2375 as its own socket; ready once docker info answers through it"},
 		&cli.IntFlag{Name: "warm", Usage: "keep `W` episodes booted ahead of demand (cloned, started, ready); each episode is a claim of one"},
+		&cli.DurationFlag{Name: "refill-delay", Usage: "a claimed warm episode's replacement waits `D` before it boots (-1s: not at all)", DefaultText: "250ms"},
+		&cli.IntFlag{Name: "refill-nice", Usage: "warm boots run at nice `N` (1–19) until ready (-1: at the pool's)", DefaultText: "10"},
 		&cli.StringFlag{Name: "warm-memory", Usage: "cap the idle memory of the waiting warm episodes together at `SIZE` (e.g. 8g; measured PSS)"},
 		// The pool's old name for --memory, in bytes.
 		&cli.Int64Flag{Name: "memory-bytes", Hidden: true, Usage: "memory each guest sees, in bytes (use --memory)"},
@@ -214,6 +219,14 @@ func run(c *cli.Context) error {
 	}
 	if cfg.Warm = c.Int("warm"); cfg.Warm < 0 {
 		return specflags.Usage(verb, "--warm must be 0 or more")
+	}
+	if d := c.Duration("refill-delay"); d < 0 {
+		cfg.RefillDelay = -1
+	} else {
+		cfg.RefillDelay = d
+	}
+	if cfg.RefillNice = c.Int("refill-nice"); cfg.RefillNice > 19 || cfg.RefillNice < -1 {
+		return specflags.Usage(verb, "--refill-nice %d: want 1..19, or -1 for none", cfg.RefillNice)
 	}
 	if m := c.String("warm-memory"); m != "" {
 		if cfg.WarmMemory, err = units.ParseSize(m); err != nil || cfg.WarmMemory <= 0 || cfg.Warm == 0 {
