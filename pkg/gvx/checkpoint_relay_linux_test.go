@@ -40,25 +40,7 @@ func TestCheckpointRelayState(t *testing.T) {
 	vol := filepath.Join(dir, "golden.ext4")
 	makeGolden(t, vol)
 	sock := filepath.Join(socks, "boot.sock")
-	pr, pw := stdinPipe(t)
-	out := newOutput()
-	s := &spec.Spec{
-		Version:    spec.Version,
-		Image:      imageRef,
-		Entrypoint: []string{"sh", "-c"},
-		Args:       []string{httpGuest},
-		Network:    spec.NetworkNone,
-		Isolation:  spec.IsolationSeccompOnly,
-		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
-		Ports:      []spec.Port{{HostSocket: sock, GuestPort: 8080}},
-	}
-	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.EnableCheckpoint(filepath.Join(dir, "ck")); err != nil {
-		t.Fatal(err)
-	}
+	sb, pw, out := newGuest(t, ctx, vol, filepath.Join(dir, "ck"), httpGuest, []spec.Port{{HostSocket: sock, GuestPort: 8080}})
 	g := startEpisode(t, ctx, sb, pw, out)
 	out.waitFor(t, `(?m)^up$`)
 	for range 8 {

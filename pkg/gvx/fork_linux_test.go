@@ -130,16 +130,25 @@ func (e *episode) lsData(t *testing.T, tag string) []string {
 // newCounter prepares the counter guest on vol, checkpointable into dir.
 func newCounter(t *testing.T, ctx context.Context, vol, dir string) (*gvx.Sandbox, *os.File, *output) {
 	t.Helper()
+	return newGuest(t, ctx, vol, dir, counterScript, nil)
+}
+
+// newGuest prepares a busybox guest running script with vol at /data and
+// ports published, checkpointable into dir; it returns the guest's stdin
+// and stdout.
+func newGuest(t *testing.T, ctx context.Context, vol, dir, script string, ports []spec.Port) (*gvx.Sandbox, *os.File, *output) {
+	t.Helper()
 	pr, pw := stdinPipe(t)
 	out := newOutput()
 	s := &spec.Spec{
 		Version:    spec.Version,
 		Image:      imageRef,
 		Entrypoint: []string{"sh", "-c"},
-		Args:       []string{counterScript},
+		Args:       []string{script},
 		Network:    spec.NetworkNone,
 		Isolation:  spec.IsolationSeccompOnly,
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
+		Ports:      ports,
 	}
 	sb, err := gvx.NewFromSpec(ctx, s, gvx.Config{Rungv: rungvBin, Stdin: pr, Stdout: out})
 	if err != nil {
