@@ -29,7 +29,9 @@
 # host", ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip),
 # MEMORY_WAYS="memory memory-restore" (cold-booted, restored).
 # Restore only, quickly: JOBS="1 4" WAYS="restore host" MEMORY_WAYS=memory-restore
-# MEMORY_EPISODES=4. Needs xfsprogs, debootstrap, go, jq,
+# MEMORY_EPISODES=4. WAYS may hold restore-base: (c) with the rungv binary
+# BASE_RUNGV names (e.g. main's), side by side with this tree's; and
+# MEMORY_WAYS memory-restore-base likewise. Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +81,12 @@ for c in $jobs; do
 	for way in ${WAYS:-cold warm warm-restore restore host}; do
 		case $way in
 		host) r=$host ;;
+		restore-base)
+			# (c) with another rungv (BASE_RUNGV: e.g. main's build), side
+			# by side with this tree's in the same run.
+			[ -n "${BASE_RUNGV:-}" ] || { echo "bench/ready.sh: WAYS has restore-base: set BASE_RUNGV to the rungv to compare" >&2; exit 1; }
+			r=$(GVX_RUNGV=$BASE_RUNGV bench restore "$c" | jq -c '.mode = "restore-base"')
+			;;
 		restore | warm-restore)
 			# (c) restore from a booted checkpoint, and a warm pool that
 			# refills by restores; both need rungv's checkpoint verb.
@@ -107,8 +115,13 @@ for way in ${MEMORY_WAYS:-memory memory-restore}; do
 	case $way in
 	memory) printf '\n== memory: %d idle dockerd episodes side by side (cold boots)\n' "$m" ;;
 	memory-restore) printf '\n== memory: %d idle dockerd episodes side by side, restored at once from one checkpoint\n' "$m" ;;
+	memory-restore-base) printf '\n== memory: as above, with BASE_RUNGV (%s)\n' "${BASE_RUNGV:?memory-restore-base needs BASE_RUNGV}" ;;
 	esac
-	r=$(bench "$way" "$m")
+	if [ "$way" = memory-restore-base ]; then
+		r=$(GVX_RUNGV=$BASE_RUNGV bench memory-restore "$m" | jq -c '.mode = "memory-restore-base"')
+	else
+		r=$(bench "$way" "$m")
+	fi
 	echo "$r" >>"$work/results.jsonl"
 	jq -r --argjson total "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" '
 		"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB\(if .idle_pss_at_ready_p50_bytes then " (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50)" else "" end); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
