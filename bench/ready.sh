@@ -21,7 +21,8 @@
 #                --ip6tables=false --bridge=none) from exec to docker info.
 # Then the memory of 8 idle dockerd episodes side by side (PSS summed at
 # one moment, and what the host's MemAvailable lost), and how many would
-# fit in this machine's RAM.
+# fit in this machine's RAM: cold-booted, and restored at once from one
+# checkpoint.
 #
 # The golden volume is gvx-vol build-golden's, with two images loaded, on
 # a loop-mounted XFS (reflink=1); the daemon image is image/dindtest's
@@ -31,7 +32,13 @@
 # usage: sudo bench/ready.sh      Env: JOBS="1 4 8", WAYS="cold warm warm-eager
 # warm-restore restore host" (WAYS="warm warm-eager host" MEMORY_EPISODES=0:
 # the quick warm-only run), REFILL_DELAY=250ms REFILL_NICE=10 (warm's
-# PoolConfig.RefillDelay, RefillNice; default: the pool's), ROUNDS (default: 16/C, at least 2), MEMORY_EPISODES=8 (0: skip). Needs xfsprogs, debootstrap, go, jq,
+# PoolConfig.RefillDelay, RefillNice; default: the pool's), ROUNDS (default:
+# 16/C, at least 2), MEMORY_EPISODES=8 (0: skip),
+# MEMORY_WAYS="memory memory-restore" (cold-booted, restored).
+# Restore only, quickly: JOBS="1 4" WAYS="restore host" MEMORY_WAYS=memory-restore
+# MEMORY_EPISODES=4. WAYS may hold restore-base: (c) with the rungv binary
+# BASE_RUNGV names (e.g. main's), side by side with this tree's; and
+# MEMORY_WAYS memory-restore-base likewise. Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +89,12 @@ for c in $jobs; do
 	for way in ${WAYS:-cold warm warm-eager warm-restore restore host}; do
 		case $way in
 		host) r=$host ;;
+		restore-base)
+			# (c) with another rungv (BASE_RUNGV: e.g. main's build), side
+			# by side with this tree's in the same run.
+			[ -n "${BASE_RUNGV:-}" ] || { echo "bench/ready.sh: WAYS has restore-base: set BASE_RUNGV to the rungv to compare" >&2; exit 1; }
+			r=$(GVX_RUNGV=$BASE_RUNGV bench restore "$c" | jq -c '.mode = "restore-base"')
+			;;
 		restore | warm-restore)
 			# (c) restore from a booted checkpoint, and a warm pool that
 			# refills by restores; both need rungv's checkpoint verb.
@@ -101,14 +114,27 @@ for c in $jobs; do
 done
 
 m=${MEMORY_EPISODES:-8}
-if [ "$m" -gt 0 ]; then
-printf '\n== memory: %d idle dockerd episodes side by side\n' "$m"
-r=$(bench memory "$m")
-echo "$r" >>"$work/results.jsonl"
-jq -r --argjson total "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" '
-	"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
-	"   fit in \($total/1073741824*10|floor/10) GiB: \($total / ([.pss_per_episode_bytes, .mem_available_drop_per_episode_bytes] | max) | floor) episodes (by the larger of the two)"' <<<"$r"
-fi
+for way in ${MEMORY_WAYS:-memory memory-restore}; do
+	[ "$m" -gt 0 ] || break
+	if [ "$way" = memory-restore ] && ! restore_supported; then
+		printf '\n== memory of restored episodes: skipped: not supported (rungv checkpoint)\n'
+		continue
+	fi
+	case $way in
+	memory) printf '\n== memory: %d idle dockerd episodes side by side (cold boots)\n' "$m" ;;
+	memory-restore) printf '\n== memory: %d idle dockerd episodes side by side, restored at once from one checkpoint\n' "$m" ;;
+	memory-restore-base) printf '\n== memory: as above, with BASE_RUNGV (%s)\n' "${BASE_RUNGV:?memory-restore-base needs BASE_RUNGV}" ;;
+	esac
+	if [ "$way" = memory-restore-base ]; then
+		r=$(GVX_RUNGV=$BASE_RUNGV bench memory-restore "$m" | jq -c '.mode = "memory-restore-base"')
+	else
+		r=$(bench "$way" "$m")
+	fi
+	echo "$r" >>"$work/results.jsonl"
+	jq -r --argjson total "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" '
+		"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB\(if .idle_pss_at_ready_p50_bytes then " (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50)" else "" end); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
+		"   fit in \($total/1073741824*10|floor/10) GiB: \($total / ([.pss_per_episode_bytes, .mem_available_drop_per_episode_bytes] | max) | floor) episodes (by the larger of the two)"' <<<"$r"
+done
 
 [ "$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)" = "$sum0" ] || { echo "bench/ready.sh: the golden volume changed!" >&2; exit 1; }
 left=$(find "$mnt/eps" -mindepth 1 2>/dev/null | wc -l)

@@ -25,6 +25,9 @@
 //	       (PoolConfig.Checkpoint) instead of cold boots
 //	memory W warm episodes at once: their PSS summed at one moment, and what
 //	       the host's MemAvailable lost
+//	memory-restore
+//	       as memory, the W episodes restored at once from one checkpoint
+//	       of a booted daemon (what sharing the restored pages would save)
 //
 // It is a benchmark tool, not a library: the workflows it times are
 // gvx.Pool's (Claim, WaitWarm, DockerReady, WaitDocker).
@@ -72,7 +75,7 @@ type result struct {
 }
 
 func main() {
-	mode := flag.String("mode", "", "cold, warm, warm-eager, warm-restore, restore, host or memory")
+	mode := flag.String("mode", "", "cold, warm, warm-eager, warm-restore, restore, host, memory or memory-restore")
 	golden := flag.String("golden", "", "golden /var/lib/docker volume")
 	scratch := flag.String("scratch", "", "directory for the clones (the golden's filesystem)")
 	image := flag.String("image", "", "daemon image (oci:DIR) for the gvx modes")
@@ -96,6 +99,8 @@ func main() {
 		r, err = hostRounds(ctx, *dockerd, *golden, *scratch, *c, *rounds)
 	case "memory":
 		r, err = memory(ctx, *golden, *scratch, *image, *c)
+	case "memory-restore":
+		r, err = memoryRestore(ctx, *golden, *scratch, *image, *c)
 	case "restore":
 		r, err = restoreRounds(ctx, *golden, *scratch, *image, *c, *rounds)
 	case "warm-restore":
@@ -232,21 +237,81 @@ func memory(ctx context.Context, golden, scratch, image string, w int) (result, 
 			return result{}, err
 		}
 	}
-	time.Sleep(3 * time.Second) // idle: let the daemons settle
-	var sum int64
+	sbs := make([]*gvx.Sandbox, w)
 	var at []gvx.Metrics
-	for _, ep := range eps {
-		m, _ := ep.Sandbox.Memory()
-		sum += m
+	for i, ep := range eps {
+		sbs[i] = ep.Sandbox
 		at = append(at, ep.Metrics())
 	}
-	after := memAvailable()
-	r := result{C: w, PSSPerEpisode: sum / int64(w)}
+	r := measureIdle(before, sbs)
 	summarize(&r, at)
-	if before > 0 && after > 0 {
-		r.AvailPerEpisode = (before - after) / int64(w)
-	}
 	return r, nil
+}
+
+// memoryRestore restores w episodes at once from one checkpoint of a
+// booted daemon and, once each answers docker info and they idle,
+// measures them all at one moment.
+func memoryRestore(ctx context.Context, golden, scratch, image string, w int) (result, error) {
+	ck, cleanup, err := bootCheckpoint(ctx, golden, scratch, image)
+	defer cleanup()
+	if err != nil {
+		return result{}, err
+	}
+	before := memAvailable()
+	sbs := make([]*gvx.Sandbox, w)
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for i := range w {
+		vol := filepath.Join(scratch, fmt.Sprintf("memory-%d.ext4", i))
+		sock := filepath.Join(scratch, fmt.Sprintf("memory-%d.sock", i))
+		defer os.Remove(vol)
+		defer os.Remove(sock)
+		wg.Go(func() {
+			sb, err := ck.Restore(ctx, []string{vol}, gvx.Config{Ports: []gvx.Port{{HostSocket: sock}}})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			sbs[i] = sb
+			exited := make(chan struct{})
+			go func() { _, _ = sb.Run(ctx); close(exited) }()
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			errs[i] = gvx.WaitDocker(wctx, sock, exited)
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, sb := range sbs {
+			if sb != nil {
+				sb.Close()
+			}
+		}
+	}()
+	for _, err := range errs {
+		if err != nil {
+			return result{}, err
+		}
+	}
+	return measureIdle(before, sbs), nil
+}
+
+// measureIdle lets the w daemons idle, then sums their PSS at one moment
+// and says what the host's MemAvailable lost since before.
+func measureIdle(before int64, sbs []*gvx.Sandbox) result {
+	time.Sleep(3 * time.Second) // idle: let the daemons settle
+	var sum int64
+	for _, sb := range sbs {
+		m, _ := sb.Memory()
+		sum += m
+	}
+	after := memAvailable()
+	w := int64(len(sbs))
+	r := result{C: len(sbs), N: len(sbs), PSSPerEpisode: sum / w}
+	if before > 0 && after > 0 {
+		r.AvailPerEpisode = (before - after) / w
+	}
+	return r
 }
 
 func memAvailable() int64 {

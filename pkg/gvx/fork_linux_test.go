@@ -131,16 +131,25 @@ func (e *episode) lsData(t *testing.T, tag string) []string {
 // its spec changed by edit (if any).
 func newCounter(t *testing.T, ctx context.Context, vol, dir string, edit ...func(*spec.Spec)) (*gvx.Sandbox, *os.File, *output) {
 	t.Helper()
+	return newGuest(t, ctx, vol, dir, counterScript, nil, edit...)
+}
+
+// newGuest prepares a busybox guest running script with vol at /data and
+// ports published, checkpointable into dir, its spec changed by edit; it
+// returns the guest's stdin and stdout.
+func newGuest(t *testing.T, ctx context.Context, vol, dir, script string, ports []spec.Port, edit ...func(*spec.Spec)) (*gvx.Sandbox, *os.File, *output) {
+	t.Helper()
 	pr, pw := stdinPipe(t)
 	out := newOutput()
 	s := &spec.Spec{
 		Version:    spec.Version,
 		Image:      imageRef,
 		Entrypoint: []string{"sh", "-c"},
-		Args:       []string{counterScript},
+		Args:       []string{script},
 		Network:    spec.NetworkNone,
 		Isolation:  spec.IsolationSeccompOnly,
 		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
+		Ports:      ports,
 	}
 	for _, f := range edit {
 		f(s)
