@@ -80,24 +80,37 @@ func procPIDs() []int {
 
 // parentPID reads the parent from /proc/PID/stat (-1 if gone).
 func parentPID(pid int) int {
+	pp, _ := procStat(pid)
+	return pp
+}
+
+// procStat reads the parent and the start time (in clock ticks since
+// boot, which with the PID names one process: a reused PID starts later)
+// from /proc/PID/stat; the parent is -1 if the process is gone.
+func procStat(pid int) (ppid int, start uint64) {
 	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return -1
+		return -1, 0
 	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	// pid (comm) state ppid … starttime (field 22): comm may hold spaces
+	// and parentheses.
 	i := bytes.LastIndexByte(st, ')')
 	if i < 0 {
-		return -1
+		return -1, 0
 	}
 	f := strings.Fields(string(st[i+1:]))
-	if len(f) < 2 {
-		return -1
+	if len(f) < 20 {
+		return -1, 0
 	}
 	pp, err := strconv.Atoi(f[1])
 	if err != nil {
-		return -1
+		return -1, 0
 	}
-	return pp
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return -1, 0
+	}
+	return pp, start
 }
 
 // procField reads "Name:   123 kB" from a /proc file, in bytes.

@@ -56,13 +56,20 @@ func newTreePriority(n int) *treePriority {
 type treeWalk struct {
 	tp      *treePriority
 	before  map[int]bool    // PIDs before the boot: not the episode's
-	parent  map[int]int     // PID → parent, read once
+	parent  map[int]procID  // PID → parent and start, read once
 	members map[int]bool    // the episode's processes
 	lowered map[string]bool // autogroups set to the boot's nice
 }
 
+// procID is a process as a walk saw it: its parent, and its start time,
+// which tells it from a later process with the same PID.
+type procID struct {
+	ppid  int
+	start uint64
+}
+
 func (tp *treePriority) walk() *treeWalk {
-	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]int{}, members: map[int]bool{}, lowered: map[string]bool{}}
+	w := &treeWalk{tp: tp, before: map[int]bool{}, parent: map[int]procID{}, members: map[int]bool{}, lowered: map[string]bool{}}
 	for _, p := range procPIDs() {
 		w.before[p] = true
 	}
@@ -77,7 +84,8 @@ func (w *treeWalk) update(root int) {
 		if _, ok := w.parent[p]; ok || w.before[p] && p != root {
 			continue
 		}
-		w.parent[p] = parentPID(p)
+		pp, start := procStat(p)
+		w.parent[p] = procID{pp, start}
 	}
 	for p := range w.parent {
 		if !live[p] {
@@ -93,7 +101,7 @@ func (w *treeWalk) update(root int) {
 	for grew := true; grew; { // parents before children, whatever the PIDs
 		grew = false
 		for p, pp := range w.parent {
-			if !w.members[p] && (p == root || w.members[pp]) {
+			if !w.members[p] && (p == root || w.members[pp.ppid]) {
 				w.members[p], grew = true, true
 			}
 		}
@@ -133,6 +141,9 @@ func (w *treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err
 		if gn == n {
 			done[g] = true
 			continue
+		}
+		if _, start := procStat(p); start != w.parent[p].start {
+			continue // gone since, and its PID maybe another's now
 		}
 		switch e := setAutogroup(p, n); {
 		case e == nil || errors.Is(e, unix.EAGAIN):

@@ -1,0 +1,54 @@
+package gvx
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// TestTreeWalkReusedPID: a walk writes a process's autogroup only while
+// that PID is still the process it saw (the same start time): a member
+// that ended and whose PID now names another process (as root, any on
+// the host) is left alone.
+func TestTreeWalkReusedPID(t *testing.T) {
+	if _, _, err := autogroup(os.Getpid()); err != nil {
+		t.Skipf("no autogroups here: %v", err)
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // an autogroup of its own
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	_, before, err := autogroup(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newTreePriority(before + 5)
+	if tp == nil {
+		t.Skip("this process's autogroup already runs at a high nice")
+	}
+	pp, start := procStat(pid)
+	if pp != os.Getpid() || start == 0 {
+		t.Fatalf("procStat(%d) = %d, %d", pid, pp, start)
+	}
+
+	w := tp.walk()
+	w.members[pid], w.parent[pid] = true, procID{pp, start + 1} // "another process"
+	if _, _, err := w.set(true, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := autogroup(pid); n != before {
+		t.Fatalf("the autogroup of a PID whose process changed was set to nice %d", n)
+	}
+
+	w.parent[pid] = procID{pp, start}
+	if _, _, err := w.set(true, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := autogroup(pid); n != before+5 {
+		t.Fatalf("the member's autogroup is at nice %d, want %d", n, before+5)
+	}
+}
