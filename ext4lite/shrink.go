@@ -97,7 +97,7 @@ func (v *FS) shrinkTarget() (uint32, error) {
 			need += 2 + itb + uint64(v.superOverhead(g))
 		}
 		need += data + data/20 + 1024 // 5% and 4 MiB (at 4 KiB) of headroom
-		if uint64(keep)*uint64(v.blocksPerGroup) >= need && highest <= keep*v.inodesPerGroup {
+		if uint64(keep)*uint64(v.blocksPerGroup) >= need && highest <= keep*v.inodesPerGroup && v.moveFits(keep, itb, data) {
 			if err := v.keptMetadataBelow(keep); err != nil {
 				return 0, err
 			}
@@ -105,6 +105,35 @@ func (v *FS) shrinkTarget() (uint32, error) {
 		}
 	}
 	return v.groupCount, nil
+}
+
+// moveFits reports whether what lies past the end of keep groups fits in
+// the free blocks below it while it moves. The dropped groups' bitmaps and
+// inode tables that flex_bg put in kept groups are freed only after the
+// move, so they count as in use until then: on a small volume with 1 KiB
+// blocks they are half of group 0, and a journal in the tail would not fit
+// in the rest (the size check after the move counts them as freed).
+func (v *FS) moveFits(keep uint32, itb, data uint64) bool {
+	end := v.groupFirstBlock(keep)
+	var free, used, meta uint64 // below end
+	for g := uint32(0); g < v.groupCount; g++ {
+		if g < keep {
+			free += uint64(v.groups[g].desc.FreeBlocks())
+			used += uint64(v.groupBlocks(g) - v.groups[g].desc.FreeBlocks())
+			meta += uint64(v.superOverhead(g))
+		}
+		d := v.groups[g].desc
+		for _, r := range [][2]uint64{{d.BlockBitmap(), 1}, {d.InodeBitmap(), 1}, {d.InodeTable(), itb}} {
+			if r[0] < end {
+				meta += min(r[1], end-r[0])
+			}
+		}
+	}
+	below := used - min(used, meta) // data blocks already below end
+	move := data - min(data, below)
+	// Splitting extents may need new tree blocks: one per 64 blocks moved
+	// is more than enough (a tree block holds 340 extents at 4 KiB, 84 at 1 KiB).
+	return move+move/64+16 <= free
 }
 
 // highestInode is the largest inode number in use.
