@@ -48,7 +48,7 @@ type CheckReport struct {
 	Omitted  int       `json:"omitted,omitempty"` // findings past CheckOptions.MaxFindings
 	Inodes   uint32    `json:"inodes"`            // inodes in use (reserved ones included)
 	Dirs     uint32    `json:"dirs"`              // directories in use
-	Blocks   uint64    `json:"blocks"`            // blocks in use (metadata and data)
+	Blocks   uint64    `json:"blocks"`            // blocks in use (metadata and data; block 0 of a 1 KiB volume too, as e2fsck counts)
 	Free     uint64    `json:"free_blocks"`       // free blocks
 }
 
