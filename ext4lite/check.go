@@ -21,6 +21,11 @@ type CheckOptions struct {
 	// reports them: at rest, orphans mean a crash left work for the next
 	// read-write open.
 	AllowOrphans bool
+	// Replayed says the device is FS.View of a read-only open that
+	// replayed the journal in memory (Open with ReadOnly of a volume that
+	// needs recovery): its superblock still says needs_recovery, as the
+	// file does, and that is not a finding of the replayed volume.
+	Replayed bool
 }
 
 // Finding is one inconsistency Check found.
@@ -109,6 +114,7 @@ func Check(dev Device, opts *CheckOptions) (*CheckReport, error) {
 			c.max = opts.MaxFindings
 		}
 		c.allowOrphans = opts.AllowOrphans
+		c.replayed = opts.Replayed
 	}
 	if err := c.superblock(); err != nil {
 		return nil, err
@@ -178,6 +184,7 @@ type checker struct {
 	extentsFeature bool
 	orphanFile     bool // orphan_file, with a usable s_orphan_file_inum
 	orphanPresent  bool // orphan_present
+	replayed       bool // CheckOptions.Replayed
 
 	gds     []*disk.GroupDesc
 	claimed [][]byte // per group: blocks found in use

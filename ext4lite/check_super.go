@@ -100,7 +100,7 @@ func (c *checker) superblock() error {
 	c.hugeFile = sb.FeatureROCompat&disk.ROCompatHugeFile != 0
 	c.orphanFileSuper()
 
-	if sb.FeatureIncompat&disk.IncompatRecover != 0 {
+	if sb.FeatureIncompat&disk.IncompatRecover != 0 && !c.replayed {
 		c.add(0, 0, "superblock: the journal needs recovery (needs_recovery)")
 	}
 	if sb.RBlocksCount() > c.blocks {

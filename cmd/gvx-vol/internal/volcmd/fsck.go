@@ -1,7 +1,9 @@
 package volcmd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -27,7 +29,11 @@ bitmaps and free counts, inodes, extent trees, directories and htree
 indexes, xattr blocks, link counts, checksums — and lists what it finds,
 like e2fsck -fn. A volume whose journal needs recovery (a crash, a
 SIGKILLed episode) is replayed first, as e2fsck does: in the file, or with
--n in memory only. Nothing else is ever written.
+-n in memory only (it says so: the file still needs recovery, and the
+findings are the replayed volume's). A volume ext4lite cannot open
+read-write (orphan_present: files Linux left unlinked while open) is
+replayed in memory as with -n, with a message saying why. Nothing else is
+ever written.
 
 Exit status: 0 clean, 4 findings listed, 8 the volume could not be checked.
 
@@ -65,7 +71,8 @@ Examples:
 					Omitted  int    `json:"omitted,omitempty"`
 					Inodes   uint32 `json:"inodes_used"`
 					Blocks   uint64 `json:"blocks_used"`
-				}{File: path, Clean: len(rep.Findings) == 0, Findings: []jf{}, Omitted: rep.Omitted, Inodes: rep.Inodes, Blocks: rep.Blocks}
+					Recovery string `json:"recovery,omitempty"` // what was done about a journal that needed recovery
+				}{File: path, Clean: len(rep.Findings) == 0, Findings: []jf{}, Omitted: rep.Omitted, Inodes: rep.Inodes, Blocks: rep.Blocks, Recovery: replayed}
 				for _, f := range rep.Findings {
 					out.Findings = append(out.Findings, jf{f.Ino, f.Block, f.Msg})
 				}
@@ -92,7 +99,12 @@ Examples:
 }
 
 // check replays the journal when the volume needs it (into the file, or
-// in memory with readOnly), then checks. replayed says what was done.
+// in memory with readOnly), then checks. replayed says what was done, for
+// the report: as e2fsck -fn says it skipped the replay, -n says the file
+// still needs recovery, and the findings are those of the replayed volume.
+// When the volume cannot be opened read-write to replay it into the file
+// (orphan_present, a read-only file), the replay is done in memory and
+// replayed says why.
 func check(path string, readOnly bool, max int) (*ext4lite.CheckReport, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -106,21 +118,33 @@ func check(path string, readOnly bool, max int) (*ext4lite.CheckReport, string, 
 		return rep, "", cerr
 	}
 	if readOnly {
-		v, err := ext4lite.Open(path, &ext4lite.Options{ReadOnly: true})
-		if err != nil {
-			return nil, "", err
-		}
-		defer v.Close()
-		rep, err := ext4lite.Check(v.View(), opts)
-		return rep, "journal replayed in memory (-n): the file still needs recovery", err
+		rep, err := checkInMemory(path, opts)
+		return rep, "the journal needs recovery: replayed in memory only (-n), the file still needs it; the check is of the replayed volume", err
 	}
 	v, err := ext4lite.Open(path, nil)
 	if err != nil {
-		return nil, "", err
+		if !errors.Is(err, ext4lite.ErrUnsupported) && !errors.Is(err, fs.ErrPermission) {
+			return nil, "", err
+		}
+		rep, cerr := checkInMemory(path, opts)
+		return rep, fmt.Sprintf("the journal needs recovery, but the volume cannot be opened read-write to replay it (%v); replayed in memory only, as with -n: the file still needs recovery; the check is of the replayed volume", err), cerr
 	}
 	if err := v.Close(); err != nil {
 		return nil, "", err
 	}
 	rep, err := ext4lite.Check(f, opts)
 	return rep, "journal replayed", err
+}
+
+// checkInMemory opens the volume read-only, which replays its journal in
+// memory, and checks what that shows.
+func checkInMemory(path string, opts *ext4lite.CheckOptions) (*ext4lite.CheckReport, error) {
+	v, err := ext4lite.Open(path, &ext4lite.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	o := *opts
+	o.Replayed = true
+	return ext4lite.Check(v.View(), &o)
 }
