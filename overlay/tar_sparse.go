@@ -71,6 +71,14 @@ func (t *tarTap) next(tr *tar.Reader) (*tar.Header, error) {
 	t.rec, t.recFrom, t.recording, t.overflow = t.rec[:0], t.pos+t.owed, true, false
 	hdr, err := tr.Next()
 	t.recording = false
+	if err == io.EOF && t.pos%tarBlock != 0 {
+		// archive/tar says io.EOF when the stream ends inside the zero
+		// padding of a record (PAX records, an entry's data): a cut
+		// archive, which GNU tar refuses too ("Unexpected EOF in archive").
+		// An archive ending at a record boundary, with or without its
+		// end-of-archive blocks, is whole.
+		return nil, fmt.Errorf("%w: the archive ends at byte %d, inside a %d-byte record (a cut or truncated archive; make or copy it again)", io.ErrUnexpectedEOF, t.pos, tarBlock)
+	}
 	return hdr, err
 }
 
