@@ -35,19 +35,7 @@ func (v *FS) Shrink() (int64, error) {
 	if keep >= v.groupCount {
 		return int64(v.blocksCount) * int64(v.bs), nil
 	}
-	end := v.groupFirstBlock(keep)
-	// Fill the doomed groups so nothing is allocated there meanwhile.
-	for g := keep; g < v.groupCount; g++ {
-		bm, err := v.blockBitmapOf(g)
-		if err != nil {
-			return 0, err
-		}
-		for i := uint32(0); i < v.groupBlocks(g); i++ {
-			setBit(bm, i)
-		}
-		v.groups[g].desc.SetFreeBlocks(0)
-	}
-	if err := v.moveBelow(keep, end); err != nil {
+	if err := v.moveOut(keep); err != nil {
 		return 0, err
 	}
 	if err := v.flushMetadata(); err != nil {
@@ -71,6 +59,40 @@ func (v *FS) Shrink() (int64, error) {
 		}
 	}
 	return size, v.syncDevice()
+}
+
+// moveOut moves every block owned past the first keep groups below them.
+// It runs right after a flush; should a move fail, what it changed in
+// memory (the dropped groups' bitmaps filled, blocks allocated, extents
+// remapped) is forgotten, so the volume stays as that flush left it (the
+// blocks copied meanwhile went to free blocks) and Close does not write a
+// half-made move (before, it wrote every block of the volume in use).
+func (v *FS) moveOut(keep uint32) error {
+	sb := *v.sb
+	// Fill the doomed groups so nothing is allocated there meanwhile.
+	for g := keep; g < v.groupCount; g++ {
+		bm, err := v.blockBitmapOf(g)
+		if err != nil {
+			return err
+		}
+		for i := uint32(0); i < v.groupBlocks(g); i++ {
+			setBit(bm, i)
+		}
+		v.groups[g].desc.SetFreeBlocks(0)
+	}
+	err := v.moveBelow(keep, v.groupFirstBlock(keep))
+	if err == nil {
+		return nil
+	}
+	*v.sb = sb
+	v.inodes = map[uint32]*inode{}
+	v.dirs = map[uint32]*dir{}
+	v.forgetPaths()
+	v.allocCursor = 0
+	if rerr := v.loadGroupDescs(); rerr != nil {
+		return fmt.Errorf("%w; and forgetting the half-made move: %w (do not use this volume: restore it from a copy)", err, rerr)
+	}
+	return fmt.Errorf("%w; the volume is as before the shrink", err)
 }
 
 // shrinkTarget finds the fewest groups that can hold the volume.

@@ -2,12 +2,14 @@ package ext4lite
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"z.gfire.dev/gvx/sink"
@@ -42,15 +44,7 @@ func TestShrink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := v.blocksCount
-	size, err := v.Shrink()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("shrunk from %d to %d blocks (%d bytes)", before, v.blocksCount, size)
-	if v.blocksCount >= before/2 {
-		t.Fatalf("shrank only from %d to %d blocks", before, v.blocksCount)
-	}
+	size := shrinkByHalf(t, v)
 	if fi, _ := os.Stat(img); fi.Size() != size {
 		t.Fatalf("file is %d bytes, volume %d", fi.Size(), size)
 	}
@@ -100,6 +94,41 @@ func TestShrink(t *testing.T) {
 // not pick one group (the journal would not fit beside them: it failed
 // with "no space" moving inode 8). e2fsck and Linux accept the result.
 func TestShrinkMke2fs1K(t *testing.T) {
+	v, img, data := mke2fs1K(t)
+	if size := shrinkByHalf(t, v); size != int64(v.blocksCount)*1024 {
+		t.Fatalf("Shrink says %d bytes for %d blocks of 1 KiB", size, v.blocksCount)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2fsckClean(t, img)
+	needRoot(t)
+	got, err := os.ReadFile(filepath.Join(mount(t, img, "ro"), "f"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("f after the shrink: %v (%d bytes, want %d)", err, len(got), len(data))
+	}
+}
+
+// shrinkByHalf shrinks v and fails unless it lost at least half its blocks.
+func shrinkByHalf(t *testing.T, v *FS) int64 {
+	t.Helper()
+	before := v.blocksCount
+	size, err := v.Shrink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shrunk from %d to %d blocks (%d bytes)", before, v.blocksCount, size)
+	if v.blocksCount >= before/2 {
+		t.Fatalf("shrank only from %d to %d blocks", before, v.blocksCount)
+	}
+	return size
+}
+
+// mke2fs1K opens a 64 MiB volume with 1 KiB blocks made by mke2fs (its 4
+// MiB journal in the middle) holding a 100 KiB file f, and returns f's
+// contents.
+func mke2fs1K(t *testing.T) (*FS, string, []byte) {
+	t.Helper()
 	if _, err := exec.LookPath("mke2fs"); err != nil {
 		t.Skip("mke2fs not installed (apt-get install e2fsprogs)")
 	}
@@ -111,26 +140,39 @@ func TestShrinkMke2fs1K(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bytes.Repeat([]byte("shrink 1k "), 10<<10) // 100 KiB
+	data := bytes.Repeat([]byte("shrink 1k "), 10<<10)
 	if err := v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	before := v.blocksCount
-	size, err := v.Shrink()
-	if err != nil {
+	return v, img, data
+}
+
+// TestShrinkFailedMoveForgotten: a move that runs out of room (the plan
+// Shrink used to make for mke2fs1K's volume: one group, where the journal
+// does not fit beside the other groups' tables) leaves the volume as it
+// was, and it stays usable: before, Close wrote the dropped groups'
+// filled bitmaps and e2fsck found every block in use.
+func TestShrinkFailedMoveForgotten(t *testing.T) {
+	v, img, data := mke2fs1K(t)
+	if err := v.flushMetadata(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("shrunk from %d to %d blocks (%d bytes)", before, v.blocksCount, size)
-	if v.blocksCount >= before/2 {
-		t.Fatalf("shrank only from %d to %d blocks", before, v.blocksCount)
+	err := v.moveOut(1)
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "as before the shrink") {
+		t.Fatalf("moving everything into one group: %v, want ErrNoSpace saying the volume is unchanged", err)
+	}
+	if err := v.WriteFile(&sink.Header{Path: "g", Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
 	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
 	e2fsckClean(t, img)
 	needRoot(t)
-	got, err := os.ReadFile(filepath.Join(mount(t, img, "ro"), "f"))
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("f after the shrink: %v (%d bytes, want %d)", err, len(got), len(data))
+	mnt := mount(t, img, "ro")
+	for _, name := range []string{"f", "g"} {
+		if got, err := os.ReadFile(filepath.Join(mnt, name)); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s after the failed move: %v (%d bytes, want %d)", name, err, len(got), len(data))
+		}
 	}
 }
