@@ -471,7 +471,7 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 		// A warm sandbox runs under the pool's context: the episode's
 		// ending (Timeout, ctx) kills it as it kills a cold one.
 		defer context.AfterFunc(ctx, ep.kill)()
-	} else if ep, err = p.boot(ctx, ctx, i, i, false); err != nil {
+	} else if ep, err = p.boot(ctx, ctx, i, i, nil); err != nil {
 		m = ep.m
 		m.Claim = time.Since(t0)
 		m.Episode = i
@@ -506,7 +506,13 @@ func (p *Pool) episode(ctx context.Context, i int, fn func(context.Context, *Epi
 // waits for Ready under ctx. It always returns the episode, with its
 // metrics so far; on an error it has torn it down, and the error is also
 // ep.m.Err.
-func (p *Pool) boot(life, ctx context.Context, id, seq int, warm bool) (ep *Episode, err error) {
+// warmBoot marks a boot for the warm list (nil: a cold one): urgent is
+// closed when a claimer waits for it, which ends RefillNice for it.
+type warmBoot struct {
+	urgent <-chan struct{}
+}
+
+func (p *Pool) boot(life, ctx context.Context, id, seq int, warm *warmBoot) (ep *Episode, err error) {
 	t0 := time.Now()
 	vol := filepath.Join(p.scratch, fmt.Sprintf("ep-%d-%04d.ext4", os.Getpid(), seq))
 	ep = &Episode{ID: id, Volume: vol, pool: p, t0: t0, done: make(chan struct{}), code: -1}
@@ -560,7 +566,7 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int, warm bool) (ep *Epis
 
 // start runs sb as ep's sandbox under life and waits for Ready under ctx
 // (boot's second half); a warm boot runs at RefillNice until then.
-func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox, warm bool) (*Episode, error) {
+func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox, warm *warmBoot) (*Episode, error) {
 	ep.Sandbox = sb
 	tStart := time.Now()
 	if life == p.ctx { // Close kills it: Close waits until its boot is over
@@ -574,9 +580,9 @@ func (p *Pool) start(life, ctx context.Context, ep *Episode, sb *Sandbox, warm b
 		}()
 	}
 	restore := func() error { return nil }
-	if warm && p.prio != nil {
+	if warm != nil && p.prio != nil {
 		sb.ownSession = true // its autogroup is the episode's
-		restore = p.prio.background(sb, ep.done)
+		restore = p.prio.background(sb, ep.done, warm.urgent)
 	}
 	go func() {
 		ep.code, ep.err = sb.Run(life)

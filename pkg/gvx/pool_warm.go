@@ -38,6 +38,9 @@ type warmState struct {
 	// hurry is closed to end the RefillDelay of the boots waiting it
 	// (a claimer found no warm episode ready); nil when none waits.
 	hurry chan struct{}
+	// urgent is closed to end RefillNice for the boots in flight (a
+	// claimer waits for one); nil until a boot takes it.
+	urgent chan struct{}
 }
 
 func (w *warmState) init() {
@@ -173,22 +176,30 @@ func (p *Pool) fillWarmAfter(delay time.Duration) {
 			}
 			hurry = w.hurry
 		}
-		go p.bootWarm(id, seq, backoff, delay, hurry)
+		if w.urgent == nil {
+			w.urgent = make(chan struct{})
+		}
+		go p.bootWarm(id, seq, backoff, delay, hurry, w.urgent)
 	}
 }
 
-// hurryLocked ends the RefillDelay of the boots waiting it. Call with mu.
+// hurryLocked ends the RefillDelay of the boots waiting it, and the
+// RefillNice of those in flight: a claimer waits for them. Call with mu.
 func (w *warmState) hurryLocked() {
 	if w.hurry != nil {
 		close(w.hurry)
 		w.hurry = nil
+	}
+	if w.urgent != nil {
+		close(w.urgent)
+		w.urgent = nil
 	}
 }
 
 // bootWarm boots one warm episode after backoff and then delay (which
 // hurry ends early), and puts it on the ready list, or tears it down when
 // it failed or does not fit WarmMemory.
-func (p *Pool) bootWarm(id, seq int, backoff, delay time.Duration, hurry <-chan struct{}) {
+func (p *Pool) bootWarm(id, seq int, backoff, delay time.Duration, hurry, urgent <-chan struct{}) {
 	defer p.warm.boots.Done()
 	select {
 	case <-time.After(backoff):
@@ -210,7 +221,7 @@ func (p *Pool) bootWarm(id, seq int, backoff, delay time.Duration, hurry <-chan 
 	var ep *Episode
 	var err error
 	if err = p.ctx.Err(); err == nil {
-		ep, err = p.boot(p.ctx, ctx, id, seq, true)
+		ep, err = p.boot(p.ctx, ctx, id, seq, &warmBoot{urgent: urgent})
 	}
 	cancel()
 	p.mu.Lock()
@@ -360,7 +371,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 	seq := p.next
 	p.next++
 	p.seq.Unlock()
-	ep, err := p.boot(p.ctx, ctx, id, seq, false)
+	ep, err := p.boot(p.ctx, ctx, id, seq, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -483,8 +494,9 @@ const (
 // before sb runs) at the boot's nice until restore, which puts them back
 // at the pool's own: restore returns once every one has it, or an error
 // naming what refused (the episode must not be handed over niced). done
-// is closed when sb has exited.
-func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore func() error) {
+// is closed when sb has exited; urgent when a claimer waits for this
+// boot, which then goes on at the pool's priority at once.
+func (tp *treePriority) background(sb *Sandbox, done, urgent <-chan struct{}) (restore func() error) {
 	w := tp.walk()
 	stop, ended := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -492,6 +504,12 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 		seen := map[string]bool{}
 		every := refillNiceFirst
 		for {
+			select {
+			case <-urgent: // a claimer waits for it: not niced from now on
+				_ = w.back(sb, done) // restore reports what refuses
+				return
+			default:
+			}
 			if pid := sb.Pid(); pid > 0 {
 				w.update(pid)
 				// What refuses boots at the pool's priority.
@@ -506,6 +524,8 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 			select {
 			case <-stop:
 			case <-done:
+			case <-urgent:
+				_ = w.back(sb, done) // restore reports what refuses
 			case <-t.C:
 				continue
 			}
@@ -516,27 +536,33 @@ func (tp *treePriority) background(sb *Sandbox, done <-chan struct{}) (restore f
 	return func() error {
 		close(stop)
 		<-ended
-		pid := sb.Pid()
-		if pid <= 0 {
+		return w.back(sb, done)
+	}
+}
+
+// back puts the autogroups the walk lowered back at the pool's nice: it
+// returns once every one has it, or an error naming what refused.
+func (w *treeWalk) back(sb *Sandbox, done <-chan struct{}) error {
+	pid := sb.Pid()
+	if pid <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(refillNiceBack)
+	for {
+		w.update(pid)
+		settled, _, err := w.set(false, map[string]bool{})
+		switch {
+		case err != nil:
+			return err
+		case settled:
 			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("gvx: a warm episode's processes were not all back at the pool's priority after %v (PoolConfig.RefillNice -1 leaves boots at it)", refillNiceBack)
 		}
-		deadline := time.Now().Add(refillNiceBack)
-		for {
-			w.update(pid)
-			settled, _, err := w.set(false, map[string]bool{})
-			switch {
-			case err != nil:
-				return err
-			case settled:
-				return nil
-			case time.Now().After(deadline):
-				return fmt.Errorf("gvx: a warm episode's processes were not all back at the pool's priority after %v (PoolConfig.RefillNice -1 leaves boots at it)", refillNiceBack)
-			}
-			select {
-			case <-done:
-				return nil
-			case <-time.After(refillNiceFirst):
-			}
+		select {
+		case <-done:
+			return nil
+		case <-time.After(refillNiceFirst):
 		}
 	}
 }
