@@ -90,8 +90,9 @@ type PoolConfig struct {
 	// that finds no warm episode ready ends the wait at once.
 	RefillDelay time.Duration
 	// RefillNice is the nice value (1–19) warm boots run at until their
-	// Ready passes, when the pool puts them back at its own before they
-	// join the ready list: a claimed episode never runs niced, and a boot
+	// Ready passes, a claimer waits for them, or they have run niced for
+	// a second, when the pool puts them back at its own (always before
+	// they join the ready list): a claimed episode never runs niced, and a boot
 	// gets only the CPU the claimed ones leave. 0 means DefaultRefillNice,
 	// negative leaves boots at the pool's priority. It is the nice of the
 	// episode's own autogroups (its sessions': rungv's, the Sentry's, the

@@ -70,6 +70,7 @@ func TestWarmRefillNice(t *testing.T) {
 
 func testWarmRefillNice(t *testing.T, iso spec.Isolation) {
 	const nice = 17
+	gvx.SetRefillNiceFor(t, time.Hour) // a slow boot is niced to its end
 	_, base := readAutogroup(os.Getpid())
 	cfg, before := warmConfig(t, gvx.PoolConfig{Warm: 1, RefillNice: nice, RefillDelay: -1})
 	s, err := cfg.Base.Spec()
@@ -215,6 +216,7 @@ func TestWarmRefillUrgent(t *testing.T) {
 		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
 	}
 	const nice = 17
+	gvx.SetRefillNiceFor(t, time.Hour) // only the waiting claimer ends it
 	_, base := readAutogroup(os.Getpid())
 	cfg, _ := warmConfig(t, gvx.PoolConfig{Warm: 1, RefillNice: nice, RefillDelay: -1})
 	ready := cfg.Ready
@@ -262,4 +264,37 @@ func TestWarmRefillUrgent(t *testing.T) {
 	if m := second.Metrics(); m.Claim <= 0 {
 		t.Errorf("the second claim did not wait: %+v", m)
 	}
+}
+
+// TestWarmRefillNiceBounded: a warm boot runs niced for a bounded time
+// only (refillNiceFor), so that a pool whose running episodes keep the
+// CPUs busy still refills: a boot whose Ready takes longer than the bound
+// is back at the pool's nice before its Ready passes, with no claimer
+// waiting.
+func TestWarmRefillNiceBounded(t *testing.T) {
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
+	}
+	gvx.SetRefillNiceFor(t, 300*time.Millisecond)
+	_, base := readAutogroup(os.Getpid())
+	cfg, _ := warmConfig(t, gvx.PoolConfig{Warm: 1, RefillNice: 17, RefillDelay: -1})
+	ready := cfg.Ready
+	cfg.Ready = func(ctx context.Context, ep *gvx.Episode) error {
+		if err := ready(ctx, ep); err != nil {
+			return err
+		}
+		var groups map[string]int
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if groups = treeNice(ep.Sandbox.Pid()); allAt(groups, base) {
+				return nil
+			}
+		}
+		return fmt.Errorf("a boot past refillNiceFor still runs niced: %v (want all at %d)", groups, base)
+	}
+	p, err := gvx.NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitWarm(t, p)
 }
