@@ -41,6 +41,18 @@ func allAt(groups map[string]int, n int) bool {
 	return len(groups) > 0
 }
 
+// waitTreeNice waits up to 20 s until every autogroup of ep's processes
+// (other than this process's) is at nice n; it returns the last seen.
+func waitTreeNice(ep *gvx.Episode, n int) (map[string]int, bool) {
+	var groups map[string]int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if groups = treeNice(ep.Sandbox.Pid()); allAt(groups, n) {
+			return groups, true
+		}
+	}
+	return groups, false
+}
+
 func readAutogroup(pid int) (string, int) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid))
 	f := strings.Fields(string(b))
@@ -87,14 +99,12 @@ func testWarmRefillNice(t *testing.T, iso spec.Isolation) {
 		}
 		// The pool sets the boot's autogroups every 50 ms: wait for a
 		// pass that found the Sentry's.
-		var groups map[string]int
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if groups = treeNice(ep.Sandbox.Pid()); allAt(groups, nice) {
-				seen <- groups
-				return nil
-			}
+		groups, ok := waitTreeNice(ep, nice)
+		if !ok {
+			return fmt.Errorf("the booting episode never ran at nice %d: %v", nice, groups)
 		}
-		return fmt.Errorf("the booting episode never ran at nice %d: %v", nice, groups)
+		seen <- groups
+		return nil
 	}
 	p, err := gvx.NewPool(cfg)
 	if err != nil {
@@ -234,13 +244,10 @@ func TestWarmRefillUrgent(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		var groups map[string]int
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if groups = treeNice(ep.Sandbox.Pid()); allAt(groups, base) {
-				return nil
-			}
+		if groups, ok := waitTreeNice(ep, base); !ok {
+			return fmt.Errorf("a boot a claimer waits for still runs niced at its Ready: %v (want all at %d)", groups, base)
 		}
-		return fmt.Errorf("a boot a claimer waits for still runs niced at its Ready: %v (want all at %d)", groups, base)
+		return nil
 	}
 	p, err := gvx.NewPool(cfg)
 	if err != nil {
@@ -283,13 +290,10 @@ func TestWarmRefillNiceBounded(t *testing.T) {
 		if err := ready(ctx, ep); err != nil {
 			return err
 		}
-		var groups map[string]int
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if groups = treeNice(ep.Sandbox.Pid()); allAt(groups, base) {
-				return nil
-			}
+		if groups, ok := waitTreeNice(ep, base); !ok {
+			return fmt.Errorf("a boot past refillNiceFor still runs niced: %v (want all at %d)", groups, base)
 		}
-		return fmt.Errorf("a boot past refillNiceFor still runs niced: %v (want all at %d)", groups, base)
+		return nil
 	}
 	p, err := gvx.NewPool(cfg)
 	if err != nil {
