@@ -41,6 +41,13 @@ func allAt(groups map[string]int, n int) bool {
 	return len(groups) > 0
 }
 
+func needAutogroups(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
+	}
+}
+
 // waitTreeNice waits up to 20 s until every autogroup of ep's processes
 // (other than this process's) is at nice n; it returns the last seen.
 func waitTreeNice(ep *gvx.Episode, n int) (map[string]int, bool) {
@@ -72,9 +79,7 @@ func readAutogroup(pid int) (string, int) {
 // from the Sentry's). Root and nobody alike: an autogroup's owner may
 // raise its nice and set it back.
 func TestWarmRefillNice(t *testing.T) {
-	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
-		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
-	}
+	needAutogroups(t)
 	for _, iso := range []spec.Isolation{spec.IsolationAuto, spec.IsolationSeccompOnly} {
 		t.Run(string(iso), func(t *testing.T) { testWarmRefillNice(t, iso) })
 	}
@@ -222,9 +227,7 @@ func TestRefillNiceBounds(t *testing.T) {
 // pass, 8 claims from 4 warm while 4 episodes ran, waited 1.7 s p50 for
 // replacements booting at nice 10.
 func TestWarmRefillUrgent(t *testing.T) {
-	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
-		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
-	}
+	needAutogroups(t)
 	const nice = 17
 	gvx.SetRefillNiceFor(t, time.Hour) // only the waiting claimer ends it
 	_, base := readAutogroup(os.Getpid())
@@ -279,9 +282,7 @@ func TestWarmRefillUrgent(t *testing.T) {
 // is back at the pool's nice before its Ready passes, with no claimer
 // waiting.
 func TestWarmRefillNiceBounded(t *testing.T) {
-	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
-		t.Skipf("no autogroups on this kernel (CONFIG_SCHED_AUTOGROUP): %v", err)
-	}
+	needAutogroups(t)
 	gvx.SetRefillNiceFor(t, 300*time.Millisecond)
 	_, base := readAutogroup(os.Getpid())
 	cfg, _ := warmConfig(t, gvx.PoolConfig{Warm: 1, RefillNice: 17, RefillDelay: -1})

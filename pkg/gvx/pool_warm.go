@@ -514,19 +514,15 @@ func (tp *treePriority) background(sb *Sandbox, done, urgent <-chan struct{}) (r
 		every := refillNiceFirst
 		enough := time.NewTimer(refillNiceFor)
 		defer enough.Stop()
+		select {
+		case <-urgent:
+			return // a claimer waits for it already: never niced
+		default:
+		}
 		for {
-			select {
-			case <-urgent: // a claimer waits for it: not niced from now on
-				_ = w.back(sb, done) // restore reports what refuses
-				return
-			case <-enough.C: // the claims behind which it waited are served
-				_ = w.back(sb, done)
-				return
-			default:
-			}
 			if pid := sb.Pid(); pid > 0 {
 				w.update(pid)
-				// What refuses boots at the pool's priority.
+				// An autogroup that refuses stays at the pool's priority (restore reports it).
 				settled, grew, _ := w.set(true, seen)
 				if !settled || grew {
 					every = refillNiceFirst
@@ -538,9 +534,9 @@ func (tp *treePriority) background(sb *Sandbox, done, urgent <-chan struct{}) (r
 			select {
 			case <-stop:
 			case <-done:
-			case <-urgent:
+			case <-urgent: // a claimer waits for it: not niced from now on
 				_ = w.back(sb, done) // restore reports what refuses
-			case <-enough.C:
+			case <-enough.C: // the claims it waited behind are served
 				_ = w.back(sb, done)
 			case <-t.C:
 				continue
