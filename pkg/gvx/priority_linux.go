@@ -39,7 +39,12 @@ type treePriority struct {
 }
 
 // newTreePriority is the priority of warm boots at nice n, or nil if this
-// process's autogroup runs at n or lower already, or there is none.
+// process's autogroup runs at n or lower already, or the kernel has none.
+// A process in no autogroup (own "": a tree started below init that never
+// called setsid, as a CI agent or a container's entrypoint may be) runs in
+// the root task group, where each of its threads weighs as nice 0; the
+// episode's sessions still get autogroups of their own, so their nice
+// still weighs against the pool's threads.
 func newTreePriority(n int) *treePriority {
 	own, nice, err := autogroup(os.Getpid())
 	if err != nil || nice >= n {
@@ -132,8 +137,8 @@ func (w *treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err
 	refused := map[string]error{}
 	for p := range w.members {
 		g, gn, gerr := autogroup(p)
-		if gerr != nil || g == tp.own || done[g] || !boot && !w.lowered[g] {
-			continue // gone, not the episode's own, set, or not set by us
+		if gerr != nil || g == "" || g == tp.own || done[g] || !boot && !w.lowered[g] {
+			continue // gone, in none, not the episode's own, set, or not set by us
 		}
 		if !seen[g] {
 			seen[g], grew = true, true
@@ -170,18 +175,31 @@ func gone(err error) bool {
 	return errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist)
 }
 
-// autogroup reads /proc/PID/autogroup: "/autogroup-123 nice 0".
+// autogroup reads /proc/PID/autogroup: "/autogroup-123 nice 0". A
+// process in no autogroup (the kernel's default one, which is the root
+// task group: init and whatever it started that never called setsid)
+// reads as empty: name "" at nice 0.
 func autogroup(pid int) (name string, nice int, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
 	if err != nil {
 		return "", 0, err
 	}
+	return parseAutogroup(pid, b)
+}
+
+func parseAutogroup(pid int, b []byte) (name string, nice int, err error) {
 	f := strings.Fields(string(bytes.TrimSpace(b)))
-	if len(f) != 3 || f[1] != "nice" {
+	if len(f) == 0 {
+		return "", 0, nil
+	}
+	if len(f) != 3 || f[1] != "nice" || !strings.HasPrefix(f[0], "/autogroup-") {
 		return "", 0, fmt.Errorf("gvx: /proc/%d/autogroup: unexpected %q", pid, b)
 	}
 	nice, err = strconv.Atoi(f[2])
-	return f[0], nice, err
+	if err != nil {
+		return "", 0, fmt.Errorf("gvx: /proc/%d/autogroup: unexpected %q", pid, b)
+	}
+	return f[0], nice, nil
 }
 
 func setAutogroup(pid, n int) error {
