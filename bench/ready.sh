@@ -38,7 +38,8 @@
 # Restore only, quickly: JOBS="1 4" WAYS="restore host" MEMORY_WAYS=memory-restore
 # MEMORY_EPISODES=4. WAYS may hold restore-base: (c) with the rungv binary
 # BASE_RUNGV names (e.g. main's), side by side with this tree's; and
-# MEMORY_WAYS memory-restore-base likewise. Needs xfsprogs, debootstrap, go, jq,
+# MEMORY_WAYS memory-restore-base likewise. DENSITY_MAX=96: how many idle
+# restored episodes fit before anything degrades (below). Needs xfsprogs, debootstrap, go, jq,
 # dockerd on the host (for (d)); ~2 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -135,6 +136,23 @@ for way in ${MEMORY_WAYS:-memory memory-restore}; do
 		"   PSS per episode \(.pss_per_episode_bytes/1048576|floor) MiB\(if .idle_pss_at_ready_p50_bytes then " (at its own ready, alone-ish: \(.idle_pss_at_ready_p50_bytes/1048576|floor) MiB p50)" else "" end); MemAvailable lost per episode \(.mem_available_drop_per_episode_bytes/1048576|floor) MiB",
 		"   fit in \($total/1073741824*10|floor/10) GiB: \($total / ([.pss_per_episode_bytes, .mem_available_drop_per_episode_bytes] | max) | floor) episodes (by the larger of the two)"' <<<"$r"
 done
+
+# How many idle Docker episodes fit before anything degrades (issue 16,
+# part 4): DENSITY_MAX episodes at most (0: skip), DENSITY_STEP at a time,
+# restored from one checkpoint and kept; stops early below DENSITY_RESERVE_MIB
+# of MemAvailable (default 4096).
+if [ "${DENSITY_MAX:-0}" -gt 0 ] && restore_supported; then
+	printf '\n== density: idle dockerd episodes kept, restored %s at a time (GET /info one at a time into 8 of them)\n' "${DENSITY_STEP:-16}"
+	printf '%8s %14s %10s %14s %16s %16s\n' episodes MemAvailable "PSS each" "idle CPU busy" "info p50/max" "restore p50"
+	"$work/readybench" -mode density -c "$DENSITY_MAX" -step "${DENSITY_STEP:-16}" -reserve-mib "${DENSITY_RESERVE_MIB:-4096}" \
+		-golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image" | tee -a "$work/results.jsonl" |
+		jq -r 'select(.mode == "density-step") | (.episodes > 0) as $e |
+			[.episodes, "\(.mem_available_bytes/1073741824*10|floor/10) GiB", (if $e then "\(.pss_per_episode_bytes/1048576|floor) MiB" else "-" end),
+			"\(.idle_cpu_busy*100|floor) %", (if $e then "\(.info_p50_ms|floor)/\(.info_max_ms|floor) ms" else "-" end),
+			(if $e then "\(.restore_p50_ms|floor) ms" else "(before)" end), (.error // "")] | @tsv' |
+		awk -F'\t' '{printf "%8s %14s %10s %14s %16s %16s %s\n", $1, $2, $3, $4, $5, $6, $7}' ||
+		echo "   (density stopped at a failure: its error is on the last line above)"
+fi
 
 [ "$(sha256sum "$mnt/golden.ext4" | cut -d' ' -f1)" = "$sum0" ] || { echo "bench/ready.sh: the golden volume changed!" >&2; exit 1; }
 left=$(find "$mnt/eps" -mindepth 1 2>/dev/null | wc -l)

@@ -28,6 +28,11 @@
 //	memory-restore
 //	       as memory, the W episodes restored at once from one checkpoint
 //	       of a booted daemon (what sharing the restored pages would save)
+//	density
+//	       up to C idle episodes restored from one checkpoint, -step at a
+//	       time, kept: after each step the host's MemAvailable, PSS per
+//	       episode, the CPU the idle daemons use, and GET /info latency
+//	       (density.go)
 //
 // It is a benchmark tool, not a library: the workflows it times are
 // gvx.Pool's (Claim, WaitWarm, DockerReady, WaitDocker).
@@ -75,7 +80,7 @@ type result struct {
 }
 
 func main() {
-	mode := flag.String("mode", "", "cold, warm, warm-eager, warm-restore, restore, host, memory or memory-restore")
+	mode := flag.String("mode", "", "cold, warm, warm-eager, warm-restore, restore, host, memory, memory-restore or density")
 	golden := flag.String("golden", "", "golden /var/lib/docker volume")
 	scratch := flag.String("scratch", "", "directory for the clones (the golden's filesystem)")
 	image := flag.String("image", "", "daemon image (oci:DIR) for the gvx modes")
@@ -84,7 +89,10 @@ func main() {
 	dockerd := flag.String("dockerd", "/usr/sbin/dockerd", "host dockerd for -mode host")
 	flag.DurationVar(&refillDelay, "refill-delay", 0, "PoolConfig.RefillDelay for -mode warm (0: the pool's default)")
 	flag.IntVar(&refillNice, "refill-nice", 0, "PoolConfig.RefillNice for -mode warm (0: the pool's default)")
+	step := flag.Int("step", 16, "-mode density: episodes added per step (-c: the most)")
+	reserve := flag.Int64("reserve-mib", densityReserve>>20, "-mode density: no step starts with less MemAvailable (MiB)")
 	flag.Parse()
+	densityReserve = *reserve << 20
 	if *golden == "" || *scratch == "" || *c < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "usage: readybench -mode MODE -golden FILE -scratch DIR [-image oci:DIR] [-c C] [-rounds R]")
 		os.Exit(2)
@@ -105,6 +113,8 @@ func main() {
 		r, err = restoreRounds(ctx, *golden, *scratch, *image, *c, *rounds)
 	case "warm-restore":
 		r, err = gvxRounds(ctx, *mode, *golden, *scratch, *image, *c, *rounds)
+	case "density":
+		r, err = density(ctx, *golden, *scratch, *image, *c, *step)
 	default:
 		err = fmt.Errorf("unknown -mode %q", *mode)
 	}
