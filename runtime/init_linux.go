@@ -53,10 +53,14 @@ func episodeInit(args []string) int {
 	}
 	bundle, id := args[len(args)-2], args[len(args)-1]
 	// /proc must show this PID namespace: runsc writes the uid_map of
-	// the children it starts through it. The mount is private to this
-	// process's mount namespace.
-	if err := unix.Mount("", "/", "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
-		fmt.Fprintln(os.Stderr, "rungv: init: make mounts private:", err)
+	// the children it starts through it. Mounts made here stay in this
+	// process's mount namespace: its copy of the host's tree is a slave
+	// (as runsc makes the sandbox's and the gofer's), so nothing goes
+	// back to the host, while an unmount on the host reaches the copy.
+	// A private copy kept every host filesystem mounted when the episode
+	// started mounted until it ended (TestHostUnmountNotPinned).
+	if err := unix.Mount("", "/", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init: make mounts slaves:", err)
 		return 125
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -114,6 +115,124 @@ func parents() map[int]int {
 		if pp, err := strconv.Atoi(f[1]); err == nil {
 			out[p] = pp
 		}
+	}
+	return out
+}
+
+// TestHostUnmountNotPinned: a filesystem the host mounted (below a shared
+// mount, as systemd hosts have them) before an episode started, and
+// unmounts while it runs, is gone from every mount namespace at once: its
+// loop device is detached, so its superblock is written back. The
+// episode's init made its copy of the host's mount tree private, so the
+// host's unmount did not reach it and the filesystem stayed mounted there
+// until the episode ended; init's mounts are slaves now (as runsc makes
+// the sandbox's and the gofer's). Where the host's own mounts are private
+// (this VM, a container) no copy can follow an unmount: docs/runtime.md.
+func TestHostUnmountNotPinned(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to loop-mount (CI runs as root)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	both(t, func(t *testing.T, u user) {
+		dir := t.TempDir()
+		img, top := filepath.Join(dir, "host.img"), filepath.Join(dir, "shared")
+		mnt := filepath.Join(top, "mnt")
+		if out, err := exec.Command("mkfs.ext4", "-q", img, "16M").CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v %s", err, out)
+		}
+		if err := os.Mkdir(top, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hostMount(t, "--bind", top, top)
+		hostMount(t, "--make-shared", top)
+		t.Cleanup(func() { exec.Command("umount", "-l", top).Run() })
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hostMount(t, "-o", "loop", img, mnt)
+		mounted := true
+		t.Cleanup(func() {
+			if mounted {
+				exec.Command("umount", "-l", mnt).Run()
+			}
+		})
+		backing := loopBacking(t, mnt)
+
+		tmp := privateTmp(t, u)
+		c := command(t, u, tmp, "run", "--network", "none", imageRef, "sh", "-c", "echo started; exec sleep 1000")
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
+		}
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("host umount: %v %s", err, out)
+		}
+		mounted = false
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			holders := mountHolders(mnt)
+			_, err := os.Stat(backing)
+			if len(holders) == 0 && os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("10 s after the host unmounted %s, processes still have it mounted: %v (loop device still attached: %v)", mnt, holders, err == nil)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if c.ProcessState != nil || syscall.Kill(c.Process.Pid, 0) != nil {
+			t.Fatal("the episode ended")
+		}
+	})
+}
+
+func hostMount(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+		t.Fatalf("mount %v: %v %s", args, err, out)
+	}
+}
+
+// loopBacking is the sysfs file naming the backing file of the loop
+// device mounted at mnt (it goes when the device is detached).
+func loopBacking(t *testing.T, mnt string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && f[4] == mnt {
+			p := "/sys/dev/block/" + f[2] + "/loop/backing_file"
+			if _, err := os.Stat(p); err != nil {
+				t.Fatalf("%s is not a loop device's mount: %v", mnt, err)
+			}
+			return p
+		}
+	}
+	t.Fatalf("%s is not mounted", mnt)
+	return ""
+}
+
+// mountHolders lists the processes whose mount namespace has a mount at mnt.
+func mountHolders(mnt string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		mi, err := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if err != nil || !bytes.Contains(mi, []byte(" "+mnt+" ")) {
+			continue
+		}
+		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("%s %.60s", e.Name(), bytes.ReplaceAll(cl, []byte{0}, []byte{' '})))
 	}
 	return out
 }
