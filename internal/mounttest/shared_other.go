@@ -1,0 +1,5 @@
+//go:build !linux
+
+package mounttest
+
+func sharedTempDir() (string, func()) { return "", func() {} }
