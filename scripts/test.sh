@@ -30,8 +30,22 @@ trap 'rm -f "$log" "$log.status"' EXIT
 } | tee "$log" | grep --line-buffered -E '^(ok|FAIL|panic:|\?)[[:space:]]' || true
 status=$(cat "$log.status")
 if [ "$status" != 0 ]; then
-	echo "== failures"
-	grep -E -B2 -A25 '^\s*--- FAIL' "$log" | head -400
+	echo "== failures: each failing test's own output (go test -v attributes it with === RUN/CONT/NAME)"
+	awk '
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ *--- (PASS|FAIL|SKIP): / { if ($2 == "FAIL:" && !($3 in failed)) { failed[$3] = 1; order[++nf] = $3 }; next }
+		/^(ok|FAIL|PASS|\?)([[:space:]]|$)/ { cur = ""; next }
+		cur != "" { n[cur]++; if (n[cur] <= 60) out[cur] = out[cur] $0 "\n" }
+		END {
+			for (i = 1; i <= nf; i++) {
+				t = order[i]
+				if (!(t in out)) continue
+				printf "--- %s\n%s", t, out[t]
+				if (n[t] > 60) printf "    ... %d more lines\n", n[t] - 60
+			}
+		}
+	' "$log" | head -600
+	grep -E -A40 '^panic:' "$log" | head -200 || true
 fi
 echo "== skipped tests and why"
 awk '
