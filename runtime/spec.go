@@ -245,7 +245,11 @@ func specMount(m Mount) (specs.Mount, error) {
 	case MountTmpfs:
 		return specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: append(opts, "nosuid", "nodev")}, nil
 	case MountBind:
-		return specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: append(opts, "rbind")}, nil
+		// rprivate, docker run -v's default: init's copy of the host's
+		// mounts is a slave (a host unmount reaches it), but a mount the
+		// host makes later below a bound directory stays out of the
+		// episode (runsc's gofer makes its binds slaves unless told).
+		return specs.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: append(opts, "rbind", "rprivate")}, nil
 	}
 	return specs.Mount{}, fmt.Errorf("%w: mount type %q", ErrUnsupported, m.Type)
 }

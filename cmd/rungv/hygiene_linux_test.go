@@ -236,3 +236,54 @@ func mountHolders(mnt string) []string {
 	}
 	return out
 }
+
+// TestBindLaterHostMountHidden: a bind mount's tree is what the host had
+// below it when the episode started (a mount there then shows); a mount
+// the host makes below it later does not reach the guest, even where the
+// host's mounts are shared (init's copy of them is a slave, so unmounts
+// do reach it: TestHostUnmountNotPinned). docker run -v does the same
+// (rprivate).
+func TestBindLaterHostMountHidden(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to mount (CI runs as root)")
+	}
+	both(t, func(t *testing.T, u user) {
+		top := filepath.Join(privateTmp(t, u), "bound")
+		for _, d := range []string{top, top + "/before", top + "/later"} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hostMount(t, "--bind", top, top)
+		hostMount(t, "--make-shared", top)
+		t.Cleanup(func() { exec.Command("umount", "-R", "-l", top).Run() })
+		hostMount(t, "-t", "tmpfs", "-o", "mode=0755", "before", top+"/before")
+		if err := os.WriteFile(top+"/before/f", []byte("before\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := command(t, u, privateTmp(t, u), "run", "--network", "none", "--mount", "type=bind,src="+top+",dst=/d,readonly", imageRef,
+			"sh", "-c", "cat /d/before/f; echo started; read x; cat /d/later/f 2>&1; echo done")
+		in, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, stderr := startLines(t, c)
+		if s := line(); s != "before" {
+			t.Fatalf("the mount below the bind at the episode's start: %q (stderr %q)", s, stderr)
+		}
+		if s := line(); s != "started" {
+			t.Fatalf("guest: %q", s)
+		}
+		hostMount(t, "-t", "tmpfs", "-o", "mode=0755", "later", top+"/later")
+		if err := os.WriteFile(top+"/later/f", []byte("host secret\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in.Write([]byte("go\n"))
+		if s := line(); strings.Contains(s, "host secret") {
+			t.Fatalf("the guest read a mount the host made after the episode started: %q", s)
+		}
+		if s := line(); s != "done" {
+			t.Fatalf("guest: %q", s)
+		}
+	})
+}
