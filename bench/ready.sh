@@ -143,14 +143,14 @@ done
 # of MemAvailable (default 4096).
 if [ "${DENSITY_MAX:-0}" -gt 0 ] && restore_supported; then
 	printf '\n== density: idle dockerd episodes kept, restored %s at a time (GET /info one at a time into 8 of them)\n' "${DENSITY_STEP:-16}"
-	printf '%8s %14s %10s %14s %16s %16s\n' episodes MemAvailable "PSS each" "idle CPU busy" "info p50/max" "restore p50"
+	printf '%8s %14s %10s %14s %10s %16s %16s\n' episodes MemAvailable "PSS each" "host CPU busy" "eps' CPU" "info p50/max" "restore p50"
 	"$work/readybench" -mode density -c "$DENSITY_MAX" -step "${DENSITY_STEP:-16}" -reserve-mib "${DENSITY_RESERVE_MIB:-4096}" \
 		-golden "$mnt/golden.ext4" -scratch "$mnt/eps" -image "$image" | tee -a "$work/results.jsonl" |
 		jq -r 'select(.mode == "density-step") | (.episodes > 0) as $e |
 			[.episodes, "\(.mem_available_bytes/1073741824*10|floor/10) GiB", (if $e then "\(.pss_per_episode_bytes/1048576|floor) MiB" else "-" end),
-			"\(.idle_cpu_busy*100|floor) %", (if $e then "\(.info_p50_ms|floor)/\(.info_max_ms|floor) ms" else "-" end),
+			"\(.idle_cpu_busy*100|floor) %", (if $e then "\(.episodes_cpu*100|floor/100)" else "-" end), (if $e then "\(.info_p50_ms|floor)/\(.info_max_ms|floor) ms" else "-" end),
 			(if $e then "\(.restore_p50_ms|floor) ms" else "(before)" end), (.error // "")] | @tsv' |
-		awk -F'\t' '{printf "%8s %14s %10s %14s %16s %16s %s\n", $1, $2, $3, $4, $5, $6, $7}' ||
+		awk -F'\t' '{printf "%8s %14s %10s %14s %10s %16s %16s %s\n", $1, $2, $3, $4, $5, $6, $7, $8}' ||
 		echo "   (density stopped at a failure: its error is on the last line above)"
 fi
 

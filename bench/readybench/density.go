@@ -20,7 +20,8 @@ import (
 // checkpoint of a booted daemon (the fastest way to many), step at a time,
 // two restores at once, and kept; after each step, with every daemon idle,
 // it measures what a user would feel: the host's MemAvailable and the PSS
-// of all episodes, the share of the CPUs the idle daemons keep busy, the
+// of all episodes, the CPU the idle episodes' own processes use (and the
+// host's busy share, which other work on the machine is in too), the
 // latency of one GET /info into a few of the idle episodes (one at a
 // time), and the step's own restores (restore → docker info). It stops at
 // -c episodes, once MemAvailable is below -reserve, or at the first
@@ -31,6 +32,7 @@ type densityStep struct {
 	MemAvail  int64   `json:"mem_available_bytes"`
 	PSSEach   int64   `json:"pss_per_episode_bytes"`
 	CPUBusy   float64 `json:"idle_cpu_busy"`  // 0..1 of all CPUs, over the idle window
+	EpCPU     float64 `json:"episodes_cpu"`   // the CPUs the episodes' own processes used then (1 = one CPU)
 	InfoP50   float64 `json:"info_p50_ms"`    // one GET /info at a time into sampled idle episodes
 	InfoMax   float64 `json:"info_max_ms"`    //
 	Restore50 float64 `json:"restore_p50_ms"` // this step's restores, clone → docker info
@@ -120,7 +122,13 @@ func density(ctx context.Context, golden, scratch, image string, maxN, step int)
 		if st.Error == "" {
 			st.Restore50 = p50(times)
 			time.Sleep(3 * time.Second) // let the restored daemons settle
+			roots := make([]int, len(eps))
+			for i, e := range eps {
+				roots[i] = e.sb.Pid()
+			}
+			t0, c0 := time.Now(), treeCPU(roots)
 			st.CPUBusy = cpuBusy(5 * time.Second)
+			st.EpCPU = (treeCPU(roots) - c0).Seconds() / time.Since(t0).Seconds()
 			st.InfoP50, st.InfoMax, err = sampleInfo(ctx, eps)
 			if err != nil {
 				st.Error = err.Error()
@@ -166,6 +174,49 @@ func p50(ds []time.Duration) float64 {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
 	return ms(s[len(s)/2])
+}
+
+// treeCPU is the CPU time (user+system, all threads, children already
+// reaped included) used so far by the processes at roots and below them.
+func treeCPU(roots []int) time.Duration {
+	kids := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	ticks := map[int]uint64{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // state ppid … utime(12) stime(13) cutime cstime
+		if len(f) < 15 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		kids[pp] = append(kids[pp], pid)
+		var t uint64
+		for _, k := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseUint(f[k], 10, 64)
+			t += v
+		}
+		ticks[pid] = t
+	}
+	var sum uint64
+	todo := append([]int(nil), roots...)
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		sum += ticks[p]
+		todo = append(todo, kids[p]...)
+	}
+	return time.Duration(sum) * time.Second / 100 // USER_HZ
 }
 
 // cpuBusy is the share of all CPUs' time not idle over d (/proc/stat).
