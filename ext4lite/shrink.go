@@ -1,7 +1,9 @@
 package ext4lite
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
@@ -19,13 +21,14 @@ func (v *FS) Shrink() (int64, error) {
 	if err := v.writable(); err != nil {
 		return 0, err
 	}
-	if v.sb.FeatureCompat&disk.CompatResizeInode != 0 || v.sb.ReservedGdtBlocks != 0 {
-		return 0, fmt.Errorf("%w: shrinking a volume with reserved GDT blocks (resize_inode)", ErrUnsupported)
-	}
 	if len(v.refs) > 0 || v.sb.LastOrphan != 0 {
 		return 0, fmt.Errorf("shrink: files are open; close them first")
 	}
 	if err := v.flushMetadata(); err != nil {
+		return 0, err
+	}
+	resize, err := v.checkResizeInode()
+	if err != nil {
 		return 0, err
 	}
 	keep, err := v.shrinkTarget()
@@ -41,8 +44,9 @@ func (v *FS) Shrink() (int64, error) {
 	if err := v.flushMetadata(); err != nil {
 		return 0, err
 	}
-	if err := v.dropGroups(keep); err != nil {
-		return 0, err
+	flushed := *v.sb
+	if err := v.dropGroups(keep, resize); err != nil {
+		return 0, v.forgetUnflushed(flushed, err)
 	}
 	if err := v.flushMetadata(); err != nil {
 		return 0, err
@@ -84,13 +88,28 @@ func (v *FS) moveOut(keep uint32) error {
 	if err == nil {
 		return nil
 	}
+	return v.forgetUnflushed(sb, err)
+}
+
+// forgetUnflushed drops what changed in memory since the last flush after
+// a step of Shrink failed (err), so the volume stays as that flush left it
+// and Close does not write a half-made step: the superblock goes back to
+// sb, as flushed, and the geometry and descriptors are reloaded.
+func (v *FS) forgetUnflushed(sb disk.Superblock, err error) error {
 	*v.sb = sb
 	v.inodes = map[uint32]*inode{}
 	v.dirs = map[uint32]*dir{}
 	v.forgetPaths()
+	clear(v.meta)
+	v.pendingFree = v.pendingFree[:0]
 	v.allocCursor = 0
-	if rerr := v.loadGroupDescs(); rerr != nil {
-		return fmt.Errorf("%w; and forgetting the half-made move: %w (do not use this volume: restore it from a copy)", err, rerr)
+	g, rerr := v.sb.Geometry()
+	if rerr == nil {
+		v.blocksCount, v.groupCount, v.gdtBlocks = g.Blocks, g.Groups, g.GDTBlocks
+		rerr = v.loadGroupDescs()
+	}
+	if rerr != nil {
+		return fmt.Errorf("%w; and forgetting the half-made shrink: %w (do not use this volume: restore it from a copy)", err, rerr)
 	}
 	return fmt.Errorf("%w; the volume is as before the shrink", err)
 }
@@ -277,14 +296,29 @@ func (v *FS) moveBelow(keep uint32, end uint64) error {
 }
 
 // dropGroups forgets the groups from keep on: their metadata blocks that
-// lie in kept groups and GDT blocks no longer needed are freed, and the
-// geometry shrinks.
-func (v *FS) dropGroups(keep uint32) error {
+// lie in kept groups and descriptor blocks no longer needed are freed, and
+// the geometry shrinks. With resize_inode (resize, from checkResizeInode)
+// the descriptor blocks no longer needed become reserved ones and inode 7
+// is rebuilt (shrink_resize.go). It changes memory and staged metadata
+// only; the caller flushes, or forgets it all on error.
+func (v *FS) dropGroups(keep uint32, resize *inode) error {
 	itb := uint64((uint64(v.inodesPerGroup)*uint64(v.inodeSize) + uint64(v.bs) - 1) / uint64(v.bs))
 	end := v.groupFirstBlock(keep)
 	saved := v.deferFree
 	v.deferFree = false
 	defer func() { v.deferFree = saved }()
+	var dind uint64
+	if resize != nil {
+		dind = uint64(binary.LittleEndian.Uint32(resize.d.Block[4*disk.DindBlock:]))
+		if dind >= end {
+			// In a dropped group (its bitmap is full): take a block below.
+			b, _, err := v.allocBlocks(0, 1)
+			if err != nil {
+				return fmt.Errorf("shrink: moving the resize inode's double-indirect block: %w", err)
+			}
+			dind = b
+		}
+	}
 	for g := keep; g < v.groupCount; g++ {
 		d := v.groups[g].desc
 		for _, r := range [][2]uint64{{d.BlockBitmap(), 1}, {d.InodeBitmap(), 1}, {d.InodeTable(), itb}} {
@@ -295,20 +329,37 @@ func (v *FS) dropGroups(keep uint32) error {
 			}
 		}
 	}
-	oldGdt := v.gdtBlocks
+	oldGdt, oldRes := v.gdtBlocks, uint32(v.sb.ReservedGdtBlocks)
 	newGdt := uint32((uint64(keep)*uint64(v.descSize) + uint64(v.bs) - 1) / uint64(v.bs))
-	if newGdt < oldGdt {
+	newRes := oldRes
+	if resize != nil {
+		newRes = v.shrinkReserved(oldGdt, newGdt)
+	}
+	if freed := oldGdt + oldRes - newGdt - newRes; freed > 0 {
 		for g := uint32(0); g < keep; g++ {
 			if v.hasSuper(g) {
-				if err := v.releaseBlocks(v.groupFirstBlock(g)+1+uint64(newGdt), uint64(oldGdt-newGdt)); err != nil {
+				if err := v.releaseBlocks(v.groupFirstBlock(g)+1+uint64(newGdt+newRes), uint64(freed)); err != nil {
 					return err
 				}
 			}
 		}
 	}
+	// Keep the root-reserved share of the volume (resize2fs does; e2fsck
+	// insists s_r_blocks_count be at most half the volume).
+	if r := min(v.sb.RBlocksCount(), v.blocksCount); r > 0 {
+		hi, lo := bits.Mul64(r, end)
+		q, _ := bits.Div64(hi, lo, v.blocksCount)
+		v.sb.SetRBlocksCount(q)
+	}
+	for i, g := range v.sb.BackupBgs {
+		if v.sb.FeatureCompat&disk.CompatSparseSuper2 != 0 && g >= keep {
+			v.sb.BackupBgs[i] = 0 // sparse_super2: that backup is dropped
+		}
+	}
 	v.groups = v.groups[:keep]
 	v.groupCount = keep
 	v.gdtBlocks = newGdt
+	v.sb.ReservedGdtBlocks = uint16(newRes)
 	v.blocksCount = end
 	v.sb.SetBlocksCount(end)
 	v.sb.InodesCount = keep * v.inodesPerGroup
@@ -317,6 +368,9 @@ func (v *FS) dropGroups(keep uint32) error {
 	}
 	for _, gr := range v.groups {
 		gr.descDirty = true
+	}
+	if resize != nil {
+		return v.writeResizeInode(resize, dind)
 	}
 	return nil
 }
