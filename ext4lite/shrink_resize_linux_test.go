@@ -68,6 +68,11 @@ var resizeCases = []struct {
 	{"1k-4gdt", "512M", []string{"-b", "1024"}},
 	{"4k", "1G", []string{"-b", "4096"}},
 	{"4k-2gdt", "10G", []string{"-b", "4096"}},
+	// -E resize= reserves room for growth to twice the size only: fewer
+	// reserved blocks than one block addresses, so the shrink turns the
+	// freed descriptor blocks into reserved ones (4+4 → 1+7, 2+1 → 1+2).
+	{"1k-4gdt-resize", "512M", []string{"-b", "1024", "-E", "resize=1048576"}},
+	{"4k-2gdt-resize", "10G", []string{"-b", "4096", "-E", "resize=5242880"}},
 	{"4k-nojournal", "1G", []string{"-b", "4096", "-O", "^has_journal"}},
 	{"1k-nojournal", "128M", []string{"-b", "1024", "-O", "^has_journal"}},
 }
@@ -161,6 +166,9 @@ func shrinkResizeRoundTrip(t *testing.T, img string) {
 	}
 	if !strings.Contains(after["Filesystem features"], "resize_inode") || strings.Contains(after["Filesystem features"], "meta_bg") {
 		t.Errorf("features after the shrink: %s", after["Filesystem features"])
+	}
+	if want := wantResizeMap(v); !equalResizeMaps(debugfsResizeMap(t, img), want) {
+		t.Errorf("debugfs reads the resize inode as\n%v\nwant\n%v", debugfsResizeMap(t, img), want)
 	}
 	if got := kernelSums(t, img); !equalSums(t, want, got) {
 		t.Fatal("files changed in the shrink")
@@ -387,6 +395,62 @@ func equalSums(t *testing.T, want, got map[string]string) bool {
 		}
 	}
 	return ok
+}
+
+// wantResizeMap is what inode 7 must map on v: each reserved descriptor
+// block of group 0 (an indirect block) to its copies in the backup groups.
+func wantResizeMap(v *FS) map[uint64][]uint64 {
+	m := map[uint64][]uint64{}
+	for i := uint64(0); i < uint64(v.sb.ReservedGdtBlocks); i++ {
+		p := v.firstDataBlock + 1 + uint64(v.gdtBlocks) + i
+		m[p] = []uint64{}
+		for g := uint32(1); g < v.groupCount; g++ {
+			if v.hasSuper(g) {
+				m[p] = append(m[p], p+uint64(g)*uint64(v.blocksPerGroup))
+			}
+		}
+	}
+	return m
+}
+
+var debugfsBlock = regexp.MustCompile(`\((IND|DIND|[0-9]+)\):([0-9]+)`)
+
+// debugfsResizeMap is what debugfs says inode 7 maps: each indirect
+// block to the blocks it lists.
+func debugfsResizeMap(t *testing.T, img string) map[uint64][]uint64 {
+	t.Helper()
+	out, err := exec.Command("debugfs", "-R", "stat <7>", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("debugfs -R 'stat <7>' %s: %v\n%s", img, err, out)
+	}
+	m := map[uint64][]uint64{}
+	var ind uint64
+	for _, f := range debugfsBlock.FindAllStringSubmatch(string(out), -1) {
+		b, _ := strconv.ParseUint(f[2], 10, 64)
+		switch f[1] {
+		case "DIND":
+		case "IND":
+			ind, m[b] = b, []uint64{}
+		default:
+			m[ind] = append(m[ind], b)
+		}
+	}
+	if regexp.MustCompile(`\([0-9]+-[0-9]+\)`).Match(out) {
+		t.Fatalf("debugfs printed a range of blocks for inode 7 (not parsed here):\n%s", out)
+	}
+	return m
+}
+
+func equalResizeMaps(a, b map[uint64][]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		if fmt.Sprint(x) != fmt.Sprint(b[k]) {
+			return false
+		}
+	}
+	return true
 }
 
 var debugfsLine = regexp.MustCompile(`^([A-Za-z][A-Za-z ]*[a-z]):\s+(.*)$`)
