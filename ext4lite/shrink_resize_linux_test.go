@@ -3,7 +3,9 @@ package ext4lite
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -483,5 +485,220 @@ func fileSize(t *testing.T, p string) int64 {
 	return fi.Size()
 }
 
-// unused until the crash and hostile tests land
-var _ = disk.ResizeIno
+// TestShrinkResizeInodeCrash cuts a shrink of an mke2fs volume (1 KiB
+// blocks, resize_inode, journal) at write after write, drops a random
+// subset of the unsynced ones, and recovers: the volume is either as
+// before or shrunk, Check and e2fsck -fn find nothing (the rebuilt
+// resize inode commits with the new geometry, never apart from it), and
+// the files read back unchanged. Every write of the last flushes is cut,
+// every 40th of the block copies before them; e2fsck checks every 10th.
+func TestShrinkResizeInodeCrash(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "vol.ext4")
+	mke2fsBy(t, "host", img, "32M", "-b", "1024", "-J", "size=1")
+	v, err := Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.allocCursor = v.groupFirstBlock(v.groupCount - 1)
+	files := map[string][]byte{"a": bytes.Repeat([]byte("crash "), 30<<10), "b": []byte("small")}
+	for name, data := range files {
+		if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := newCrashDev(base, 0)
+	v, err = OpenDevice(full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := full.writes
+	oldBlocks := v.blocksCount
+	if _, err := v.Shrink(); err != nil {
+		t.Fatal(err)
+	}
+	newBlocks := v.blocksCount
+	total := full.writes
+	t.Logf("shrink from %d to %d blocks: writes %d..%d", oldBlocks, newBlocks, opened, total)
+	rng := rand.New(rand.NewPCG(3, 4))
+	shrunk := 0
+	for limit := opened + 1; limit <= total; limit++ {
+		if limit < total-120 && limit%40 != 0 {
+			continue
+		}
+		d := newCrashDev(base, limit)
+		v, err := OpenDevice(d, nil)
+		if err == nil {
+			if _, err := v.Shrink(); err == nil {
+				t.Fatalf("Shrink did not see the crash at write %d", limit)
+			}
+		}
+		after := d.afterCrash(rng)
+		blocks, err := checkShrinkRecovered(after, files)
+		if err != nil {
+			t.Fatalf("crash at write %d of %d: %v", limit, total, err)
+		}
+		if blocks != oldBlocks && blocks != newBlocks {
+			t.Fatalf("crash at write %d: %d blocks, neither %d nor %d", limit, blocks, oldBlocks, newBlocks)
+		}
+		if blocks == newBlocks {
+			shrunk++
+		}
+		if limit >= total-120 && limit%10 == 0 || limit == total {
+			e2fsckAfterRecovery(t, after)
+		}
+	}
+	if shrunk == 0 {
+		t.Error("no cut left a shrunk volume: the commit was never reached")
+	}
+}
+
+// checkShrinkRecovered opens img (replaying the journal), checks it,
+// reads files back and returns its block count.
+func checkShrinkRecovered(img []byte, files map[string][]byte) (uint64, error) {
+	d := newCrashDev(img, 0)
+	v, err := OpenDevice(d, nil)
+	if err != nil {
+		return 0, fmt.Errorf("reopen: %w", err)
+	}
+	defer v.Close()
+	rep, err := v.Check(nil)
+	if err != nil {
+		return 0, fmt.Errorf("check: %w", err)
+	}
+	if len(rep.Findings) > 0 {
+		return 0, fmt.Errorf("check after recovery: %v", rep.Findings)
+	}
+	for name, data := range files {
+		r, err := v.Open(name)
+		if err != nil {
+			return 0, err
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, data) {
+			return 0, fmt.Errorf("%s: %d bytes (%v), want %d", name, len(got), err, len(data))
+		}
+	}
+	blocks := v.blocksCount
+	if err := v.Close(); err != nil {
+		return 0, fmt.Errorf("close: %w", err)
+	}
+	copy(img, d.durable)
+	return blocks, nil
+}
+
+// TestShrinkResizeInodeCorrupt: a volume whose reserved descriptor count
+// or inode 7 is not what e2fsck and Linux expect is refused with
+// ErrCorrupt naming the resize inode and the fix, before anything moves;
+// the volume keeps its size and files.
+func TestShrinkResizeInodeCorrupt(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "base.ext4")
+	mke2fsBy(t, "host", base, "32M", "-b", "1024")
+	v, err := Open(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.allocCursor = v.groupFirstBlock(v.groupCount - 1)
+	data := bytes.Repeat([]byte("corrupt "), 10<<10)
+	if err := v.WriteFile(&sink.Header{Path: "f", Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	setReserved := func(im *ckImage, n uint16) {
+		binary.LittleEndian.PutUint16(im.b[disk.SuperblockOffset+0xCE:], n)
+		im.fixSuper()
+	}
+	editInode := func(fn func(in *disk.Inode)) func(t *testing.T, im *ckImage) {
+		return func(t *testing.T, im *ckImage) {
+			in := im.inode(disk.ResizeIno)
+			fn(in)
+			im.putInode(disk.ResizeIno, in)
+		}
+	}
+	dindOf := func(im *ckImage) []byte {
+		return im.block(uint64(binary.LittleEndian.Uint32(im.inode(disk.ResizeIno).Block[4*disk.DindBlock:])))
+	}
+	gdt := func(im *ckImage) uint64 { // descriptor blocks
+		groups := (im.sb.BlocksCount() - uint64(im.sb.FirstDataBlock) + uint64(im.sb.BlocksPerGroup) - 1) / uint64(im.sb.BlocksPerGroup)
+		return (groups*uint64(im.sb.DescSize) + uint64(im.bs) - 1) / uint64(im.bs)
+	}
+	for _, tc := range []struct {
+		name, want string
+		corrupt    func(t *testing.T, im *ckImage)
+	}{
+		{"reserved past one block", "s_reserved_gdt_blocks is 257", func(t *testing.T, im *ckImage) { setReserved(im, 257) }},
+		{"reserved without the feature", "without resize_inode", func(t *testing.T, im *ckImage) {
+			c := binary.LittleEndian.Uint32(im.b[disk.SuperblockOffset+0x5C:])
+			binary.LittleEndian.PutUint32(im.b[disk.SuperblockOffset+0x5C:], c&^uint32(disk.CompatResizeInode))
+			im.fixSuper()
+		}},
+		{"no double-indirect block", "outside the filesystem", editInode(func(in *disk.Inode) {
+			binary.LittleEndian.PutUint32(in.Block[4*disk.DindBlock:], 0)
+		})},
+		{"double-indirect past the end", "outside the filesystem", editInode(func(in *disk.Inode) {
+			binary.LittleEndian.PutUint32(in.Block[4*disk.DindBlock:], 1<<30)
+		})},
+		{"double-indirect on the descriptors", "superblock and descriptors", editInode(func(in *disk.Inode) {
+			binary.LittleEndian.PutUint32(in.Block[4*disk.DindBlock:], 2)
+		})},
+		{"direct block", "i_block[0]", editInode(func(in *disk.Inode) { binary.LittleEndian.PutUint32(in.Block[0:], 5000) })},
+		{"a directory", "not a regular file", editInode(func(in *disk.Inode) { in.Mode = disk.ModeDir | 0o600 })},
+		{"unlinked", "not a regular file", editInode(func(in *disk.Inode) { in.LinksCount = 0 })},
+		{"double-indirect entry", "want reserved descriptor block", func(t *testing.T, im *ckImage) {
+			d := dindOf(im)
+			off := 4 * gdt(im)
+			binary.LittleEndian.PutUint32(d[off:], binary.LittleEndian.Uint32(d[off:])+1)
+		}},
+		{"backup entry", "want its copy", func(t *testing.T, im *ckImage) {
+			p := im.block(uint64(im.sb.FirstDataBlock) + 1 + gdt(im) + 7)
+			binary.LittleEndian.PutUint32(p[4:], 12345)
+		}},
+		{"garbage double-indirect", "want reserved descriptor block", func(t *testing.T, im *ckImage) {
+			rng := rand.New(rand.NewPCG(5, 5))
+			for i, d := 0, dindOf(im); i < len(d); i++ {
+				d[i] = byte(rng.Uint32())
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ckCorrupted(t, base, tc.corrupt)
+			v, err := Open(p, nil)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			before := v.blocksCount
+			_, err = v.Shrink()
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "resize inode") ||
+				!strings.Contains(err.Error(), "e2fsck -f") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Shrink: %v; want ErrCorrupt about the resize inode saying %q and naming e2fsck -f", err, tc.want)
+			}
+			t.Log(err)
+			if v.blocksCount != before {
+				t.Errorf("%d blocks after the refusal, %d before", v.blocksCount, before)
+			}
+			if err := v.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(p, &Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			f, err := r.Open("f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := io.ReadAll(f); !bytes.Equal(got, data) || r.blocksCount != before {
+				t.Errorf("after the refusal: f %d bytes (want %d), %d blocks (want %d)", len(got), len(data), r.blocksCount, before)
+			}
+		})
+	}
+}
