@@ -25,68 +25,72 @@ import (
 type journalDev struct {
 	v  *FS
 	in *inode
+	// pinned, when set, is the mapping on disk while Shrink moves the
+	// journal (shrink.go): until the flush that remaps the journal inode
+	// is home, the log is written both there and at the new place, so
+	// the replay after a crash finds it whichever mapping the inode table
+	// on disk holds; it is read from the pinned place.
+	pinned *extentMap
 }
 
-func (j *journalDev) phys(n uint32) (uint64, error) {
+// mappings are the journal's block maps: where it is read from first.
+func (j *journalDev) mappings() ([]*extentMap, error) {
 	m, err := j.v.loadExtents(j.in)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	p, _, uninit, ok := m.lookup(n)
-	if !ok || uninit {
-		return 0, corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
+	if j.pinned != nil {
+		return []*extentMap{j.pinned, m}, nil
 	}
-	return p, nil
+	return []*extentMap{m}, nil
 }
 
 func (j *journalDev) ReadBlock(n uint32, p []byte) error {
-	b, err := j.phys(n)
+	ms, err := j.mappings()
 	if err != nil {
 		return err
+	}
+	b, _, uninit, ok := ms[0].lookup(n)
+	if !ok || uninit {
+		return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
 	}
 	return j.v.readBlock(b, p)
 }
 
 func (j *journalDev) WriteBlock(n uint32, p []byte) error {
-	b, err := j.phys(n)
-	if err != nil {
-		return err
-	}
-	if j.v.readOnly {
-		// A read-only replay marks the log empty in memory only.
-		j.v.meta[b] = slices.Clone(p[:j.v.bs])
-		return nil
-	}
-	return j.v.writeBlock(b, p)
+	return j.WriteBlocks(n, p[:j.v.bs])
 }
 
 // WriteBlocks writes consecutive journal blocks, one pwrite per physically
 // contiguous stretch (jbd2.RunWriter): the journal is allocated in a few
 // large extents, so a commit costs a handful of writes, not one per block.
 func (j *journalDev) WriteBlocks(n uint32, p []byte) error {
+	ms, err := j.mappings()
+	if err != nil {
+		return err
+	}
 	bs := j.v.bs
-	for len(p) > 0 {
-		m, err := j.v.loadExtents(j.in)
-		if err != nil {
-			return err
-		}
-		phys, run, uninit, ok := m.lookup(n)
-		if !ok || uninit {
-			return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
-		}
-		k := min(int(run), len(p)/bs)
-		if j.v.readOnly {
-			for i := 0; i < k; i++ {
-				j.v.meta[phys+uint64(i)] = slices.Clone(p[i*bs : (i+1)*bs])
+	for _, m := range ms {
+		for n, p := n, p; len(p) > 0; {
+			phys, run, uninit, ok := m.lookup(n)
+			if !ok || uninit {
+				return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
 			}
-		} else {
-			j.v.checkWriteBlock(phys + uint64(k) - 1)
-			if err := j.v.writeAt(p[:k*bs], int64(phys)*int64(bs)); err != nil {
-				return err
+			k := min(int(run), len(p)/bs)
+			if j.v.readOnly {
+				// A read-only replay marks the log empty in memory only.
+				for i := 0; i < k; i++ {
+					j.v.meta[phys+uint64(i)] = slices.Clone(p[i*bs : (i+1)*bs])
+				}
+			} else {
+				j.v.checkWriteBlock(phys + uint64(k) - 1)
+				if err := j.v.writeAt(p[:k*bs], int64(phys)*int64(bs)); err != nil {
+					return err
+				}
 			}
+			p = p[k*bs:]
+			n += uint32(k)
 		}
-		p = p[k*bs:]
-		n += uint32(k)
 	}
 	return nil
 }
@@ -102,8 +106,14 @@ func (h home) WriteHome(blk uint64, p []byte) error {
 	if blk < h.v.firstDataBlock && h.v.firstDataBlock > 0 || blk >= h.v.blocksCount {
 		return corruptf(-1, 0, "journal block for %d outside the filesystem", blk)
 	}
-	_, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs))
-	return err
+	if _, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs)); err != nil {
+		return err
+	}
+	if h.v.superFirst && blk == disk.SuperblockOffset/uint64(h.v.bs) {
+		// jbd2 checkpoints in block order: the superblock comes first.
+		return h.v.syncDevice()
+	}
+	return nil
 }
 
 func (h home) Flush() error { return h.v.syncDevice() }
@@ -169,6 +179,9 @@ func (v *FS) recover() error {
 	if err != nil {
 		return journalErr("replaying the journal", err)
 	}
+	if err := v.recoverMovedLog(jd, hw); err != nil {
+		return err
+	}
 	// The replay may have rewritten the superblock and descriptors.
 	buf := make([]byte, disk.SuperblockSize)
 	if err := v.readAt(buf, disk.SuperblockOffset); err != nil {
@@ -207,6 +220,35 @@ func (v *FS) recover() error {
 	return nil
 }
 
+// recoverMovedLog finishes a replay that moved the journal: a Shrink that
+// moved the log wrote its remap to both places, and when the replay used
+// the old place, the copy at the new one, where the journal inode now
+// points, still holds it. It is replayed again there (the same blocks to
+// the same places) and so marked empty.
+func (v *FS) recoverMovedLog(old *journalDev, hw jbd2.HomeWriter) error {
+	in := &inode{ino: old.in.ino, slot: make([]byte, v.inodeSize)}
+	off, err := v.inodeLoc(in.ino)
+	if err != nil {
+		return err
+	}
+	if err := v.readAt(in.slot, off); err != nil {
+		return err
+	}
+	in.d = *disk.DecodeInode(in.slot)
+	was, err := v.loadExtents(old.in)
+	if err != nil {
+		return err
+	}
+	now, err := v.loadExtents(in)
+	if err != nil || slices.Equal(was.ext, now.ext) {
+		return err
+	}
+	if _, err := jbd2.Recover(&journalDev{v: v, in: in}, v.bs, hw, v.blocksCount); err != nil {
+		return journalErr("replaying the moved journal", err)
+	}
+	return nil
+}
+
 // openJournal makes the volume's journal ready for transactions.
 func (v *FS) openJournal() error {
 	jd, err := v.journalDevice()
@@ -236,7 +278,7 @@ func (v *FS) openJournal() error {
 			return journalErr("journal", err)
 		}
 	}
-	v.journal = j
+	v.journal, v.jdev = j, jd
 	v.deferFree = true
 	return v.writeAt(v.superBytes(), disk.SuperblockOffset)
 }
@@ -268,13 +310,25 @@ func (v *FS) commitMeta() error {
 	// e2fsck -fn of an open but idle volume stays clean.
 	// The staged superblock carries the flag too, so the checkpoint's
 	// home writes keep it set until the log is marked empty.
-	flagged := *v.sb
-	flagged.FeatureIncompat |= disk.IncompatRecover
-	raw := flagged.Encode()
-	if err := v.writeAt(raw, disk.SuperblockOffset); err != nil {
+	// The flag goes home on the superblock as last committed, not the
+	// staged one: that (new counts; after Shrink, a new geometry) reaches
+	// home only through the journal, so a crash before the commit leaves
+	// the volume as the last commit left it.
+	onDisk := make([]byte, disk.SuperblockSize)
+	if n, err := v.dev.ReadAt(onDisk, disk.SuperblockOffset); n != len(onDisk) {
+		return fmt.Errorf("reading the superblock: %w", err)
+	}
+	committed, err := disk.DecodeSuperblock(onDisk)
+	if err != nil {
 		return err
 	}
-	if err := v.metaWriteAt(raw, disk.SuperblockOffset); err != nil {
+	committed.FeatureIncompat |= disk.IncompatRecover
+	if err := v.writeAt(committed.Encode(), disk.SuperblockOffset); err != nil {
+		return err
+	}
+	flagged := *v.sb
+	flagged.FeatureIncompat |= disk.IncompatRecover
+	if err := v.metaWriteAt(flagged.Encode(), disk.SuperblockOffset); err != nil {
 		return err
 	}
 	// Durable before the journal superblock points at the transaction, so

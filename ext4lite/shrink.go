@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 )
@@ -44,11 +45,38 @@ func (v *FS) Shrink() (int64, error) {
 	if err := v.flushMetadata(); err != nil {
 		return 0, err
 	}
+	if v.jdev != nil {
+		v.jdev.pinned = nil // checkpointed: the journal inode on disk maps the moved log
+	}
+	if len(v.movedLog) > 0 {
+		// The old log is freed only now: Linux replaying the remap after a
+		// crash keeps using the mapping it read before the replay, so the
+		// blocks it may log to must not have been free in what it replays.
+		for _, r := range v.movedLog {
+			if err := v.freeBlocks(r[0], r[1]); err != nil {
+				return 0, err
+			}
+		}
+		v.movedLog = nil
+		if err := v.flushMetadata(); err != nil {
+			return 0, err
+		}
+	}
 	flushed := *v.sb
-	if err := v.dropGroups(keep, resize); err != nil {
+	err = v.dropGroups(keep, resize)
+	v.allocEnd = 0
+	if err != nil {
 		return 0, v.forgetUnflushed(flushed, err)
 	}
-	if err := v.flushMetadata(); err != nil {
+	// The new superblock goes home before the descriptors and reserved
+	// blocks rewritten for it: a crash while they go home leaves the new
+	// geometry over descriptors that are valid for the groups kept (old or
+	// new), which the journal replay completes; the old geometry over new
+	// descriptors would be refused by ext4lite and Linux before the replay.
+	v.superFirst = true
+	err = v.flushMetadata()
+	v.superFirst = false
+	if err != nil {
 		return 0, err
 	}
 	if v.sb.JournalInum != 0 {
@@ -65,29 +93,24 @@ func (v *FS) Shrink() (int64, error) {
 	return size, v.syncDevice()
 }
 
-// moveOut moves every block owned past the first keep groups below them.
-// It runs right after a flush; should a move fail, what it changed in
-// memory (the dropped groups' bitmaps filled, blocks allocated, extents
+// moveOut moves every block owned past the first keep groups below them
+// and frees the blocks it moved from, so the flush after it leaves a
+// consistent volume of the old size with nothing in the groups to be
+// dropped but their own metadata (a crash before the groups are dropped
+// leaves that volume). Allocation stays below the new end (allocEnd) until
+// the groups are dropped. It runs right after a flush; should a move fail,
+// what it changed in memory (blocks allocated and freed, extents
 // remapped) is forgotten, so the volume stays as that flush left it (the
 // blocks copied meanwhile went to free blocks) and Close does not write a
-// half-made move (before, it wrote every block of the volume in use).
+// half-made move.
 func (v *FS) moveOut(keep uint32) error {
 	sb := *v.sb
-	// Fill the doomed groups so nothing is allocated there meanwhile.
-	for g := keep; g < v.groupCount; g++ {
-		bm, err := v.blockBitmapOf(g)
-		if err != nil {
-			return err
-		}
-		for i := uint32(0); i < v.groupBlocks(g); i++ {
-			setBit(bm, i)
-		}
-		v.groups[g].desc.SetFreeBlocks(0)
-	}
-	err := v.moveBelow(keep, v.groupFirstBlock(keep))
+	v.allocEnd = v.groupFirstBlock(keep)
+	err := v.moveBelow(keep, v.allocEnd)
 	if err == nil {
 		return nil
 	}
+	v.allocEnd = 0
 	return v.forgetUnflushed(sb, err)
 }
 
@@ -103,10 +126,18 @@ func (v *FS) forgetUnflushed(sb disk.Superblock, err error) error {
 	clear(v.meta)
 	v.pendingFree = v.pendingFree[:0]
 	v.allocCursor = 0
+	v.movedLog = nil
 	g, rerr := v.sb.Geometry()
 	if rerr == nil {
 		v.blocksCount, v.groupCount, v.gdtBlocks = g.Blocks, g.Groups, g.GDTBlocks
 		rerr = v.loadGroupDescs()
+	}
+	if rerr == nil && v.jdev != nil {
+		// The journal logs where the journal inode on disk says.
+		var in *inode
+		if in, rerr = v.getInode(v.sb.JournalInum); rerr == nil {
+			v.jdev.in, v.jdev.pinned = in, nil
+		}
 	}
 	if rerr != nil {
 		return fmt.Errorf("%w; and forgetting the half-made shrink: %w (do not use this volume: restore it from a copy)", err, rerr)
@@ -282,11 +313,20 @@ func (v *FS) moveBelow(keep uint32, end uint64) error {
 							}
 						}
 					}
+					if ino == v.sb.JournalInum {
+						// Freed once the remap is home (Shrink).
+						v.movedLog = append(v.movedLog, [2]uint64{e.Start + uint64(done), uint64(got)})
+					} else if err := v.freeBlocks(e.Start+uint64(done), uint64(got)); err != nil {
+						return err
+					}
 					out = append(out, disk.Extent{Block: e.Block + done, Len: uint16(got), Start: start, Uninit: e.Uninit})
 					done += uint32(got)
 				}
 			}
 			if moved {
+				if v.jdev != nil && ino == v.sb.JournalInum && v.jdev.pinned == nil {
+					v.jdev.pinned = &extentMap{ext: slices.Clone(m.ext)}
+				}
 				m.ext = out
 				m.dirty, in.dirty = true, true
 			}
@@ -311,7 +351,7 @@ func (v *FS) dropGroups(keep uint32, resize *inode) error {
 	if resize != nil {
 		dind = uint64(binary.LittleEndian.Uint32(resize.d.Block[4*disk.DindBlock:]))
 		if dind >= end {
-			// In a dropped group (its bitmap is full): take a block below.
+			// In a dropped group: take a block below (allocEnd).
 			b, _, err := v.allocBlocks(0, 1)
 			if err != nil {
 				return fmt.Errorf("shrink: moving the resize inode's double-indirect block: %w", err)
