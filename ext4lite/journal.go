@@ -226,18 +226,14 @@ func (v *FS) recover() error {
 // points, still holds it. It is replayed again there (the same blocks to
 // the same places) and so marked empty.
 func (v *FS) recoverMovedLog(old *journalDev, hw jbd2.HomeWriter) error {
-	in := &inode{ino: old.in.ino, slot: make([]byte, v.inodeSize)}
-	off, err := v.inodeLoc(in.ino)
-	if err != nil {
-		return err
-	}
-	if err := v.readAt(in.slot, off); err != nil {
-		return err
-	}
-	in.d = *disk.DecodeInode(in.slot)
 	was, err := v.loadExtents(old.in)
 	if err != nil {
 		return err
+	}
+	delete(v.inodes, old.in.ino) // read it again, as replayed
+	in, err := v.getInode(old.in.ino)
+	if err != nil {
+		return fmt.Errorf("journal inode after the replay: %w", err)
 	}
 	now, err := v.loadExtents(in)
 	if err != nil || slices.Equal(was.ext, now.ext) {
