@@ -56,6 +56,7 @@ type FS struct {
 	// (shrink.go), so no crash leaves the old geometry over new descriptors.
 	superFirst     bool
 	movedLog       [][2]uint64 // journal blocks Shrink moved from, freed after the remap is home
+	homeLast       *homeLast   // checkpoints write this block last (journal.go)
 	bulk           bool        // CreateOptions.BulkLoad until Close (bulk.go)
 	deferFree      bool        // hold freed blocks until the next commit
 	pendingFree    [][2]uint64

@@ -26,71 +26,81 @@ type journalDev struct {
 	v  *FS
 	in *inode
 	// pinned, when set, is the mapping on disk while Shrink moves the
-	// journal (shrink.go): until the flush that remaps the journal inode
-	// is home, the log is written both there and at the new place, so
-	// the replay after a crash finds it whichever mapping the inode table
-	// on disk holds; it is read from the pinned place.
+	// journal (shrink.go): the flush that remaps the journal inode is
+	// logged where the inode on disk says the log is, and its checkpoint
+	// writes the inode's block last (home.last), so a replay after a crash
+	// finds the log whichever mapping the inode table on disk holds.
 	pinned *extentMap
 }
 
-// mappings are the journal's block maps: where it is read from first.
-func (j *journalDev) mappings() ([]*extentMap, error) {
-	m, err := j.v.loadExtents(j.in)
-	if err != nil {
-		return nil, err
-	}
+// mapping is the journal's block map.
+func (j *journalDev) mapping() (*extentMap, error) {
 	if j.pinned != nil {
-		return []*extentMap{j.pinned, m}, nil
+		return j.pinned, nil
 	}
-	return []*extentMap{m}, nil
+	return j.v.loadExtents(j.in)
+}
+
+func (j *journalDev) phys(n uint32) (uint64, error) {
+	m, err := j.mapping()
+	if err != nil {
+		return 0, err
+	}
+	p, _, uninit, ok := m.lookup(n)
+	if !ok || uninit {
+		return 0, corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
+	}
+	return p, nil
 }
 
 func (j *journalDev) ReadBlock(n uint32, p []byte) error {
-	ms, err := j.mappings()
+	b, err := j.phys(n)
 	if err != nil {
 		return err
-	}
-	b, _, uninit, ok := ms[0].lookup(n)
-	if !ok || uninit {
-		return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
 	}
 	return j.v.readBlock(b, p)
 }
 
 func (j *journalDev) WriteBlock(n uint32, p []byte) error {
-	return j.WriteBlocks(n, p[:j.v.bs])
+	b, err := j.phys(n)
+	if err != nil {
+		return err
+	}
+	if j.v.readOnly {
+		// A read-only replay marks the log empty in memory only.
+		j.v.meta[b] = slices.Clone(p[:j.v.bs])
+		return nil
+	}
+	return j.v.writeBlock(b, p)
 }
 
 // WriteBlocks writes consecutive journal blocks, one pwrite per physically
 // contiguous stretch (jbd2.RunWriter): the journal is allocated in a few
 // large extents, so a commit costs a handful of writes, not one per block.
 func (j *journalDev) WriteBlocks(n uint32, p []byte) error {
-	ms, err := j.mappings()
-	if err != nil {
-		return err
-	}
 	bs := j.v.bs
-	for _, m := range ms {
-		for n, p := n, p; len(p) > 0; {
-			phys, run, uninit, ok := m.lookup(n)
-			if !ok || uninit {
-				return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
-			}
-			k := min(int(run), len(p)/bs)
-			if j.v.readOnly {
-				// A read-only replay marks the log empty in memory only.
-				for i := 0; i < k; i++ {
-					j.v.meta[phys+uint64(i)] = slices.Clone(p[i*bs : (i+1)*bs])
-				}
-			} else {
-				j.v.checkWriteBlock(phys + uint64(k) - 1)
-				if err := j.v.writeAt(p[:k*bs], int64(phys)*int64(bs)); err != nil {
-					return err
-				}
-			}
-			p = p[k*bs:]
-			n += uint32(k)
+	for len(p) > 0 {
+		m, err := j.mapping()
+		if err != nil {
+			return err
 		}
+		phys, run, uninit, ok := m.lookup(n)
+		if !ok || uninit {
+			return corruptf(-1, disk.JournalIno, "journal block %d is not mapped", n)
+		}
+		k := min(int(run), len(p)/bs)
+		if j.v.readOnly {
+			for i := 0; i < k; i++ {
+				j.v.meta[phys+uint64(i)] = slices.Clone(p[i*bs : (i+1)*bs])
+			}
+		} else {
+			j.v.checkWriteBlock(phys + uint64(k) - 1)
+			if err := j.v.writeAt(p[:k*bs], int64(phys)*int64(bs)); err != nil {
+				return err
+			}
+		}
+		p = p[k*bs:]
+		n += uint32(k)
 	}
 	return nil
 }
@@ -102,9 +112,20 @@ func (j *journalDev) Flush() error { return j.v.syncDevice() }
 // home writes replayed or checkpointed blocks to their places.
 type home struct{ v *FS }
 
+// homeLast is a block a checkpoint writes after every other one is
+// durable (FS.homeLast): the journal inode's, while Shrink moves the log.
+type homeLast struct {
+	blk  uint64
+	data []byte // held back until Flush
+}
+
 func (h home) WriteHome(blk uint64, p []byte) error {
 	if blk < h.v.firstDataBlock && h.v.firstDataBlock > 0 || blk >= h.v.blocksCount {
 		return corruptf(-1, 0, "journal block for %d outside the filesystem", blk)
+	}
+	if l := h.v.homeLast; l != nil && blk == l.blk {
+		l.data = slices.Clone(p[:h.v.bs])
+		return nil
 	}
 	if _, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs)); err != nil {
 		return err
@@ -116,7 +137,19 @@ func (h home) WriteHome(blk uint64, p []byte) error {
 	return nil
 }
 
-func (h home) Flush() error { return h.v.syncDevice() }
+func (h home) Flush() error {
+	if err := h.v.syncDevice(); err != nil {
+		return err
+	}
+	if l := h.v.homeLast; l != nil && l.data != nil {
+		if _, err := h.v.dev.WriteAt(l.data, int64(l.blk)*int64(h.v.bs)); err != nil {
+			return err
+		}
+		l.data = nil
+		return h.v.syncDevice()
+	}
+	return nil
+}
 
 // memHome replays into the staged metadata (read-only opens: the file is
 // not touched, reads see the recovered state).
@@ -179,9 +212,6 @@ func (v *FS) recover() error {
 	if err != nil {
 		return journalErr("replaying the journal", err)
 	}
-	if err := v.recoverMovedLog(jd, hw); err != nil {
-		return err
-	}
 	// The replay may have rewritten the superblock and descriptors.
 	buf := make([]byte, disk.SuperblockSize)
 	if err := v.readAt(buf, disk.SuperblockOffset); err != nil {
@@ -216,31 +246,6 @@ func (v *FS) recover() error {
 			return err
 		}
 		return v.syncDevice()
-	}
-	return nil
-}
-
-// recoverMovedLog finishes a replay that moved the journal: a Shrink that
-// moved the log wrote its remap to both places, and when the replay used
-// the old place, the copy at the new one, where the journal inode now
-// points, still holds it. It is replayed again there (the same blocks to
-// the same places) and so marked empty.
-func (v *FS) recoverMovedLog(old *journalDev, hw jbd2.HomeWriter) error {
-	was, err := v.loadExtents(old.in)
-	if err != nil {
-		return err
-	}
-	delete(v.inodes, old.in.ino) // read it again, as replayed
-	in, err := v.getInode(old.in.ino)
-	if err != nil {
-		return fmt.Errorf("journal inode after the replay: %w", err)
-	}
-	now, err := v.loadExtents(in)
-	if err != nil || slices.Equal(was.ext, now.ext) {
-		return err
-	}
-	if _, err := jbd2.Recover(&journalDev{v: v, in: in}, v.bs, hw, v.blocksCount); err != nil {
-		return journalErr("replaying the moved journal", err)
 	}
 	return nil
 }

@@ -42,11 +42,8 @@ func (v *FS) Shrink() (int64, error) {
 	if err := v.moveOut(keep); err != nil {
 		return 0, err
 	}
-	if err := v.flushMetadata(); err != nil {
+	if err := v.flushMoved(); err != nil {
 		return 0, err
-	}
-	if v.jdev != nil {
-		v.jdev.pinned = nil // checkpointed: the journal inode on disk maps the moved log
 	}
 	if len(v.movedLog) > 0 {
 		// The old log is freed only now: Linux replaying the remap after a
@@ -58,6 +55,9 @@ func (v *FS) Shrink() (int64, error) {
 			}
 		}
 		v.movedLog = nil
+		if err := v.setJnlBackup(); err != nil {
+			return 0, err
+		}
 		if err := v.flushMetadata(); err != nil {
 			return 0, err
 		}
@@ -112,6 +112,30 @@ func (v *FS) moveOut(keep uint32) error {
 	}
 	v.allocEnd = 0
 	return v.forgetUnflushed(sb, err)
+}
+
+// flushMoved flushes what moveOut changed. When the journal moved, that
+// flush is logged at its old place (journalDev.pinned), where the journal
+// inode on disk points, and the inode's block goes home only after every
+// other block of the flush is durable: a crash before leaves the old
+// inode, whose log replays the flush; a crash after, the new inode, with
+// nothing left to replay (its log is the old one's copy, empty).
+func (v *FS) flushMoved() error {
+	if v.jdev == nil || v.jdev.pinned == nil {
+		return v.flushMetadata()
+	}
+	off, err := v.inodeLoc(v.sb.JournalInum)
+	if err != nil {
+		return err
+	}
+	v.homeLast = &homeLast{blk: uint64(off) / uint64(v.bs)}
+	err = v.flushMetadata()
+	v.homeLast = nil
+	if err != nil {
+		return err
+	}
+	v.jdev.pinned = nil // home: the journal inode on disk maps the moved log
+	return nil
 }
 
 // forgetUnflushed drops what changed in memory since the last flush after
@@ -416,8 +440,17 @@ func (v *FS) dropGroups(keep uint32, resize *inode) error {
 }
 
 // refreshJnlBackup copies the journal inode's block map into s_jnl_blocks
-// (it moved).
+// (it moved) and flushes.
 func (v *FS) refreshJnlBackup() error {
+	if err := v.setJnlBackup(); err != nil {
+		return err
+	}
+	return v.flushMetadata()
+}
+
+// setJnlBackup copies the journal inode's block map into s_jnl_blocks, as
+// flushed (e2fsck compares them).
+func (v *FS) setJnlBackup() error {
 	j, err := v.getInode(v.sb.JournalInum)
 	if err != nil {
 		return err
@@ -427,5 +460,5 @@ func (v *FS) refreshJnlBackup() error {
 	}
 	v.sb.JnlBlocks[15], v.sb.JnlBlocks[16] = j.d.SizeHigh, j.d.SizeLo
 	v.groups[0].descDirty = true
-	return v.flushMetadata()
+	return nil
 }
