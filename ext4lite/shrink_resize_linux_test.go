@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -494,45 +495,10 @@ func fileSize(t *testing.T, p string) int64 {
 // (the flushes: commits and checkpoints), and every 40th of the block
 // copies between them; e2fsck checks every third cut near a sync.
 func TestShrinkResizeInodeCrash(t *testing.T) {
-	img := filepath.Join(t.TempDir(), "vol.ext4")
-	mke2fsBy(t, "host", img, "16M", "-b", "1024", "-J", "size=1")
-	v, err := Open(img, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.allocCursor = v.groupFirstBlock(v.groupCount - 1)
-	files := map[string][]byte{"a": bytes.Repeat([]byte("crash "), 30<<10), "b": []byte("small")}
-	for name, data := range files {
-		if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
-	base, err := os.ReadFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := &syncMarks{crashDev: newCrashDev(base, 0)}
-	v, err = OpenDevice(full, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opened := full.writes
-	oldBlocks := v.blocksCount
-	if _, err := v.Shrink(); err != nil {
-		t.Fatal(err)
-	}
-	newBlocks := v.blocksCount
-	total := full.writes
-	oldLog := movedLogOf(t, base, newBlocks)
-	near := map[int]bool{}
-	for _, m := range full.marks {
-		for w := m - 40; w <= m+40; w++ {
-			near[w] = true
-		}
-	}
+	c := newShrinkCrash(t)
+	files, full, oldLog := c.files, c.full, c.oldLog
+	opened, total, oldBlocks, newBlocks := c.opened, c.total, c.oldBlocks, c.newBlocks
+	near := c.nearSyncs()
 	t.Logf("shrink from %d to %d blocks: writes %d..%d, %d syncs", oldBlocks, newBlocks, opened, total, len(full.marks))
 	rng := rand.New(rand.NewPCG(3, 4))
 	shrunk, cuts, leaks := 0, 0, 0
@@ -541,14 +507,7 @@ func TestShrinkResizeInodeCrash(t *testing.T) {
 			continue
 		}
 		cuts++
-		d := newCrashDev(base, limit)
-		v, err := OpenDevice(d, nil)
-		if err == nil {
-			if _, err := v.Shrink(); err == nil {
-				t.Fatalf("Shrink did not see the crash at write %d", limit)
-			}
-		}
-		after := d.afterCrash(rng)
+		after := c.crashAt(t, limit, rng)
 		blocks, leaked, err := checkShrinkRecovered(after, files, oldLog)
 		if err != nil {
 			t.Fatalf("crash at write %d of %d: %v", limit, total, err)
@@ -573,6 +532,149 @@ func TestShrinkResizeInodeCrash(t *testing.T) {
 	if shrunk == 0 || shrunk == cuts {
 		t.Errorf("%d of %d cuts left a shrunk volume: the cuts missed the commit", shrunk, cuts)
 	}
+}
+
+// shrinkCrash is a crash test's volume: an mke2fs volume (1 KiB blocks,
+// resize_inode, a 1 MiB journal in the group Shrink drops) holding files
+// in its last group, and the writes of a shrink of it run to the end.
+type shrinkCrash struct {
+	base                 []byte
+	files                map[string][]byte
+	full                 *syncMarks // the full run's device
+	opened, total        int        // writes after opening, after the shrink
+	oldBlocks, newBlocks uint64
+	oldLog               [][2]uint64 // the journal's blocks past the new end
+}
+
+func newShrinkCrash(t *testing.T) *shrinkCrash {
+	img := filepath.Join(t.TempDir(), "vol.ext4")
+	mke2fsBy(t, "host", img, "16M", "-b", "1024", "-J", "size=1")
+	v, err := Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.allocCursor = v.groupFirstBlock(v.groupCount - 1)
+	c := &shrinkCrash{files: map[string][]byte{"a": bytes.Repeat([]byte("crash "), 30<<10), "b": []byte("small")}}
+	for name, data := range c.files {
+		if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c.base, err = os.ReadFile(img); err != nil {
+		t.Fatal(err)
+	}
+	c.full = &syncMarks{crashDev: newCrashDev(c.base, 0)}
+	if v, err = OpenDevice(c.full, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.opened, c.oldBlocks = c.full.writes, v.blocksCount
+	if _, err := v.Shrink(); err != nil {
+		t.Fatal(err)
+	}
+	c.total, c.newBlocks = c.full.writes, v.blocksCount
+	c.oldLog = movedLogOf(t, c.base, c.newBlocks)
+	return c
+}
+
+// crashAt is the image a crash at write limit of the shrink leaves.
+func (c *shrinkCrash) crashAt(t *testing.T, limit int, rng *rand.Rand) []byte {
+	d := newCrashDev(c.base, limit)
+	v, err := OpenDevice(d, nil)
+	if err == nil {
+		if _, err := v.Shrink(); err == nil {
+			t.Fatalf("Shrink did not see the crash at write %d", limit)
+		}
+	}
+	return d.afterCrash(rng)
+}
+
+// TestShrinkCrashKernelReplays: Linux mounts what a shrink cut at a write
+// leaves (every third cut near a sync; it replays the journal itself),
+// writes 3 MiB and unmounts; Check and e2fsck -fn then find the volume old
+// or shrunk and consistent (the old log leaked at the worst, see
+// checkShrinkRecovered) and every file, the kernel's included, intact.
+// Linux keeps logging where it read the journal inode before its replay:
+// a shrink that moved the journal and freed the old log in one flush
+// failed here (a later mount found "Structure needs cleaning"). Linux also
+// keeps the geometry it read before the replay, so a cut between the
+// commit of the new geometry and its superblock going home is refused
+// until e2fsck replays it (which must find nothing else); that window is
+// a write or two wide.
+func TestShrinkCrashKernelReplays(t *testing.T) {
+	needRoot(t)
+	c := newShrinkCrash(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	kdata := bytes.Repeat([]byte("kernel "), 450<<10) // 3 MiB, of the 8 MiB the shrunk volume has
+	files := maps.Clone(c.files)
+	files["kfile"] = kdata
+	near, leaks, refused := c.nearSyncs(), 0, 0
+	for n, limit := 0, c.opened+1; limit <= c.total; limit++ {
+		if !near[limit] {
+			continue
+		}
+		if n++; n%3 != 0 {
+			continue
+		}
+		img := filepath.Join(t.TempDir(), "crashed.ext4")
+		if err := os.WriteFile(img, c.crashAt(t, limit, rng), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mnt := t.TempDir()
+		if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop,nosuid,nodev", img, mnt).CombinedOutput(); err != nil {
+			// Linux checks the descriptors before it replays and keeps the
+			// geometry it read then: after a cut between the commit of the
+			// new geometry and its superblock reaching home, it refuses the
+			// volume (the dropped groups' descriptors are gone) until a
+			// replay by e2fsck (or ext4lite), which must find nothing else.
+			refused++
+			t.Logf("crash at write %d: Linux refuses it before a replay: %s", limit, bytes.TrimSpace(out))
+			fy, _ := exec.Command("e2fsck", "-fy", img).CombinedOutput()
+			for _, l := range strings.Split(strings.TrimSpace(string(fy)), "\n") {
+				if !strings.HasPrefix(l, "e2fsck ") && !strings.HasPrefix(l, "Pass ") && !strings.Contains(l, "recovering journal") &&
+					!strings.Contains(l, " files (") && l != "" {
+					t.Fatalf("crash at write %d: e2fsck -fy found more than a journal to replay:\n%s", limit, fy)
+				}
+			}
+			mnt = mount(t, img, "rw")
+		} else {
+			t.Cleanup(func() { umount(t, mnt) })
+		}
+		if err := os.WriteFile(filepath.Join(mnt, "kfile"), kdata, 0o644); err != nil {
+			t.Fatalf("crash at write %d: the kernel's write: %v", limit, err)
+		}
+		umount(t, mnt)
+		b, err := os.ReadFile(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, leaked, err := checkShrinkRecovered(b, files, c.oldLog)
+		if err != nil {
+			t.Fatalf("crash at write %d, then Linux: %v", limit, err)
+		}
+		if leaked {
+			leaks++
+		}
+		e2fsckAfterRecovery(t, b)
+	}
+	t.Logf("%d cuts leaked the old log; Linux refused %d before a replay", leaks, refused)
+	if refused > 2 {
+		t.Errorf("Linux refused %d cuts: more than the window between the new geometry's commit and its superblock going home", refused)
+	}
+}
+
+// nearSyncs are the writes within 40 of a sync of the full run: the
+// flushes (commits and checkpoints).
+func (c *shrinkCrash) nearSyncs() map[int]bool {
+	near := map[int]bool{}
+	for _, m := range c.full.marks {
+		for w := m - 40; w <= m+40; w++ {
+			near[w] = true
+		}
+	}
+	return near
 }
 
 // syncMarks is a crashDev that notes how many writes preceded each sync.
