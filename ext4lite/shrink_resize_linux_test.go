@@ -596,10 +596,9 @@ func (c *shrinkCrash) crashAt(t *testing.T, limit int, rng *rand.Rand) []byte {
 // writes 3 MiB and unmounts; Check and e2fsck -fn then find the volume old
 // or shrunk and consistent (the old log leaked at the worst, see
 // checkShrinkRecovered) and every file, the kernel's included, intact.
-// Linux keeps logging where it read the journal inode before its replay:
-// a shrink that moved the journal and freed the old log in one flush
-// failed here (a later mount found "Structure needs cleaning"). Linux also
-// keeps the geometry it read before the replay, so a cut between the
+// Linux keeps the geometry it read before the replay (and, by the same
+// token, the journal inode: why Shrink frees the old log a flush after
+// the move; this sample does not catch the other order), so a cut between the
 // commit of the new geometry and its superblock going home is refused
 // until e2fsck replays it (which must find nothing else); that window is
 // a write or two wide.
