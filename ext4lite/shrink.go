@@ -14,7 +14,11 @@ import (
 // data, directory, extent tree and xattr blocks, the journal) are moved
 // below the new end first, then the groups are dropped and, for a volume
 // in a file, the file is truncated. Inodes are not renumbered: the volume
-// cannot shrink below its highest inode in use. It returns the new size in
+// cannot shrink below its highest inode in use. A volume with resize_inode
+// (mke2fs's default) keeps it, rebuilt for the new size (shrink_resize.go).
+// With a journal, a crash at any point leaves the old volume or the shrunk
+// one (at worst with the journal's old blocks still allocated, in the one
+// flush between its move and their release). It returns the new size in
 // bytes. Run Compact afterwards to punch the freed space.
 func (v *FS) Shrink() (int64, error) {
 	v.mu.Lock()
