@@ -25,7 +25,7 @@ func (v *FS) allocBlocks(goal uint64, want int) (uint64, int, error) {
 	for i := uint32(0); i <= v.groupCount; i++ {
 		g := (g0 + i) % v.groupCount
 		gr := v.groups[g]
-		if gr.desc.FreeBlocks() == 0 {
+		if gr.desc.FreeBlocks() == 0 || v.allocEnd != 0 && v.groupFirstBlock(g) >= v.allocEnd {
 			continue
 		}
 		bm, err := v.blockBitmapOf(g)

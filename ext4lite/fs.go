@@ -49,9 +49,16 @@ type FS struct {
 	groups []*group
 	meta   map[uint64][]byte // staged metadata blocks (see device.go)
 
-	journal        *jbd2.Journal // nil without a journal (or while bulk)
-	bulk           bool          // CreateOptions.BulkLoad until Close (bulk.go)
-	deferFree      bool          // hold freed blocks until the next commit
+	journal *jbd2.Journal // nil without a journal (or while bulk)
+	jdev    *journalDev   // the journal inode's blocks, under journal
+	// superFirst makes a checkpoint write the superblock home durably
+	// before the blocks after it: set while Shrink commits a new geometry
+	// (shrink.go), so no crash leaves the old geometry over new descriptors.
+	superFirst     bool
+	movedLog       [][2]uint64 // journal blocks Shrink moved from, freed after the remap is home
+	homeLast       *homeLast   // checkpoints write this block last (journal.go)
+	bulk           bool        // CreateOptions.BulkLoad until Close (bulk.go)
+	deferFree      bool        // hold freed blocks until the next commit
 	pendingFree    [][2]uint64
 	opsSinceFlush  int            // mutating operations since the last flush
 	dirsSinceFlush int            // directories made since the last flush (a block each)
@@ -66,6 +73,7 @@ type FS struct {
 	buf         []byte // copy buffer for WriteFile
 	scratch     []byte // writeFresh's partial blocks (file.go)
 	allocCursor uint64 // next block to try when no better goal is known
+	allocEnd    uint64 // nonzero while Shrink moves blocks: no block at or past it is allocated
 	inodeCursor uint32 // group to try first for new inodes
 	cleanAtOpen bool   // s_state had EXT4_VALID_FS when opened
 	short       bool   // the device ends before the last block (read-only opens only)

@@ -25,10 +25,24 @@ import (
 type journalDev struct {
 	v  *FS
 	in *inode
+	// pinned, when set, is the mapping on disk while Shrink moves the
+	// journal (shrink.go): the flush that remaps the journal inode is
+	// logged where the inode on disk says the log is, and its checkpoint
+	// writes the inode's block last (home.last), so a replay after a crash
+	// finds the log whichever mapping the inode table on disk holds.
+	pinned *extentMap
+}
+
+// mapping is the journal's block map.
+func (j *journalDev) mapping() (*extentMap, error) {
+	if j.pinned != nil {
+		return j.pinned, nil
+	}
+	return j.v.loadExtents(j.in)
 }
 
 func (j *journalDev) phys(n uint32) (uint64, error) {
-	m, err := j.v.loadExtents(j.in)
+	m, err := j.mapping()
 	if err != nil {
 		return 0, err
 	}
@@ -66,7 +80,7 @@ func (j *journalDev) WriteBlock(n uint32, p []byte) error {
 func (j *journalDev) WriteBlocks(n uint32, p []byte) error {
 	bs := j.v.bs
 	for len(p) > 0 {
-		m, err := j.v.loadExtents(j.in)
+		m, err := j.mapping()
 		if err != nil {
 			return err
 		}
@@ -98,15 +112,44 @@ func (j *journalDev) Flush() error { return j.v.syncDevice() }
 // home writes replayed or checkpointed blocks to their places.
 type home struct{ v *FS }
 
+// homeLast is a block a checkpoint writes after every other one is
+// durable (FS.homeLast): the journal inode's, while Shrink moves the log.
+type homeLast struct {
+	blk  uint64
+	data []byte // held back until Flush
+}
+
 func (h home) WriteHome(blk uint64, p []byte) error {
 	if blk < h.v.firstDataBlock && h.v.firstDataBlock > 0 || blk >= h.v.blocksCount {
 		return corruptf(-1, 0, "journal block for %d outside the filesystem", blk)
 	}
-	_, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs))
-	return err
+	if l := h.v.homeLast; l != nil && blk == l.blk {
+		l.data = slices.Clone(p[:h.v.bs])
+		return nil
+	}
+	if _, err := h.v.dev.WriteAt(p[:h.v.bs], int64(blk)*int64(h.v.bs)); err != nil {
+		return err
+	}
+	if h.v.superFirst && blk == disk.SuperblockOffset/uint64(h.v.bs) {
+		// jbd2 checkpoints in block order: the superblock comes first.
+		return h.v.syncDevice()
+	}
+	return nil
 }
 
-func (h home) Flush() error { return h.v.syncDevice() }
+func (h home) Flush() error {
+	if err := h.v.syncDevice(); err != nil {
+		return err
+	}
+	if l := h.v.homeLast; l != nil && l.data != nil {
+		if _, err := h.v.dev.WriteAt(l.data, int64(l.blk)*int64(h.v.bs)); err != nil {
+			return err
+		}
+		l.data = nil
+		return h.v.syncDevice()
+	}
+	return nil
+}
 
 // memHome replays into the staged metadata (read-only opens: the file is
 // not touched, reads see the recovered state).
@@ -236,7 +279,7 @@ func (v *FS) openJournal() error {
 			return journalErr("journal", err)
 		}
 	}
-	v.journal = j
+	v.journal, v.jdev = j, jd
 	v.deferFree = true
 	return v.writeAt(v.superBytes(), disk.SuperblockOffset)
 }
@@ -268,13 +311,25 @@ func (v *FS) commitMeta() error {
 	// e2fsck -fn of an open but idle volume stays clean.
 	// The staged superblock carries the flag too, so the checkpoint's
 	// home writes keep it set until the log is marked empty.
-	flagged := *v.sb
-	flagged.FeatureIncompat |= disk.IncompatRecover
-	raw := flagged.Encode()
-	if err := v.writeAt(raw, disk.SuperblockOffset); err != nil {
+	// The flag goes home on the superblock as last committed, not the
+	// staged one: that (new counts; after Shrink, a new geometry) reaches
+	// home only through the journal, so a crash before the commit leaves
+	// the volume as the last commit left it.
+	onDisk := make([]byte, disk.SuperblockSize)
+	if n, err := v.dev.ReadAt(onDisk, disk.SuperblockOffset); n != len(onDisk) {
+		return fmt.Errorf("reading the superblock: %w", err)
+	}
+	committed, err := disk.DecodeSuperblock(onDisk)
+	if err != nil {
 		return err
 	}
-	if err := v.metaWriteAt(raw, disk.SuperblockOffset); err != nil {
+	committed.FeatureIncompat |= disk.IncompatRecover
+	if err := v.writeAt(committed.Encode(), disk.SuperblockOffset); err != nil {
+		return err
+	}
+	flagged := *v.sb
+	flagged.FeatureIncompat |= disk.IncompatRecover
+	if err := v.metaWriteAt(flagged.Encode(), disk.SuperblockOffset); err != nil {
 		return err
 	}
 	// Durable before the journal superblock points at the transaction, so

@@ -10,6 +10,7 @@ const (
 	GoodOldInodeSize = 128 // EXT4_GOOD_OLD_INODE_SIZE
 	InodeExtraSize   = 32  // i_extra_isize we write: up to and including i_projid
 	NBlocks          = 15  // EXT4_N_BLOCKS: i_block is 15 32-bit words (60 bytes)
+	DindBlock        = 13  // EXT4_DIND_BLOCK: i_block's double-indirect slot (block maps)
 	FastSymlinkMax   = 59  // a symlink target shorter than 60 bytes lives in i_block
 )
 

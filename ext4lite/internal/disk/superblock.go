@@ -14,6 +14,7 @@ const (
 	Magic            = 0xEF53 // s_magic
 	BadBlocksIno     = 1      // EXT4_BAD_INO
 	RootIno          = 2      // EXT4_ROOT_INO
+	ResizeIno        = 7      // EXT4_RESIZE_INO: maps the reserved GDT blocks (resize_inode)
 	JournalIno       = 8      // EXT4_JOURNAL_INO
 	GoodOldFirstIno  = 11     // first non-reserved inode
 	MaxNameLen       = 255    // EXT4_NAME_LEN

@@ -23,10 +23,12 @@ host cannot punch holes, free space is zeroed instead.
 
 --shrink first moves everything out of the volume's tail and cuts the
 volume (and the file) down to the fewest block groups that hold what is in
-use plus headroom (5% and 4 MiB); inodes are not renumbered. Shrinking is
-an offline maintenance step: a crash in the middle of it can leave the
-journal's move half done, so shrink a copy and publish it afterwards (as
-build-golden publishes its output).
+use plus headroom (5% and 4 MiB); inodes are not renumbered. Volumes made
+by mkfs.ext4 with its defaults (resize_inode) shrink too and stay growable
+online. Shrinking is an offline maintenance step: with a journal a crash
+leaves the old volume or the shrunk one (at worst the journal's old blocks
+allocated, which e2fsck -fy frees), so still shrink a copy and publish it
+afterwards (as build-golden publishes its output).
 
 Run it on a volume no process has open. Prints allocated sizes before and
 after.
