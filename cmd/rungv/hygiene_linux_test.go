@@ -248,7 +248,17 @@ func TestBindLaterHostMountHidden(t *testing.T) {
 		t.Skip("needs root to mount (CI runs as root)")
 	}
 	both(t, func(t *testing.T, u user) {
-		top := filepath.Join(privateTmp(t, u), "bound")
+		// Not below the suite's shared dir: other packages' tests running
+		// meanwhile count new mounts whose path says "rungv" as theirs.
+		base, err := os.MkdirTemp("", "gvx-bind-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(base) })
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		top := filepath.Join(base, "bound")
 		for _, d := range []string{top, top + "/before", top + "/later"} {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				t.Fatal(err)
