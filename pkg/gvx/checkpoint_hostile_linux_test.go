@@ -1,0 +1,161 @@
+package gvx_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/spec"
+)
+
+// TestRestoreHostileCheckpoint restores checkpoint directories that were
+// tampered with after the save (a user who may write them, or a disk that
+// lost part of them): every one must end with an error that names the
+// checkpoint, within a bound, and never run a guest as if nothing were
+// wrong, hang, or take the host's memory.
+func TestRestoreHostileCheckpoint(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s := &spec.Spec{
+		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
+		Entrypoint: []string{"sh", "-c"},
+		Args:       []string{`(i=0; while :; do i=$((i+1)); echo c$i; sleep 0.05; done) & exec sleep 100000`},
+	}
+	cp, _ := checkpointSpec(t, ctx, s, dir, `(?m)^c3$`)
+
+	info := func(id, passFDs string) func(t *testing.T, d string) {
+		return func(t *testing.T, d string) {
+			writeFile(t, filepath.Join(d, "gvx-checkpoint.json"), `{"container_id":"`+id+`","volumes":[],"network":"none","pass_fds":`+passFDs+`}`)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, dir string)
+		want   string // in the error, besides the directory
+	}{
+		{"state-truncated", func(t *testing.T, d string) { truncateHalf(t, filepath.Join(d, "checkpoint.img")) }, "restore"},
+		{"state-garbled", func(t *testing.T, d string) { garble(t, filepath.Join(d, "checkpoint.img"), 0.5) }, "restore"},
+		{"state-header", func(t *testing.T, d string) { garble(t, filepath.Join(d, "checkpoint.img"), 0) }, "restore"},
+		{"state-empty", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "checkpoint.img"), "") }, "never checkpointed"},
+		{"pages-meta-truncated", func(t *testing.T, d string) { truncateHalf(t, filepath.Join(d, "pages_meta.img")) }, "metadata"},
+		{"pages-truncated", func(t *testing.T, d string) { truncateHalf(t, filepath.Join(d, "pages.img")) }, "restore"},
+		{"pages-missing", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, "pages.img")) }, "pages.img"},
+		{"config-junk", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "config.json"), "{not json") }, "config.json is no OCI spec"},
+		{"config-null", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "config.json"), "null") }, "config.json is no OCI spec"},
+		{"info-junk", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "gvx-checkpoint.json"), "[") }, "malformed"},
+		// The container ID is runsc boot's last argument: one that reads
+		// as a flag was parsed as one, and one with a path ran.
+		{"info-id-flag", info("--debug-log=/tmp/x", "[]"), "container_id"},
+		{"info-id-path", info("../../x", "[]"), "container_id"},
+		{"info-passfds-extra", info("gvx-0123", "[3]"), "publishes 1 ports, this restore 0"},
+		{"info-passfds-range", info("gvx-0123", "[-1]"), "pass_fds"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "ck")
+			copyDir(t, cp.Dir, d)
+			c.tamper(t, d)
+			out := newOutput()
+			cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+			defer ccancel()
+			t0 := time.Now()
+			code, err := restoreRun(cctx, d, out)
+			t.Logf("%v: code %d err %v output %q", time.Since(t0), code, err, tailOf(out.String(), 300))
+			switch {
+			case cctx.Err() != nil:
+				t.Fatalf("the restore of a tampered checkpoint ran on or hung (60 s)")
+			case err == nil:
+				t.Fatalf("the restore of a tampered checkpoint exited %d with no error", code)
+			case !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), c.want):
+				t.Errorf("error %q does not name the checkpoint and %q", err, c.want)
+			}
+		})
+	}
+}
+
+func restoreRun(ctx context.Context, dir string, out io.Writer) (int, error) {
+	cp, err := gvx.OpenCheckpoint(dir)
+	if err != nil {
+		return -1, err
+	}
+	sb, err := cp.Restore(ctx, nil, gvx.Config{Rungv: rungvBin, Stdout: out, Stderr: out})
+	if err != nil {
+		return -1, err
+	}
+	defer sb.Close()
+	return sb.Run(ctx)
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func truncateHalf(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// garble overwrites 4 KiB at the fraction at of path's size with 0xa5.
+func garble(t *testing.T, path string, at float64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), int64(float64(st.Size())*at)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
