@@ -3,14 +3,18 @@ package gvx_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/pkg/gvx"
+	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -101,23 +105,12 @@ func tailOf(s string, n int) string {
 	return s
 }
 
+// copyDir copies the checkpoint directory src to dst (sparse, cloned
+// where the filesystem can).
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if out, err := exec.Command("cp", "-a", "--reflink=auto", "--sparse=always", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a %s %s: %v: %s", src, dst, err, out)
 	}
 }
 
@@ -156,6 +149,104 @@ func writeFile(t *testing.T, path, s string) {
 func removeFile(t *testing.T, path string) {
 	t.Helper()
 	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreOwnCompanions: a restore clones the checkpoint's own
+// companion volumes, in its directory, whatever gvx-spec.json names: a
+// spec that names another file (another episode's clone, say) is refused,
+// where the restored guest used to be handed a copy of it; and a
+// checkpoint directory copied elsewhere restores from its own companions,
+// where it used to clone the original's (or fail once that was gone).
+func TestRestoreOwnCompanions(t *testing.T) {
+	need(t)
+	poolEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, _ := poolDirs(t)
+	vol := filepath.Join(dir, "boot.ext4")
+	makeGolden(t, vol)
+	s := &spec.Spec{
+		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
+		Entrypoint: []string{"sh", "-c"},
+		Args:       []string{`(i=0; while :; do i=$((i+1)); echo "c$i $(cat /data/golden.txt)"; sleep 0.05; done) & exec sleep 100000`},
+		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
+	}
+	cp, _ := checkpointSpec(t, ctx, s, dir, `(?m)^c3 `)
+
+	// Another episode's volume, which this checkpoint's restore must never see.
+	secret := filepath.Join(dir, "other-episode.ext4")
+	makeVolume(t, secret, "golden.txt", "another episode's file\n")
+
+	restored := func(t *testing.T, ckdir string) (string, error) {
+		t.Helper()
+		c, err := gvx.OpenCheckpoint(ckdir)
+		if err != nil {
+			return "", err
+		}
+		out := newOutput()
+		sb, err := c.Restore(ctx, []string{filepath.Join(t.TempDir(), "v.ext4")}, gvx.Config{Rungv: rungvBin, Stdout: out, Stderr: out})
+		if err != nil {
+			return "", err
+		}
+		defer sb.Close()
+		go sb.Run(ctx)
+		m := out.waitFor(t, `(?m)^c\d+ (.*)$`)
+		return m[1], nil
+	}
+
+	t.Run("foreign", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "ck")
+		copyDir(t, cp.Dir, d)
+		var js map[string]any
+		b, err := os.ReadFile(filepath.Join(d, gvx.SpecFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &js); err != nil {
+			t.Fatal(err)
+		}
+		js["mounts"].([]any)[0].(map[string]any)["source"] = secret
+		b, _ = json.Marshal(js)
+		writeFile(t, filepath.Join(d, gvx.SpecFile), string(b))
+		got, err := restored(t, d)
+		if err == nil {
+			t.Fatalf("a checkpoint whose spec names %s as its volume restored; the guest reads %q", secret, got)
+		}
+		if !strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), d) {
+			t.Errorf("the refusal names neither the file nor the checkpoint: %v", err)
+		}
+	})
+	t.Run("moved", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "ck")
+		copyDir(t, cp.Dir, d)
+		gone := cp.Dir + ".gone"
+		if err := os.Rename(cp.Dir, gone); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Rename(gone, cp.Dir)
+		got, err := restored(t, d)
+		if err != nil {
+			t.Fatalf("a checkpoint directory copied elsewhere (the original gone): %v", err)
+		}
+		if got != "from the golden volume" {
+			t.Errorf("the restored guest reads %q from its volume", got)
+		}
+	})
+}
+
+// makeVolume makes an ext4 volume at path holding one file.
+func makeVolume(t *testing.T, path, name, body string) {
+	t.Helper()
+	v, err := ext4lite.Create(path, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
