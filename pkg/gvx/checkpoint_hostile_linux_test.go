@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/pkg/gvx"
-	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -234,19 +232,4 @@ func TestRestoreOwnCompanions(t *testing.T) {
 			t.Errorf("the restored guest reads %q from its volume", got)
 		}
 	})
-}
-
-// makeVolume makes an ext4 volume at path holding one file.
-func makeVolume(t *testing.T, path, name, body string) {
-	t.Helper()
-	v, err := ext4lite.Create(path, 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
