@@ -74,13 +74,16 @@ type (
 
 // ReadCheckpointInfo reads dir's CheckpointInfo.
 func ReadCheckpointInfo(dir string) (*CheckpointInfo, error) {
-	b, err := os.ReadFile(filepath.Join(dir, CheckpointInfoFile))
+	b, err := readAtMost(filepath.Join(dir, CheckpointInfoFile), maxCheckpointInfo)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w (not a checkpoint directory made by rungv checkpoint?)", dir, err)
 	}
 	var ci CheckpointInfo
 	if err := json.Unmarshal(b, &ci); err != nil || ci.ContainerID == "" {
 		return nil, fmt.Errorf("checkpoint %s: %s is malformed: %v", dir, CheckpointInfoFile, err)
+	}
+	if err := ci.validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %s: %w (a restore uses only what rungv checkpoint wrote: take the checkpoint again)", dir, CheckpointInfoFile, err)
 	}
 	return &ci, nil
 }

@@ -101,6 +101,9 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	var spec *specs.Spec
 	if err := json.Unmarshal(js, &spec); err != nil || spec == nil {
+		if o.RestoreFrom != "" {
+			return 0, fmt.Errorf("seccomp-only: --restore %s: its config.json is no OCI spec (%v): take the checkpoint again", o.RestoreFrom, err)
+		}
 		return 0, fmt.Errorf("seccomp-only: read the bundle's spec: %v", err)
 	}
 	var files fileList

@@ -248,7 +248,7 @@ func volumeMounts(s *spec.Spec) []int {
 func saveCompanions(dir string, s *spec.Spec) (*Checkpoint, error) {
 	cs := s.Clone()
 	for j, i := range volumeMounts(cs) {
-		dst := filepath.Join(dir, "volume-"+strconv.Itoa(j)+".ext4")
+		dst := filepath.Join(dir, companionName(j))
 		if _, err := reflink.CloneFile(cs.Mounts[i].Source, dst, reflink.Options{Mode: reflink.Auto}); err != nil {
 			return nil, fmt.Errorf("gvx: checkpoint: companion of the volume at %s: %w", cs.Mounts[i].Target, err)
 		}
@@ -264,8 +264,14 @@ func saveCompanions(dir string, s *spec.Spec) (*Checkpoint, error) {
 	return &Checkpoint{Dir: dir, Spec: cs}, nil
 }
 
+// companionName is the file name of a checkpoint's j-th companion volume.
+func companionName(j int) string { return "volume-" + strconv.Itoa(j) + ".ext4" }
+
 // OpenCheckpoint reads the checkpoint in dir (made by Checkpoint or Fork,
-// or `rungv checkpoint`).
+// or `rungv checkpoint`). Its volumes are its own companions in dir,
+// wherever the directory was when it was saved: a spec that names any
+// other file as one (another episode's clone, say) is refused, since a
+// restore would hand the guest a copy of it.
 func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -279,6 +285,13 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	s, err := spec.Decode(f)
 	if err != nil {
 		return nil, fmt.Errorf("gvx: checkpoint %s: %w", dir, err)
+	}
+	for j, i := range volumeMounts(s) {
+		m := &s.Mounts[i]
+		if filepath.Base(m.Source) != companionName(j) {
+			return nil, fmt.Errorf("gvx: checkpoint %s: %s names %s as the volume at %s, not the checkpoint's own %s: a checkpoint restores only its own companions (take it again)", abs, SpecFile, m.Source, m.Target, companionName(j))
+		}
+		m.Source = filepath.Join(abs, companionName(j))
 	}
 	return &Checkpoint{Dir: abs, Spec: s}, nil
 }

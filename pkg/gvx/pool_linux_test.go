@@ -45,18 +45,23 @@ func poolDirs(t *testing.T) (dir string, mode reflink.Mode) {
 // makeGolden writes a small golden volume holding golden.txt.
 func makeGolden(t *testing.T, path string) []byte {
 	t.Helper()
+	makeVolume(t, path, "golden.txt", "from the golden volume\n")
+	return fileSum(t, path)
+}
+
+// makeVolume makes a 128 MiB ext4 volume at path holding one file.
+func makeVolume(t *testing.T, path, name, body string) {
+	t.Helper()
 	v, err := ext4lite.Create(path, 128<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := "from the golden volume\n"
-	if err := v.WriteFile(&sink.Header{Path: "golden.txt", Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+	if err := v.WriteFile(&sink.Header{Path: name, Mode: sink.TypeReg | 0o644, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return fileSum(t, path)
 }
 
 func fileSum(t *testing.T, path string) []byte {

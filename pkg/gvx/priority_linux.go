@@ -84,6 +84,7 @@ func (tp *treePriority) walk() *treeWalk {
 // update learns the tree at root now (its members).
 func (w *treeWalk) update(root int) {
 	live := map[int]bool{}
+	checked := map[int]bool{} // parents of new processes, looked at again this pass
 	for _, p := range procPIDs() {
 		live[p] = true
 		if _, ok := w.parent[p]; ok || w.before[p] && p != root {
@@ -91,6 +92,10 @@ func (w *treeWalk) update(root int) {
 		}
 		pp, start := procStat(p)
 		w.parent[p] = procID{pp, start}
+		if !checked[pp] {
+			checked[pp] = true
+			w.recheck(pp)
+		}
 	}
 	for p := range w.parent {
 		if !live[p] {
@@ -110,6 +115,24 @@ func (w *treeWalk) update(root int) {
 				w.members[p], grew = true, true
 			}
 		}
+	}
+}
+
+// recheck reads p's stat again (a new process names it as its parent):
+// a PID the walk knew whose process ended and whose number another took
+// since the last pass (PIDs wrap around fast where pid_max is 32768, and
+// a guest's own stubs use them up) is that other process now, a member
+// only if its own parents make it one. Without it the children of any
+// host process that took a member's PID were members, and the pool (as
+// root) set their sessions' nice (TestTreeWalkReusedParentPID).
+func (w *treeWalk) recheck(p int) {
+	old, ok := w.parent[p]
+	if !ok {
+		return
+	}
+	if pp, start := procStat(p); start != 0 && start != old.start {
+		w.parent[p] = procID{pp, start}
+		delete(w.members, p)
 	}
 }
 

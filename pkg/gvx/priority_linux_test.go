@@ -3,8 +3,10 @@ package gvx
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestTreeWalkReusedPID: a walk writes a process's autogroup only while
@@ -86,4 +88,103 @@ func TestParseAutogroup(t *testing.T) {
 			t.Fatalf("newTreePriority(19) in autogroup %q (nice %d) = %+v", own, nice, tp)
 		}
 	}
+}
+
+// TestTreeWalkReusedParentPID: a member that ended, whose PID was taken
+// by a host process before the walk looked again (a guest's own stubs
+// make PIDs wrap around fast where pid_max is 32768), is not the parent
+// of that process's children: as root the pool reniced the session of
+// whatever host process got the PID, through its children. The PID is
+// reused for real (ns_last_pid, as CRIU does), so root only.
+func TestTreeWalkReusedParentPID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("reusing a PID on purpose (ns_last_pid) needs root")
+	}
+	own, ownNice, err := autogroup(os.Getpid())
+	if err != nil {
+		t.Skipf("no autogroups on this kernel: %v", err)
+	}
+	tp := newTreePriority(ownNice + 5)
+	if tp == nil {
+		t.Skip("this process's autogroup already runs at a high nice")
+	}
+	w := tp.walk()
+	// The episode: root runs one short child (the member that ends), reaps
+	// it, and stays.
+	root := startSession(t, "sleep 0.5 & wait; exec sleep 60")
+	member := waitChild(t, root)
+	w.update(root)
+	if !w.members[member] {
+		t.Fatalf("the walk missed member %d of %d", member, root)
+	}
+	for procExists(member) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A host process (a session of its own: another autogroup) takes the
+	// PID, and starts a child, before the walk's next pass.
+	var host int
+	for try := 0; ; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(member-1)), 0); err != nil {
+			t.Skipf("ns_last_pid: %v", err)
+		}
+		if host = startSession(t, "sleep 60 & wait"); host == member {
+			break
+		}
+		if try == 50 {
+			t.Skipf("PID %d was taken by other processes 50 times", member)
+		}
+	}
+	child := waitChild(t, host)
+	g, before, err := autogroup(child)
+	if err != nil || g == own {
+		t.Fatalf("the host process's child %d: autogroup %q (own %q): %v", child, g, own, err)
+	}
+	if w.before[child] {
+		t.Skipf("PID %d (the host process's child) named another process when the walk began, which the walk never looks at", child)
+	}
+	w.update(root)
+	if _, _, err := w.set(true, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := autogroup(child); n != before {
+		t.Errorf("the host session that took member %d's PID is at nice %d, was %d: the walk took its child %d for the episode's", member, n, before, child)
+	}
+	if w.members[child] {
+		t.Errorf("the host process's child %d is a member after its parent took member %d's PID", child, member)
+	}
+	if _, n, _ := autogroup(root); n != ownNice+5 {
+		t.Errorf("the episode's own autogroup is at nice %d, want %d", n, ownNice+5)
+	}
+}
+
+// startSession starts sh -c script in a session of its own (killed when
+// the test ends) and returns its PID.
+func startSession(t *testing.T, script string) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// waitChild waits for pid's first child and returns it.
+func waitChild(t *testing.T, pid int) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, p := range procPIDs() {
+			if pp, _ := procStat(p); pp == pid {
+				return p
+			}
+		}
+	}
+	t.Fatalf("process %d started no child in 10 s", pid)
+	return 0
+}
+
+func procExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }

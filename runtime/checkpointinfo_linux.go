@@ -1,0 +1,56 @@
+package runtime
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+)
+
+// What a restore takes from a checkpoint directory's CheckpointInfo goes
+// on the sandbox's command line (the container ID is runsc boot's last
+// argument) and into the checks against the restore's own options, so it
+// is checked before it is used: a directory someone else may write, or a
+// damaged one, is refused with a message naming it, never passed on.
+
+// maxCheckpointInfo bounds gvx-checkpoint.json (rungv writes a few
+// hundred bytes): a larger one is refused before it is read whole.
+const maxCheckpointInfo = 1 << 20
+
+// checkpointID is a container ID a restore may pass on: what runsc
+// accepts (validateID), starting with a letter or digit, so it can never
+// read as one of runsc boot's flags or walk a path ("gvx-" and 32 hex
+// digits, as rungv makes them, is one).
+var checkpointID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$`)
+
+// validate refuses a CheckpointInfo a restore must not use.
+func (ci *CheckpointInfo) validate() error {
+	if !checkpointID.MatchString(ci.ContainerID) {
+		return fmt.Errorf("container_id %q is not one rungv makes (letters, digits, _.+-, starting with a letter or digit)", ci.ContainerID)
+	}
+	for _, fd := range ci.PassFDs {
+		if fd < 3 || fd > 1<<20 {
+			return fmt.Errorf("pass_fds %v: descriptor %d is out of range", ci.PassFDs, fd)
+		}
+	}
+	for _, v := range ci.Volumes {
+		if len(v) == 0 || v[0] != '/' {
+			return fmt.Errorf("volumes: %q is not an absolute guest path", v)
+		}
+	}
+	return nil
+}
+
+// readAtMost reads the file at path, refusing one larger than limit.
+func readAtMost(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, err
+}

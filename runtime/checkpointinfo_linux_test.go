@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadCheckpointInfoHostile: a gvx-checkpoint.json that rungv did not
+// write is refused with the directory and what is wrong in it, before
+// anything of it reaches the sandbox's command line; a huge one is not
+// read whole.
+func TestReadCheckpointInfoHostile(t *testing.T) {
+	for _, c := range []struct{ name, js, want string }{
+		{"flag", `{"container_id":"--debug-log=/tmp/x","network":"none"}`, `container_id "--debug-log=/tmp/x" is not one rungv makes`},
+		{"path", `{"container_id":"../../etc","network":"none"}`, "container_id"},
+		{"slash", `{"container_id":"a/b","network":"none"}`, "container_id"},
+		{"dot", `{"container_id":"..","network":"none"}`, "container_id"},
+		{"long", `{"container_id":"` + strings.Repeat("a", 129) + `","network":"none"}`, "container_id"},
+		{"nul", `{"container_id":"a\u0000b","network":"none"}`, "container_id"},
+		{"fd-low", `{"container_id":"gvx-1","pass_fds":[2]}`, "descriptor 2 is out of range"},
+		{"fd-huge", `{"container_id":"gvx-1","pass_fds":[99999999]}`, "out of range"},
+		{"volume-relative", `{"container_id":"gvx-1","volumes":["data"]}`, `volumes: "data" is not an absolute guest path`},
+		{"no-id", `{"network":"none"}`, "malformed"},
+		{"junk", `{"container_id":`, "malformed"},
+		{"ok", `{"container_id":"gvx-0123abcd","volumes":["/data"],"network":"none","pass_fds":[3,4]}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, CheckpointInfoFile), []byte(c.js), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ci, err := ReadCheckpointInfo(dir)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want == "":
+				if ci.ContainerID != "gvx-0123abcd" || len(ci.PassFDs) != 2 {
+					t.Fatalf("read %+v", ci)
+				}
+			case err == nil:
+				t.Fatalf("accepted %+v", ci)
+			case !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir):
+				t.Fatalf("error %q does not name %s and %q", err, dir, c.want)
+			}
+		})
+	}
+	t.Run("huge", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, CheckpointInfoFile)
+		if err := os.WriteFile(path, []byte(`{"container_id":"gvx-1"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, 1<<30); err != nil { // sparse: a valid prefix, then 1 GiB of NULs
+			t.Fatal(err)
+		}
+		_, err := ReadCheckpointInfo(dir)
+		if err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+			t.Fatalf("a 1 GiB %s: %v", CheckpointInfoFile, err)
+		}
+	})
+}
