@@ -14,7 +14,9 @@
 #                checkpoint (PoolConfig.Checkpoint) instead of cold boots;
 #   (c) restore: C restores at once of one checkpoint of a daemon booted
 #                and saved once its API answered (seccomp-only; skipped
-#                when this rungv has no `rungv checkpoint`);
+#                when this rungv has no `rungv checkpoint`); its rows also
+#                show the CPU the episode's processes (rungv, the Sentry,
+#                systrap's stubs) had used when docker info answered;
 #   (d) host:    the yardstick: a host dockerd (root, --data-root on a
 #                loop-mounted reflink clone of the same golden, own -H
 #                unix:// socket, exec-root and pidfile, --iptables=false
@@ -83,7 +85,7 @@ restore_supported() {
 }
 
 printf '\n== claim → docker info through the episode'"'"'s socket (ms, p50/p95 over N)\n'
-printf '%-3s %-8s %18s %6s %12s\n' C way p50/p95 N "p50 / host"
+printf '%-3s %-8s %18s %6s %12s %14s\n' C way p50/p95 N "p50 / host" "CPU p50/p95"
 for c in $jobs; do
 	host=$(bench host "$c")
 	hp50=$(jq .p50_ms <<<"$host")
@@ -108,8 +110,9 @@ for c in $jobs; do
 		*) r=$(bench "$way" "$c") ;;
 		esac
 		jq -r --arg c "$c" --arg w "$way" --argjson h "$hp50" \
-			'[$c, $w, "\(.p50_ms|floor)/\(.p95_ms|floor)", .n, "\(.p50_ms / $h * 100 | floor / 100)x"] | @tsv' <<<"$r" |
-			awk -F'\t' '{printf "%-3s %-8s %18s %6s %12s\n", $1, $2, $3, $4, $5}'
+			'[$c, $w, "\(.p50_ms|floor)/\(.p95_ms|floor)", .n, "\(.p50_ms / $h * 100 | floor / 100)x",
+			  (if .cpu_p50_ms then "\(.cpu_p50_ms|floor)/\(.cpu_p95_ms|floor)" else "" end)] | @tsv' <<<"$r" |
+			awk -F'\t' '{printf "%-3s %-8s %18s %6s %12s %14s\n", $1, $2, $3, $4, $5, $6}'
 		echo "$r" >>"$work/results.jsonl"
 	done
 done

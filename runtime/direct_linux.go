@@ -257,6 +257,19 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	defer syncR.Close()
 	args = append(args, "--start-sync-fd="+files.add(syncW))
+	env := append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+o.DebugLogDir)
+	// A restore's Sentry runs without Go's collector until the restore
+	// RPC returns (bootgc_linux.go).
+	var gc *gcHold
+	if restore != nil {
+		gc = &gcHold{}
+		defer gc.release()
+		e, err := gc.holdGC(&files)
+		if err != nil {
+			return 0, err
+		}
+		env = append(env, e)
+	}
 	var natLink *os.File
 	if nat != nil {
 		natLink = nat.Child
@@ -280,7 +293,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	cmd.Args[0] = "runsc-sandbox"
 	setStdio(cmd, o)
 	cmd.ExtraFiles = files.files
-	cmd.Env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+o.DebugLogDir)
+	cmd.Env = env
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
@@ -327,7 +340,9 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		}
 	}
 	if restore != nil {
-		if err := restoreSandbox(ctl, restore); err != nil {
+		err := restoreSandbox(ctl, restore)
+		gc.release()
+		if err != nil {
 			return fail(fmt.Errorf("seccomp-only: restore %s: %w%s", o.RestoreFrom, err, bootLogTail(ep.state)))
 		}
 		c, err := redialControl(redial, ctlPath)

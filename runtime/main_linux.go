@@ -41,6 +41,7 @@ func Main(ours func()) {
 		os.Args = append(os.Args[:1:1], patchBootArgs(os.Args[1:])...)
 		fitNestedIfBoot(os.Args[1:])
 		confineBoot(os.Args[1:])
+		holdBootGC(os.Args[1:])
 		remapBootStdio(os.Args[1:])
 		volume.Register()
 		if isSandboxNetRun(os.Args[1:]) {

@@ -19,7 +19,9 @@
 //	restore one checkpoint of a daemon booted on a clone of the golden,
 //	       saved once its API answered (not timed); then C restores at
 //	       once, each onto its own clone of the checkpoint's volume;
-//	       claim = clone + restore + docker info
+//	       claim = clone + restore + docker info; also the CPU the
+//	       episode's processes had used when docker info answered
+//	       (cpu_p50_ms: rungv, the Sentry, systrap's stubs; cputime.go)
 //	warm-restore
 //	       warm, the pool refilled by restores of such a checkpoint
 //	       (PoolConfig.Checkpoint) instead of cold boots
@@ -72,6 +74,9 @@ type result struct {
 	P95     float64 `json:"p95_ms"`
 	Max     float64 `json:"max_ms"`
 	BootP50 float64 `json:"boot_p50_ms,omitempty"`
+	// restore mode: the CPU of the episode's processes at docker info
+	CPUP50 float64 `json:"cpu_p50_ms,omitempty"`
+	CPUP95 float64 `json:"cpu_p95_ms,omitempty"`
 	// memory mode
 	PSSPerEpisode     int64  `json:"pss_per_episode_bytes,omitempty"`
 	AvailPerEpisode   int64  `json:"mem_available_drop_per_episode_bytes,omitempty"`
@@ -450,30 +455,42 @@ func restoreRounds(ctx context.Context, golden, scratch, image string, c, rounds
 	if err != nil {
 		return result{}, err
 	}
-	return timedRounds(c, rounds, func(seq int) (time.Duration, error) {
+	var mu sync.Mutex
+	var cpu []gvx.Metrics // the CPU as Claim: summarized as the claims are
+	r, err := timedRounds(c, rounds, func(seq int) (time.Duration, error) {
 		vol := filepath.Join(scratch, fmt.Sprintf("restore-%d.ext4", seq))
 		defer os.Remove(vol)
-		return restoreOne(ctx, ck, vol, filepath.Join(scratch, fmt.Sprintf("restore-%d.sock", seq)), time.Now())
+		d, used, err := restoreOne(ctx, ck, vol, filepath.Join(scratch, fmt.Sprintf("restore-%d.sock", seq)), time.Now())
+		mu.Lock()
+		cpu = append(cpu, gvx.Metrics{Claim: used})
+		mu.Unlock()
+		return d, err
 	})
+	q := gvx.Summarize(cpu, c, 0).Claim
+	r.CPUP50, r.CPUP95 = ms(q.P50), ms(q.P95)
+	return r, err
 }
 
 // restoreOne restores one episode from ck onto vol with its socket at
-// sock and returns the time from t0 until docker info answered; the
-// episode is closed before it returns.
-func restoreOne(ctx context.Context, ck *gvx.Checkpoint, vol, sock string, t0 time.Time) (time.Duration, error) {
+// sock and returns the time from t0 until docker info answered, and the
+// CPU the episode's processes had used by then; the episode is closed
+// (and its socket removed) before it returns.
+func restoreOne(ctx context.Context, ck *gvx.Checkpoint, vol, sock string, t0 time.Time) (time.Duration, time.Duration, error) {
 	sb, err := ck.Restore(ctx, []string{vol}, gvx.Config{Ports: []gvx.Port{{HostSocket: sock}}})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	exited := make(chan struct{})
 	go func() { _, _ = sb.Run(ctx); close(exited) }()
-	defer func() { sb.Close(); <-exited }()
+	// Close kills rungv, which then cannot remove its socket.
+	defer func() { sb.Close(); <-exited; os.Remove(sock) }()
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := gvx.WaitDocker(wctx, sock, exited); err != nil {
-		return 0, fmt.Errorf("restored daemon: %w", err)
+		return 0, 0, fmt.Errorf("restored daemon: %w", err)
 	}
-	return time.Since(t0), nil
+	d := time.Since(t0)
+	return d, treeCPU(sb.Pid()), nil
 }
 
 // bootCheckpoint boots a daemon on a clone of golden and checkpoints it
