@@ -126,9 +126,9 @@ func density(ctx context.Context, golden, scratch, image string, maxN, step int)
 			for i, e := range eps {
 				roots[i] = e.sb.Pid()
 			}
-			t0, c0 := time.Now(), treeCPU(roots)
+			t0, c0 := time.Now(), episodesCPU(roots)
 			st.CPUBusy = cpuBusy(5 * time.Second)
-			st.EpCPU = (treeCPU(roots) - c0).Seconds() / time.Since(t0).Seconds()
+			st.EpCPU = (episodesCPU(roots) - c0).Seconds() / time.Since(t0).Seconds()
 			st.InfoP50, st.InfoMax, err = sampleInfo(ctx, eps)
 			if err != nil {
 				st.Error = err.Error()
@@ -176,47 +176,14 @@ func p50(ds []time.Duration) float64 {
 	return ms(s[len(s)/2])
 }
 
-// treeCPU is the CPU time (user+system, all threads, children already
-// reaped included) used so far by the processes at roots and below them.
-func treeCPU(roots []int) time.Duration {
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	ticks := map[int]uint64{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:])) // state ppid … utime(12) stime(13) cutime cstime
-		if len(f) < 15 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		kids[pp] = append(kids[pp], pid)
-		var t uint64
-		for _, k := range []int{11, 12, 13, 14} {
-			v, _ := strconv.ParseUint(f[k], 10, 64)
-			t += v
-		}
-		ticks[pid] = t
+// episodesCPU is the CPU time the processes at roots and below have
+// used so far (treeCPU of each).
+func episodesCPU(roots []int) time.Duration {
+	var sum time.Duration
+	for _, r := range roots {
+		sum += treeCPU(r)
 	}
-	var sum uint64
-	todo := append([]int(nil), roots...)
-	for len(todo) > 0 {
-		p := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		sum += ticks[p]
-		todo = append(todo, kids[p]...)
-	}
-	return time.Duration(sum) * time.Second / 100 // USER_HZ
+	return sum
 }
 
 // cpuBusy is the share of all CPUs' time not idle over d (/proc/stat).
