@@ -44,7 +44,8 @@ import (
 //	│                         lisafs, in this process), NAT, published
 //	│                         ports; waits; locked down (profile "direct")
 //	└─ rungv boot             gVisor's Sentry: its own seccomp filters,
-//	   └─ systrap stubs       no_new_privs, no capability; --attached
+//	   └─ systrap stubs       no_new_privs, no capability (dropBootCaps,
+//	                          as root too); Landlock; --attached
 //
 //   - rootfs and the relay image: EROFS files opened here (--io-fds), as
 //     runsc's goferless mode does;
@@ -577,6 +578,23 @@ func remapBootStdio(args []string) {
 // asks the process to confine itself with Landlock before runsc's code
 // runs (confineBoot).
 const bootLandlockEnv = "GVX_BOOT_LANDLOCK"
+
+// dropBootCaps: a seccomp-only sandbox process runs as the caller's uid
+// in the caller's namespaces, so started by root it held every
+// capability of the host's root. It needs none (the same sandbox runs as
+// nobody with none): it gives them all up before runsc's code runs, on
+// every thread, bounding and inheritable sets included, so that neither
+// the re-exec for Landlock (confineBoot) nor any later exec as uid 0 gets
+// them back. Without capabilities there is nothing to drop.
+func dropBootCaps(args []string) {
+	if _, ok := os.LookupEnv(bootLandlockEnv); !ok || !isBoot(args) {
+		return
+	}
+	if err := dropCaps(nil); err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: sandbox: drop capabilities:", err)
+		os.Exit(125)
+	}
+}
 
 // confineBoot is the seccomp-only sandbox's own second wall, in place of
 // the chroot and namespaces it lacks: by path it may only read /proc and

@@ -40,6 +40,7 @@ func Main(ours func()) {
 	if isRunsc(os.Args[1:]) {
 		os.Args = append(os.Args[:1:1], patchBootArgs(os.Args[1:])...)
 		fitNestedIfBoot(os.Args[1:])
+		dropBootCaps(os.Args[1:])
 		confineBoot(os.Args[1:])
 		holdBootGC(os.Args[1:])
 		remapBootStdio(os.Args[1:])

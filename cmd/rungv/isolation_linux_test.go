@@ -161,6 +161,22 @@ func TestSeccompOnlyLockedDown(t *testing.T) {
 				t.Errorf("%s (pid %d) is not nobody:\n%s", name, pid, st)
 			}
 		}
+		// As root too, the sandbox holds no capability and cannot get one
+		// back by an exec (bounding and inheritable sets empty): it runs as
+		// uid 0 in the caller's namespaces, and the same sandbox runs as
+		// nobody with none. It kept the caller's full set before.
+		// (Without CAP_SETPCAP, nobody's bounding set stays full; with
+		// no_new_privs an exec as nobody gains nothing from it.)
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(sandbox) + "/status")
+		sets := []string{"CapInh", "CapPrm", "CapEff", "CapAmb"}
+		if u.name == "root" {
+			sets = append(sets, "CapBnd")
+		}
+		for _, set := range sets {
+			if want := set + ":\t0000000000000000\n"; !bytes.Contains(st, []byte(want)) {
+				t.Errorf("the sandbox (pid %d) holds capabilities: want %q in\n%s", sandbox, want, st)
+			}
+		}
 		c.Process.Signal(os.Interrupt)
 		_ = c.Wait()
 		checkClean(t, tmp)
