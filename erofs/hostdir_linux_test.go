@@ -304,7 +304,7 @@ func TestHostFileShrank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &content{host: &hostFD{fd, p}, size: 5000} // scanned at 5000 bytes
+	c := &content{host: &hostFD{fd: fd, path: p}, size: 5000} // scanned at 5000 bytes
 	defer c.close()
 	if err := readFull(c, make([]byte, 4096), 0); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "shrank") {
 		t.Fatalf("readFull of a shrunk file = %v, want an error naming %s", err, p)

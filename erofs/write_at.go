@@ -142,27 +142,33 @@ func (b *Builder) writeData(w *runWriter, dc *dirCache, base int64, meta []byte,
 		copy(blk, n.link)
 		return nil
 	}
-	c, err := b.contentIn(n, dc)
+	// Small and dense: read whole, in one pread for blocks and tail,
+	// which also checks a host file ends where it was scanned.
+	whole := n.regions == nil && n.size <= directMin
+	c, err := b.contentIn(n, dc, whole)
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	m := n.size - int64(l.tail)
 	tail := meta[tailOff(n):][:l.tail]
-	if l.nblocks == 0 {
-		return readFull(c, tail, 0) // all of it is the tail
-	}
-	if c.regs == nil && n.size <= directMin {
-		// Small and dense: one read for blocks and tail.
-		buf, err := w.reserve(at, int(n.size))
+	if whole {
+		var buf []byte
+		if l.nblocks == 0 {
+			buf, err = w.scratch(int(n.size) + 1) // all of it is the tail
+		} else {
+			buf, err = w.reserve(at, int(n.size)+1)
+		}
 		if err != nil {
 			return err
 		}
-		if err := readFull(c, buf, 0); err != nil {
+		if err := c.readWhole(buf); err != nil {
 			return err
 		}
-		copy(tail, buf[m:])
-		w.unreserve(len(tail))
+		copy(tail, buf[m:n.size])
+		if l.nblocks > 0 {
+			w.unreserve(len(tail) + 1)
+		}
 		return nil
 	}
 	for _, s := range c.dataSpans(m, disk.BlockSize) {
@@ -252,6 +258,17 @@ func (w *runWriter) reserve(off int64, n int) ([]byte, error) {
 	w.buf = w.buf[:k+gap+n]
 	clear(w.buf[k : k+gap])
 	return w.buf[k+gap:], nil
+}
+
+// scratch returns n bytes of the buffer past what is reserved, to read
+// into and copy from before the next reserve (n at most runBuf).
+func (w *runWriter) scratch(n int) ([]byte, error) {
+	if len(w.buf)+n > cap(w.buf) {
+		if err := w.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return w.buf[len(w.buf) : len(w.buf)+n], nil
 }
 
 // unreserve gives back the last n bytes reserved.
