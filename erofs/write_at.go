@@ -25,8 +25,9 @@ const (
 var batchInodes = 512
 
 // writeAt writes the image into f at base: data by the workers, then the
-// metadata (with the tails they read) and superblock.
-func (b *Builder) writeAt(f *os.File, base int64, p *plan) (int64, error) {
+// metadata (with the tails they read) and superblock. With writeback, each
+// unit of work's blocks are handed to the disk when it is done.
+func (b *Builder) writeAt(f *os.File, base int64, p *plan, writeback bool) (int64, error) {
 	meta, err := b.encodeMeta(p, false)
 	if err != nil {
 		return 0, err
@@ -65,6 +66,11 @@ func (b *Builder) writeAt(f *os.File, base int64, p *plan) (int64, error) {
 				// cover the batches other workers write.
 				if err := w.flush(); errs[i] == nil {
 					errs[i] = err
+				}
+				if writeback && errs[i] == nil {
+					if off, n := batchSpan(batches[k]); n > 0 {
+						startWriteback(f, base+off, n)
+					}
 				}
 			}
 			if errs[i] != nil {
@@ -115,6 +121,25 @@ func batchInodesOf(p *plan) [][]*inode {
 		out = append(out, cur)
 	}
 	return out
+}
+
+// batchSpan is the byte range a unit of work's data blocks cover (they
+// are consecutive).
+func batchSpan(ns []*inode) (off, n int64) {
+	lo, hi := int64(-1), int64(0)
+	for _, n := range ns {
+		if n.l.nblocks == 0 {
+			continue // a tail only, in the metadata
+		}
+		if lo < 0 {
+			lo = int64(n.l.blkaddr)
+		}
+		hi = int64(n.l.blkaddr) + n.l.nblocks
+	}
+	if lo < 0 {
+		return 0, 0
+	}
+	return lo * disk.BlockSize, (hi - lo) * disk.BlockSize
 }
 
 // writeData writes n's data blocks at their place and, for a regular
