@@ -342,7 +342,16 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	path := procFD(dirfd, name) // values: rare, through /proc
+	// Values are rare: through /proc for an entry, not following it; from
+	// the fd itself for dirfd's own (an l* call on /proc/self/fd/N would
+	// ask the magic link, which has none: the root's were lost).
+	path := procFD(dirfd, name)
+	get := func(attr string, v []byte) (int, error) {
+		if name == "" {
+			return unix.Fgetxattr(dirfd, attr, v)
+		}
+		return unix.Lgetxattr(path, attr, v)
+	}
 	names := bytes.Split((*buf)[:n], []byte{0})
 	x := make(map[string][]byte, len(names))
 	for _, nb := range names {
@@ -351,7 +360,7 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 		}
 		name := string(nb)
 		for {
-			size, err := unix.Lgetxattr(path, name, nil)
+			size, err := get(name, nil)
 			if err == unix.ENODATA {
 				break // removed meanwhile
 			}
@@ -359,7 +368,7 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 				return nil, fmt.Errorf("getxattr %s: %w", name, err)
 			}
 			v := make([]byte, size)
-			got, err := unix.Lgetxattr(path, name, v)
+			got, err := get(name, v)
 			if err == unix.ERANGE {
 				continue // grew meanwhile
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,63 @@ func writeWithin(t *testing.T, b *Builder, into string) error {
 	case <-time.After(time.Minute):
 		t.Fatal("WriteTo hung on a swapped file")
 		return nil
+	}
+}
+
+// TestAddDirRuntimeXattrs: the runtime profile stores no xattrs, and
+// AddDir still reports each one it drops, on a file, a directory and the
+// root, by path and name, and counts them (as any user: user.* xattrs);
+// the full profile stores them all, the root's too (regression: the
+// root's values were read through its /proc/self/fd link without
+// following it, so they were lost in both profiles).
+func TestAddDirRuntimeXattrs(t *testing.T) {
+	src := t.TempDir()
+	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "d", "f"), payload(3, 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range [][2]string{{".", "user.root"}, {"d", "user.dir"}, {"d/f", "user.b"}, {"d/f", "user.a"}} {
+		if err := unix.Setxattr(filepath.Join(src, x[0]), x[1], []byte("v"), 0); errors.Is(err, unix.ENOTSUP) {
+			t.Skipf("%s takes no user xattrs: %v", src, err)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range workerCounts {
+		b := NewBuilder(Options{Profile: ProfileRuntime, Workers: w})
+		if err := b.AddDir(src); err != nil {
+			t.Fatal(err)
+		}
+		r := b.Report()
+		want := []string{
+			".: dropped xattr user.root (runtime profile stores no xattrs)",
+			"d/f: dropped xattr user.a (runtime profile stores no xattrs)",
+			"d/f: dropped xattr user.b (runtime profile stores no xattrs)",
+			"d: dropped xattr user.dir (runtime profile stores no xattrs)",
+		}
+		if !slices.Equal(r.Warnings, want) || r.Dropped != 4 {
+			t.Errorf("%d workers: warnings %q (%d dropped), want %q", w, r.Warnings, r.Dropped, want)
+		}
+		b.Close()
+	}
+	b := NewBuilder(Options{Workers: 2})
+	defer b.Close()
+	if err := b.AddDir(src); err != nil {
+		t.Fatal(err)
+	}
+	_, img := build(t, b)
+	for _, x := range [][2]string{{".", "user.root"}, {"d", "user.dir"}, {"d/f", "user.a"}, {"d/f", "user.b"}} {
+		h, err := img.Lstat(x[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(h.Xattrs[x[1]]) != "v" {
+			t.Errorf("full profile: %s has xattrs %q, want %s=v", x[0], h.Xattrs, x[1])
+		}
+	}
+	if r := b.Report(); r.Dropped != 0 {
+		t.Errorf("full profile dropped %d: %q", r.Dropped, r.Warnings)
 	}
 }
