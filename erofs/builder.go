@@ -631,7 +631,7 @@ func (b *Builder) Finish() error {
 		return errors.New("erofs: Finish needs Options.Path (or call WriteTo)")
 	}
 	err := WriteFileAtomic(b.opts.Path, func(f *os.File) error {
-		_, err := b.WriteTo(f)
+		_, err := b.writeTo(f, true) // WriteFileAtomic fsyncs it next
 		return err
 	})
 	if cerr := b.Close(); err == nil {

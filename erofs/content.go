@@ -23,12 +23,14 @@ type content struct {
 }
 
 // content opens n's bytes; close the result.
-func (b *Builder) content(n *inode) (*content, error) { return b.contentIn(n, nil) }
+func (b *Builder) content(n *inode) (*content, error) { return b.contentIn(n, nil, false) }
 
 // contentIn is content opening a host file through dc (one per worker).
-func (b *Builder) contentIn(n *inode, dc *dirCache) (*content, error) {
+// whole says the caller reads all of the file with readWhole, which
+// checks a host file where it ends: then its open makes no fstat.
+func (b *Builder) contentIn(n *inode, dc *dirCache, whole bool) (*content, error) {
 	if n.host != nil {
-		f, err := n.host.open(n.size, dc)
+		f, err := n.host.open(n.size, dc, !whole)
 		if err != nil {
 			return nil, err
 		}
@@ -54,6 +56,16 @@ func (c *content) shrank() error {
 	return io.ErrUnexpectedEOF
 }
 
+// readWhole reads all of the file into p[:c.size]; p has one byte more,
+// where a host file's read checks that the file ends at its scanned size
+// (hostFD.readWhole).
+func (c *content) readWhole(p []byte) error {
+	if c.host != nil {
+		return c.host.readWhole(p)
+	}
+	return readFull(c, p[:c.size], 0)
+}
+
 // close releases a host file.
 func (c *content) close() error {
 	if c.host == nil {
@@ -72,7 +84,7 @@ func (c *content) ReadAt(p []byte, off int64) (int, error) {
 	if c.host != nil {
 		n, err := c.host.ReadAt(p, off)
 		if err == io.EOF && n == len(p) {
-			err = nil // the file may grow meanwhile; it was checked at open
+			err = nil // a file that grew was caught by the open's check
 		}
 		if err == nil && short {
 			err = io.EOF

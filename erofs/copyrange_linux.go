@@ -33,6 +33,14 @@ func copyRange(dst *os.File, dstOff int64, srcFD uintptr, src io.ReaderAt, srcOf
 	return nil
 }
 
+// startWriteback asks the kernel to start writing f's dirty pages in
+// [off, off+n) to disk without waiting for it (sync_file_range
+// SYNC_FILE_RANGE_WRITE): the fsync after is then left with less to do.
+// A hint: an error here is the fsync's to report.
+func startWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 // canWriteAt says whether f takes pwrite at an offset: not with O_APPEND,
 // where Linux appends whatever the offset.
 func canWriteAt(f *os.File) bool {

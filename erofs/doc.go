@@ -7,9 +7,13 @@
 // contents are spooled to a temporary file past Options.MemoryLimit.
 // AddDir fills it from a host directory with Options.Workers goroutines and
 // spools nothing: WriteTo reads those files, and fails naming one that
-// changed meanwhile. WriteTo into a regular file writes data with the
-// workers at offsets fixed by the layout (pwrite, copy_file_range); into
-// anything else it streams. Either way the image is:
+// changed meanwhile (grew, shrank, or is no longer a regular file; another
+// file of the very size scanned renamed into a small file's place reads as
+// the file it now is, as a file rewritten in place would). WriteTo into a
+// regular file writes data with the workers at offsets fixed by the layout
+// (pwrite, copy_file_range; Finish also starts each run's writeback as it
+// goes, since it fsyncs next); into anything else it streams. Either way
+// the image is:
 //
 //   - 4 KiB blocks, superblock at 1024 with its crc32c (SB_CHKSUM); no
 //     incompatible feature bits at all, so every EROFS reader mounts it;

@@ -3,9 +3,7 @@ package erofs
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,172 +15,6 @@ import (
 
 	"z.gfire.dev/gvx/sink"
 )
-
-// hostRoot is a directory AddDir read: its fd stays open until Close, so
-// the regular files below it are opened beneath it when the image is
-// written.
-type hostRoot struct {
-	path string
-	fd   int
-}
-
-func (r *hostRoot) close() error { return unix.Close(r.fd) }
-
-// hostFile is a regular file AddDir found; WriteTo reads its bytes.
-type hostFile struct {
-	root *hostRoot
-	dir  string // its directory below root ("." for root itself), shared by siblings
-	name string
-	ino  uint64
-	dev  uint64
-}
-
-func (f *hostFile) rel() string {
-	if f.dir == "." {
-		return f.name
-	}
-	return f.dir + "/" + f.name
-}
-
-func (f *hostFile) path() string { return f.root.path + "/" + f.rel() }
-
-// dirCache keeps the directory of the last file a worker opened: files
-// come in nid order, siblings together, so most opens are one openat of
-// a name instead of a walk from the root (perf: path walks were the
-// largest cost of opening).
-type dirCache struct {
-	root *hostRoot
-	dir  string
-	fd   int // -1: none, or the root's own
-}
-
-func newDirCache() *dirCache { return &dirCache{fd: -1} }
-
-func (c *dirCache) close() {
-	if c.fd >= 0 {
-		unix.Close(c.fd)
-	}
-	c.root, c.dir, c.fd = nil, "", -1
-}
-
-// parent returns an fd of f's directory.
-func (c *dirCache) parent(f *hostFile) (int, error) {
-	if f.dir == "." {
-		return f.root.fd, nil
-	}
-	if c.root == f.root && c.dir == f.dir {
-		return c.fd, nil
-	}
-	c.close()
-	fd, err := openBeneath(f.root.fd, f.dir, unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: f.root.path + "/" + f.dir, Err: err}
-	}
-	c.root, c.dir, c.fd = f.root, f.dir, fd
-	return fd, nil
-}
-
-// openBeneath opens rel below root's fd without following any symlink
-// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS; component by component
-// with O_NOFOLLOW where the kernel lacks openat2).
-func openBeneath(root int, rel string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	fd, err := unix.Openat2(root, rel, &how)
-	if err != unix.ENOSYS && err != unix.EPERM {
-		return fd, err
-	}
-	dir := root
-	for {
-		el, rest, more := cutSlash(rel)
-		if !more {
-			fd, err := unix.Openat(dir, el, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if dir != root {
-				unix.Close(dir)
-			}
-			return fd, err
-		}
-		next, err := unix.Openat(dir, el, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if dir != root {
-			unix.Close(dir)
-		}
-		if err != nil {
-			return -1, err
-		}
-		dir, rel = next, rest
-	}
-}
-
-func cutSlash(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
-// hostFD is an open host file: a bare fd, since an *os.File costs an
-// fcntl and a failing epoll_ctl per file (O_NONBLOCK) and buys nothing.
-type hostFD struct {
-	fd   int
-	path string
-}
-
-// ReadAt implements io.ReaderAt.
-func (h *hostFD) ReadAt(p []byte, off int64) (int, error) {
-	n := 0
-	for n < len(p) {
-		k, err := unix.Pread(h.fd, p[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, &fs.PathError{Op: "read", Path: h.path, Err: err}
-		}
-		if k == 0 {
-			return n, io.EOF
-		}
-		n += k
-	}
-	return n, nil
-}
-
-func (h *hostFD) Close() error { return unix.Close(h.fd) }
-
-func (h *hostFD) Fd() uintptr  { return uintptr(h.fd) }
-func (h *hostFD) Name() string { return h.path }
-
-// open opens the file for reading and checks it is still the regular file
-// of size bytes that was scanned.
-// With a dirCache, f is opened from its directory's fd.
-func (f *hostFile) open(size int64, dc *dirCache) (*hostFD, error) {
-	const flags = unix.O_RDONLY | unix.O_NONBLOCK
-	var fd int
-	var err error
-	if dc == nil {
-		fd, err = openBeneath(f.root.fd, f.rel(), flags)
-	} else {
-		var dfd int
-		if dfd, err = dc.parent(f); err != nil {
-			return nil, err
-		}
-		fd, err = unix.Openat(dfd, f.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: f.path(), Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: f.path(), Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != f.ino || uint64(st.Dev) != f.dev || st.Size != size {
-		unix.Close(fd)
-		return nil, fmt.Errorf("erofs: %s changed while the image was built (was a %d-byte file): build again from a tree nothing writes to", f.path(), size)
-	}
-	return &hostFD{fd, f.path()}, nil
-}
 
 // AddDir adds the host directory tree at root to the builder's root, as
 // sink.Copy from sink/hostdir would (modes, owners, nanosecond mtimes,
@@ -251,6 +83,7 @@ type dirScan struct {
 
 // work reads directories until none is left or one failed.
 func (s *dirScan) work() {
+	buf := make([]byte, direntBuf)
 	s.mu.Lock()
 	for {
 		for len(s.todo) == 0 && s.busy > 0 && s.err == nil {
@@ -265,7 +98,7 @@ func (s *dirScan) work() {
 		s.todo = s.todo[:len(s.todo)-1]
 		s.busy++
 		s.mu.Unlock()
-		s.dir(k.rel, k.ino, k.major, k.minor)
+		s.dir(k.rel, k.ino, k.major, k.minor, buf)
 		s.mu.Lock()
 		s.busy--
 		if s.busy == 0 && len(s.todo) == 0 {
@@ -297,8 +130,8 @@ type scanned struct {
 }
 
 // dir reads the directory rel (whose statx gave ino and dev) and adds its
-// entries; subdirectories get their own goroutines.
-func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
+// entries, with buf for getdents; subdirectories go to todo.
+func (s *dirScan) dir(rel string, ino uint64, major, minor uint32, buf []byte) {
 	if s.failed() {
 		return
 	}
@@ -317,14 +150,13 @@ func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
 		s.fail(&fs.PathError{Op: "open", Path: host, Err: err})
 		return
 	}
-	f := os.NewFile(uintptr(fd), host)
-	defer f.Close()
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ino || uint64(st.Dev) != unix.Mkdev(major, minor) {
 		s.fail(fmt.Errorf("erofs: directory %s changed while the image was built: build again from a tree nothing writes to", host))
 		return
 	}
-	names, err := f.Readdirnames(-1)
+	names, err := readNames(fd, buf)
 	if err != nil {
 		s.fail(&fs.PathError{Op: "readdir", Path: host, Err: err})
 		return
@@ -377,6 +209,30 @@ func (s *dirScan) dir(rel string, ino uint64, major, minor uint32) {
 	s.todo = append(s.todo, kids...)
 	if len(kids) > 0 {
 		s.more.Broadcast()
+	}
+}
+
+// direntBuf is a scan worker's getdents buffer: most directories are read
+// in one call (and the one that says there is no more).
+const direntBuf = 64 << 10
+
+// readNames lists the directory fd's names but . and .. with getdents64
+// into buf: on a bare fd, since an *os.File costs an fcntl per directory
+// and reads 8 KiB at a time.
+func readNames(fd int, buf []byte) ([]string, error) {
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
 }
 
@@ -486,7 +342,16 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	path := procFD(dirfd, name) // values: rare, through /proc
+	// Values are rare: through /proc for an entry, not following it; from
+	// the fd itself for dirfd's own (an l* call on /proc/self/fd/N would
+	// ask the magic link, which has none: the root's were lost).
+	path := procFD(dirfd, name)
+	get := func(attr string, v []byte) (int, error) {
+		if name == "" {
+			return unix.Fgetxattr(dirfd, attr, v)
+		}
+		return unix.Lgetxattr(path, attr, v)
+	}
 	names := bytes.Split((*buf)[:n], []byte{0})
 	x := make(map[string][]byte, len(names))
 	for _, nb := range names {
@@ -495,7 +360,7 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 		}
 		name := string(nb)
 		for {
-			size, err := unix.Lgetxattr(path, name, nil)
+			size, err := get(name, nil)
 			if err == unix.ENODATA {
 				break // removed meanwhile
 			}
@@ -503,7 +368,7 @@ func readXattrs(dirfd int, name string, buf *[]byte) (map[string][]byte, error) 
 				return nil, fmt.Errorf("getxattr %s: %w", name, err)
 			}
 			v := make([]byte, size)
-			got, err := unix.Lgetxattr(path, name, v)
+			got, err := get(name, v)
 			if err == unix.ERANGE {
 				continue // grew meanwhile
 			}

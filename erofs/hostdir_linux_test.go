@@ -144,7 +144,8 @@ func TestAddDirWorkers(t *testing.T) {
 			want, _ := build(t, ref)
 			sum := sha256.Sum256(want)
 			for _, w := range workerCounts {
-				b := NewBuilder(Options{Profile: prof, Workers: w})
+				fin := filepath.Join(t.TempDir(), "finished.erofs")
+				b := NewBuilder(Options{Profile: prof, Workers: w, Path: fin})
 				if err := b.AddDir(src); err != nil {
 					t.Fatal(err)
 				}
@@ -176,7 +177,14 @@ func TestAddDirWorkers(t *testing.T) {
 						kernelCompare(t, b) // the builder's view (host files) vs the mount
 					}
 				}
-				b.Close()
+				// Finish: the parallel writer with writeback started per
+				// unit of work, then the atomic publish.
+				if err := b.Finish(); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := os.ReadFile(fin); err != nil || sha256.Sum256(got) != sum {
+					t.Errorf("%d workers, Finish: %d bytes (%v), not the image sink.Copy gives", w, len(got), err)
+				}
 			}
 		})
 	}
@@ -304,7 +312,7 @@ func TestHostFileShrank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &content{host: &hostFD{fd, p}, size: 5000} // scanned at 5000 bytes
+	c := &content{host: &hostFD{fd: fd, path: p}, size: 5000} // scanned at 5000 bytes
 	defer c.close()
 	if err := readFull(c, make([]byte, 4096), 0); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "shrank") {
 		t.Fatalf("readFull of a shrunk file = %v, want an error naming %s", err, p)

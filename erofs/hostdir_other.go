@@ -17,7 +17,7 @@ func (r *hostRoot) close() error { return nil }
 
 type hostFile struct{}
 
-func (f *hostFile) open(int64, *dirCache) (*hostFD, error) {
+func (f *hostFile) open(int64, *dirCache, bool) (*hostFD, error) {
 	return nil, errors.New("erofs: no host files here")
 }
 
@@ -27,6 +27,8 @@ func newDirCache() *dirCache { return &dirCache{} }
 func (c *dirCache) close()   {}
 
 type hostFD struct{ *os.File }
+
+func (h *hostFD) readWhole([]byte) error { return errors.New("erofs: no host files here") }
 
 // AddDir adds the host directory tree at root to the builder's root, as
 // sink.Copy from sink/hostdir does (on Linux it scans in parallel and

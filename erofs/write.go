@@ -122,7 +122,13 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // copy_file_range (no copy through user space where the kernel can avoid
 // it); the file is cut at the image's end and its offset left there.
 // Any other writer gets one sequential stream.
-func (b *Builder) WriteTo(w io.Writer) (int64, error) {
+func (b *Builder) WriteTo(w io.Writer) (int64, error) { return b.writeTo(w, false) }
+
+// writeTo is WriteTo; with writeback, the caller fsyncs the file next
+// (Finish), and the parallel writer starts the writeback of each unit of
+// work as it is done, so that the disk writes while the rest is built
+// rather than all at the fsync.
+func (b *Builder) writeTo(w io.Writer, writeback bool) (int64, error) {
 	if b.closed {
 		return 0, errBuilderClosed
 	}
@@ -133,7 +139,7 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if f, ok := w.(*os.File); ok && canWriteAt(f) {
 		if base, err := f.Seek(0, io.SeekCurrent); err == nil {
 			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-				return b.writeAt(f, base, p)
+				return b.writeAt(f, base, p, writeback)
 			}
 		}
 	}

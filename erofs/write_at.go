@@ -25,8 +25,9 @@ const (
 var batchInodes = 512
 
 // writeAt writes the image into f at base: data by the workers, then the
-// metadata (with the tails they read) and superblock.
-func (b *Builder) writeAt(f *os.File, base int64, p *plan) (int64, error) {
+// metadata (with the tails they read) and superblock. With writeback, each
+// unit of work's blocks are handed to the disk when it is done.
+func (b *Builder) writeAt(f *os.File, base int64, p *plan, writeback bool) (int64, error) {
 	meta, err := b.encodeMeta(p, false)
 	if err != nil {
 		return 0, err
@@ -65,6 +66,11 @@ func (b *Builder) writeAt(f *os.File, base int64, p *plan) (int64, error) {
 				// cover the batches other workers write.
 				if err := w.flush(); errs[i] == nil {
 					errs[i] = err
+				}
+				if writeback && errs[i] == nil {
+					if off, n := batchSpan(batches[k]); n > 0 {
+						startWriteback(f, base+off, n)
+					}
 				}
 			}
 			if errs[i] != nil {
@@ -117,6 +123,25 @@ func batchInodesOf(p *plan) [][]*inode {
 	return out
 }
 
+// batchSpan is the byte range a unit of work's data blocks cover (they
+// are consecutive).
+func batchSpan(ns []*inode) (off, n int64) {
+	lo, hi := int64(-1), int64(0)
+	for _, n := range ns {
+		if n.l.nblocks == 0 {
+			continue // a tail only, in the metadata
+		}
+		if lo < 0 {
+			lo = int64(n.l.blkaddr)
+		}
+		hi = int64(n.l.blkaddr) + n.l.nblocks
+	}
+	if lo < 0 {
+		return 0, 0
+	}
+	return lo * disk.BlockSize, (hi - lo) * disk.BlockSize
+}
+
 // writeData writes n's data blocks at their place and, for a regular
 // file, reads its tail into meta.
 func (b *Builder) writeData(w *runWriter, dc *dirCache, base int64, meta []byte, n *inode) error {
@@ -142,27 +167,33 @@ func (b *Builder) writeData(w *runWriter, dc *dirCache, base int64, meta []byte,
 		copy(blk, n.link)
 		return nil
 	}
-	c, err := b.contentIn(n, dc)
+	// Small and dense: read whole, in one pread for blocks and tail,
+	// which also checks a host file ends where it was scanned.
+	whole := n.regions == nil && n.size <= directMin
+	c, err := b.contentIn(n, dc, whole)
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	m := n.size - int64(l.tail)
 	tail := meta[tailOff(n):][:l.tail]
-	if l.nblocks == 0 {
-		return readFull(c, tail, 0) // all of it is the tail
-	}
-	if c.regs == nil && n.size <= directMin {
-		// Small and dense: one read for blocks and tail.
-		buf, err := w.reserve(at, int(n.size))
+	if whole {
+		var buf []byte
+		if l.nblocks == 0 {
+			buf, err = w.scratch(int(n.size) + 1) // all of it is the tail
+		} else {
+			buf, err = w.reserve(at, int(n.size)+1)
+		}
 		if err != nil {
 			return err
 		}
-		if err := readFull(c, buf, 0); err != nil {
+		if err := c.readWhole(buf); err != nil {
 			return err
 		}
-		copy(tail, buf[m:])
-		w.unreserve(len(tail))
+		copy(tail, buf[m:n.size])
+		if l.nblocks > 0 {
+			w.unreserve(len(tail) + 1)
+		}
 		return nil
 	}
 	for _, s := range c.dataSpans(m, disk.BlockSize) {
@@ -252,6 +283,17 @@ func (w *runWriter) reserve(off int64, n int) ([]byte, error) {
 	w.buf = w.buf[:k+gap+n]
 	clear(w.buf[k : k+gap])
 	return w.buf[k+gap:], nil
+}
+
+// scratch returns n bytes of the buffer past what is reserved, to read
+// into and copy from before the next reserve (n at most runBuf).
+func (w *runWriter) scratch(n int) ([]byte, error) {
+	if len(w.buf)+n > cap(w.buf) {
+		if err := w.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return w.buf[len(w.buf) : len(w.buf)+n], nil
 }
 
 // unreserve gives back the last n bytes reserved.
