@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -99,6 +100,9 @@ func createCheckpoint(dir string, specJSON []byte, info CheckpointInfo) ([]*os.F
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--checkpoint-dir: %w", err)
 	}
+	if err := checkCheckpointDir(dir); err != nil {
+		return nil, fmt.Errorf("--checkpoint-dir %s: %w", dir, err)
+	}
 	var files []*os.File
 	fail := func(err error) ([]*os.File, error) {
 		for _, f := range files {
@@ -126,8 +130,35 @@ func createCheckpoint(dir string, specJSON []byte, info CheckpointInfo) ([]*os.F
 	return files, nil
 }
 
+// checkCheckpointDir refuses a checkpoint directory that someone else
+// could have written: a restore trusts its config.json (the rootfs and
+// image paths on the host, the mounts) and its saved kernel, so the
+// directory must be a real directory (not a symlink) owned by this user
+// and writable by no one else. An existing directory another user made
+// (in /tmp, say) would otherwise let them swap those files in before a
+// restore, or after the checkpoint wrote them.
+func checkCheckpointDir(dir string) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("%w (not a checkpoint directory made by rungv checkpoint?)", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !st.IsDir():
+		return fmt.Errorf("not a directory (%s): a checkpoint directory must be a real directory", st.Mode().Type())
+	case !ok || int(sys.Uid) != os.Getuid():
+		return fmt.Errorf("owned by uid %d, not by this user (%d): a restore trusts what is in it; use a directory of your own", sys.Uid, os.Getuid())
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("writable by others (mode %04o): a restore trusts what is in it; chmod go-w it or use a new one", st.Mode().Perm())
+	}
+	return nil
+}
+
 // openCheckpoint opens dir's files for a restore: gVisor's, and the spec.
 func openCheckpoint(dir string) (files []*os.File, specJSON []byte, info *CheckpointInfo, err error) {
+	if err := checkCheckpointDir(dir); err != nil {
+		return nil, nil, nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
 	if info, err = ReadCheckpointInfo(dir); err != nil {
 		return nil, nil, nil, err
 	}

@@ -61,3 +61,57 @@ func TestReadCheckpointInfoHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointDirTrust: a checkpoint directory someone else could write
+// is refused for a checkpoint and for a restore, naming why: a symlink, a
+// directory writable by group or others, one another user owns (as root);
+// the caller's own 0700 or 0755 directory is taken.
+func TestCheckpointDirTrust(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, mode os.FileMode) string {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, d := range []string{mk("own", 0o700), mk("readable", 0o755)} {
+		if err := checkCheckpointDir(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mk("target", 0o700), link); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]string{
+		mk("world", 0o777):        "writable by others",
+		mk("group", 0o770):        "writable by others",
+		link:                      "not a directory",
+		filepath.Join(base, "no"): "no such file",
+	}
+	if os.Getuid() == 0 {
+		other := mk("other", 0o700)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		bad[other] = "owned by uid 65534"
+	}
+	for d, want := range bad {
+		err := checkCheckpointDir(d)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", d, err, want)
+		}
+		if _, _, _, err := openCheckpoint(d); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("openCheckpoint(%s): %v, want %q", d, err, want)
+		}
+		if !strings.HasSuffix(d, "/no") { // (MkdirAll makes that one)
+			if _, err := createCheckpoint(d, []byte("{}"), CheckpointInfo{ContainerID: "x"}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("createCheckpoint(%s): %v, want %q", d, err, want)
+			}
+		}
+	}
+}
