@@ -92,6 +92,11 @@ func procStat(pid int) (ppid int, start uint64) {
 	if err != nil {
 		return -1, 0
 	}
+	return parseStat(st)
+}
+
+// parseStat is procStat's reading of a /proc/PID/stat.
+func parseStat(st []byte) (ppid int, start uint64) {
 	// pid (comm) state ppid … starttime (field 22): comm may hold spaces
 	// and parentheses.
 	i := bytes.LastIndexByte(st, ')')

@@ -170,10 +170,11 @@ func (w *treeWalk) set(boot bool, seen map[string]bool) (settled, grew bool, err
 			done[g] = true
 			continue
 		}
-		if _, start := procStat(p); start != w.parent[p].start {
-			continue // gone since, and its PID maybe another's now
+		same, e := setAutogroupIf(p, w.parent[p].start, n)
+		if e == nil && !same {
+			continue // gone since, and its PID another's now
 		}
-		switch e := setAutogroup(p, n); {
+		switch {
 		case e == nil || errors.Is(e, unix.EAGAIN):
 			done[g], settled = true, false
 			if boot && e == nil {
@@ -225,14 +226,47 @@ func parseAutogroup(pid int, b []byte) (name string, nice int, err error) {
 	return f[0], nice, nil
 }
 
-func setAutogroup(pid, n int) error {
-	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/autogroup", os.O_WRONLY, 0)
+// setAutogroupIf sets the autogroup of process pid to nice n if it is
+// still the process that started at start (procStat's), and reports
+// whether it was. The check and the write go through one descriptor of
+// /proc/PID, which names that process and no later one with its PID
+// (below it, reads and opens fail once the process is gone), so a PID
+// reused between them cannot take the write.
+func setAutogroupIf(pid int, start uint64, n int) (bool, error) {
+	d, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = f.WriteString(strconv.Itoa(n))
-	if cerr := f.Close(); err == nil {
+	defer unix.Close(d)
+	st, err := readAt(d, "stat")
+	if err != nil {
+		return false, err
+	}
+	if _, s := parseStat(st); s != start {
+		return false, nil
+	}
+	fd, err := unix.Openat(d, "autogroup", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true, err
+	}
+	_, err = unix.Write(fd, []byte(strconv.Itoa(n)))
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
-	return err
+	return true, err
+}
+
+// readAt reads the small file name below the directory descriptor d.
+func readAt(d int, name string) ([]byte, error) {
+	fd, err := unix.Openat(d, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 4096)
+	k, err := unix.Read(fd, b)
+	if err != nil {
+		return nil, err
+	}
+	return b[:k], nil
 }
