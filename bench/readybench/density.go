@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +119,7 @@ func density(ctx context.Context, golden, scratch, image string, maxN, step int)
 			}
 		}
 		if st.Error == "" {
-			st.Restore50 = p50(times)
+			st.Restore50 = ms(quantiles(times).P50)
 			time.Sleep(3 * time.Second) // let the restored daemons settle
 			roots := make([]int, len(eps))
 			for i, e := range eps {
@@ -166,14 +165,18 @@ func sampleInfo(ctx context.Context, eps []liveEpisode) (p50ms, maxms float64, e
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
-	return p50(ds), ms(ds[len(ds)-1]), nil
+	q := quantiles(ds)
+	return ms(q.P50), ms(q.Max), nil
 }
 
-func p50(ds []time.Duration) float64 {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	return ms(s[len(s)/2])
+// quantiles are ds's, as gvx.Summarize computes the other rows' (one
+// claim per duration).
+func quantiles(ds []time.Duration) gvx.Quantiles {
+	m := make([]gvx.Metrics, len(ds))
+	for i, d := range ds {
+		m[i] = gvx.Metrics{Claim: d}
+	}
+	return gvx.Summarize(m, 1, 0).Claim
 }
 
 // episodesCPU is the CPU time the processes at roots and below have
