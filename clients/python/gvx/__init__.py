@@ -14,13 +14,13 @@ Example::
 """
 
 from .aio import AsyncClient, AsyncEpisode
-from .client import Client, Episode, ExecResult
+from .client import Client, Episode, ExecResult, untar
 from .errors import CapacityError, ExecError, GvxError, NotFoundError
 from .gym import GymEnv
 from .swerex import SweRexRuntime
 
 __all__ = [
     "AsyncClient", "AsyncEpisode", "CapacityError", "Client", "Episode", "ExecError", "ExecResult",
-    "GvxError", "GymEnv", "NotFoundError", "SweRexRuntime",
+    "GvxError", "GymEnv", "NotFoundError", "SweRexRuntime", "untar",
 ]
 __version__ = "0.1.0"

@@ -39,8 +39,9 @@ class AsyncEpisode:
         """As Episode.exec."""
         return await self._run(self.episode.exec, cmd, **kw)
 
-    async def read_file(self, path: str) -> bytes:
-        return await self._run(self.episode.read_file, path)
+    async def read_file(self, path: str, **kw: Any) -> bytes:
+        """As Episode.read_file (max_bytes)."""
+        return await self._run(self.episode.read_file, path, **kw)
 
     async def write_file(self, path: str, data: Any, mode: int = 0o644) -> None:
         return await self._run(self.episode.write_file, path, data, mode)
@@ -51,11 +52,13 @@ class AsyncEpisode:
     async def upload_tar(self, tar_bytes: bytes, remote_dir: str) -> Dict[str, Any]:
         return await self._run(self.episode.upload_tar, tar_bytes, remote_dir)
 
-    async def download(self, remote_path: str, local_dir: str) -> str:
-        return await self._run(self.episode.download, remote_path, local_dir)
+    async def download(self, remote_path: str, local_dir: str, **kw: Any) -> str:
+        """As Episode.download (max_bytes)."""
+        return await self._run(self.episode.download, remote_path, local_dir, **kw)
 
-    async def download_tar(self, remote_path: str) -> bytes:
-        return await self._run(self.episode.download_tar, remote_path)
+    async def download_tar(self, remote_path: str, **kw: Any) -> bytes:
+        """As Episode.download_tar (max_bytes)."""
+        return await self._run(self.episode.download_tar, remote_path, **kw)
 
     async def renew(self) -> Dict[str, Any]:
         return await self._run(self.episode.renew)

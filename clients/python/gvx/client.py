@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ._http import Transport
+from ._untar import DEFAULT_MAX_DOWNLOAD, CappedReader, unpack
 from .errors import CapacityError, ExecError, GvxError, NotFoundError
 
 Cmd = Union[str, Sequence[str]]
@@ -18,13 +19,16 @@ Cmd = Union[str, Sequence[str]]
 @dataclass
 class ExecResult:
     """What a command did: its exit code (128+N when killed by signal N),
-    its output, whether the timeout killed it, and how long it ran."""
+    its output, whether the timeout killed it, and how long it ran.
+    truncated: a stream went past the exec's max_output, and what came after
+    was dropped."""
 
     exit_code: int
     stdout: bytes = b""
     stderr: bytes = b""
     timed_out: bool = False
     seconds: float = 0.0
+    truncated: bool = False
 
     @property
     def output(self) -> str:
@@ -59,19 +63,36 @@ def exec_request(cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Option
     return req
 
 
-def collect(events: Iterator[dict], on_output: Optional[Callable[[str, bytes], None]] = None) -> ExecResult:
-    """Folds an exec's event stream into an ExecResult."""
+# What an exec keeps of each of stdout and stderr by default: the guest
+# decides how much it prints, and a command that never stops would
+# otherwise fill the caller's memory.
+DEFAULT_MAX_OUTPUT = 64 << 20
+
+# What read_file and download_tar read into memory at most by default.
+DEFAULT_MAX_READ = 1 << 30
+
+
+def collect(events: Iterator[dict], on_output: Optional[Callable[[str, bytes], None]] = None,
+            max_output: Optional[int] = DEFAULT_MAX_OUTPUT) -> ExecResult:
+    """Folds an exec's event stream into an ExecResult, keeping at most
+    max_output bytes of each stream (None: all; on_output still sees all)."""
     out, err = bytearray(), bytearray()
+    truncated = False
     for ev in events:
         t = ev.get("type")
         if t in ("stdout", "stderr"):
             data = base64.b64decode(ev.get("data", ""))
-            (out if t == "stdout" else err).extend(data)
+            buf = out if t == "stdout" else err
+            if max_output is not None and len(buf) + len(data) > max_output:
+                buf.extend(data[:max(0, max_output - len(buf))])
+                truncated = True
+            else:
+                buf.extend(data)
             if on_output:
                 on_output(t, data)
         elif t == "exit":
             return ExecResult(int(ev.get("exit_code", -1)), bytes(out), bytes(err),
-                              bool(ev.get("timed_out", False)), float(ev.get("seconds", 0.0)))
+                              bool(ev.get("timed_out", False)), float(ev.get("seconds", 0.0)), truncated)
         elif t == "error":
             raise ExecError(0, ev.get("error", "exec failed"))
     raise ExecError(0, "the exec stream ended before the command's exit (the episode went away?)")
@@ -86,28 +107,10 @@ def tar_paths(local_path: str, arcname: Optional[str] = None) -> bytes:
 
 
 def untar(data: bytes, local_dir: str) -> None:
-    """Unpacks a tar from the server into local_dir, refusing entries that
-    would land outside it (the guest's answers are untrusted)."""
-    os.makedirs(local_dir, exist_ok=True)
-    root = os.path.realpath(local_dir)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
-        members = []
-        for m in tf.getmembers():
-            dest = os.path.realpath(os.path.join(root, m.name))
-            if dest != root and not dest.startswith(root + os.sep):
-                raise GvxError(0, f"archive entry {m.name!r} would land outside {local_dir}")
-            if m.islnk() or m.issym():
-                target = os.path.realpath(os.path.join(os.path.dirname(dest), m.linkname)) if m.issym() else \
-                    os.path.realpath(os.path.join(root, m.linkname))
-                if target != root and not target.startswith(root + os.sep):
-                    raise GvxError(0, f"archive link {m.name!r} -> {m.linkname!r} points outside {local_dir}")
-            if m.isdev():
-                continue
-            members.append(m)
-        if hasattr(tarfile, "data_filter"):  # 3.12+, and security backports: checked above
-            tf.extractall(root, members=members, filter="fully_trusted")
-        else:
-            tf.extractall(root, members=members)
+    """Unpacks a tar from the server into local_dir. The guest wrote it, so
+    nothing is written through a symlink and nothing may lead out of
+    local_dir (see gvx._untar)."""
+    unpack(io.BytesIO(data), local_dir, None)
 
 
 class Episode:
@@ -190,16 +193,20 @@ class Episode:
 
     def exec(self, cmd: Cmd, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
              timeout: Optional[float] = None, stdin: Union[None, bytes, str] = None,
-             on_output: Optional[Callable[[str, bytes], None]] = None) -> ExecResult:
+             on_output: Optional[Callable[[str, bytes], None]] = None,
+             max_output: Optional[int] = DEFAULT_MAX_OUTPUT) -> ExecResult:
         """Runs cmd (a str: /bin/sh -c; a list: argv) in the episode and
-        waits for it. on_output(stream, bytes) sees the output as it comes."""
-        return collect(self.exec_stream(cmd, env, workdir, timeout, stdin), on_output)
+        waits for it. on_output(stream, bytes) sees the output as it comes.
+        At most max_output bytes of each of stdout and stderr are kept (64
+        MiB; None: all); past it the result says truncated."""
+        return collect(self.exec_stream(cmd, env, workdir, timeout, stdin), on_output, max_output)
 
-    def read_file(self, path: str) -> bytes:
-        """The bytes of the guest file path."""
+    def read_file(self, path: str, max_bytes: Optional[int] = DEFAULT_MAX_READ) -> bytes:
+        """The bytes of the guest file path; a file over max_bytes (1 GiB;
+        None: no cap) is an error rather than a giant allocation."""
         resp, conn = self._t.request("GET", self._path("files"), query={"path": path})
         try:
-            return resp.read()
+            return CappedReader(resp, max_bytes, f"the guest file {path}").read()
         finally:
             conn.close()
 
@@ -221,18 +228,27 @@ class Episode:
         return self._t.json("PUT", self._path("archive"), query={"path": remote_dir}, body=tar_bytes,
                             headers={"Content-Type": "application/x-tar"})
 
-    def download_tar(self, remote_path: str) -> bytes:
-        """A tar of the guest path (entries named basename(remote_path)/…)."""
+    def download_tar(self, remote_path: str, max_bytes: Optional[int] = DEFAULT_MAX_READ) -> bytes:
+        """A tar of the guest path (entries named basename(remote_path)/…),
+        at most max_bytes (1 GiB; None: no cap). The guest wrote it: unpack
+        it with gvx.untar or download(), not tarfile's extractall."""
         resp, conn = self._t.request("GET", self._path("archive"), query={"path": remote_path})
         try:
-            return resp.read()
+            return CappedReader(resp, max_bytes, f"the archive of {remote_path}").read()
         finally:
             conn.close()
 
-    def download(self, remote_path: str, local_dir: str) -> str:
-        """Copies the guest file or directory into local_dir; returns the
-        local path of the copy."""
-        untar(self.download_tar(remote_path), local_dir)
+    def download(self, remote_path: str, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD) -> str:
+        """Copies the guest file or directory into local_dir, streamed (at
+        most max_bytes of archive, 8 GiB; None: no cap); returns the local
+        path of the copy. The archive is the guest's: nothing is written
+        through a symlink, and a symlink that leads out of local_dir is
+        removed and refused (gvx._untar)."""
+        resp, conn = self._t.request("GET", self._path("archive"), query={"path": remote_path})
+        try:
+            unpack(resp, local_dir, max_bytes)
+        finally:
+            conn.close()
         return os.path.join(local_dir, os.path.basename(remote_path.rstrip("/")) or ".")
 
     def close(self) -> None:

@@ -133,6 +133,32 @@ class TestEpisodes(unittest.TestCase):
             with self.assertRaises(gvx.NotFoundError):
                 ep.read_file("/no/such/file")
 
+    def test_hostile_guest_downloads(self):
+        """A guest's tree with links that lead out of the download (through
+        other links too) is refused and leaves no way out; a file or an
+        output larger than the caller's cap is an error or truncated, not
+        a giant allocation."""
+        fx = Fixture.get()
+        with SERVER.client.create(fx.image) as ep, tempfile.TemporaryDirectory() as d:
+            ep.exec("mkdir -p /h/sub && echo ok >/h/sub/f && cd /h && ln -s . x && ln -s x/../.. esc && "
+                    "ln -s /etc/passwd abs && ln -s sub/f in && head -c 2000000 /dev/zero >/big").check()
+            with open(os.path.join(d, "victim"), "w") as f:
+                f.write("host\n")
+            dl = os.path.join(d, "dl")
+            with self.assertRaises(gvx.GvxError) as cm:
+                ep.download("/h", dl)
+            self.assertIn("points outside", str(cm.exception))
+            self.assertEqual(sorted(os.listdir(d)), ["dl", "victim"])
+            self.assertEqual(sorted(os.listdir(os.path.join(dl, "h"))), ["in", "sub", "x"])
+            with open(os.path.join(dl, "h", "in")) as f:
+                self.assertEqual(f.read(), "ok\n")
+            with self.assertRaises(gvx.GvxError) as cm:
+                ep.read_file("/big", max_bytes=1 << 20)
+            self.assertIn("max_bytes", str(cm.exception))
+            self.assertEqual(len(ep.read_file("/big")), 2000000)
+            r = ep.exec("head -c 3000000 /dev/zero; echo done >&2", max_output=1 << 20)
+            self.assertEqual((r.exit_code, len(r.stdout), r.stderr, r.truncated), (0, 1 << 20, b"done\n", True))
+
     def test_cap_returns_429(self):
         fx = Fixture.get()
         srv = Server("cap", "--max-episodes", "1", "--retry-after", "2s")
