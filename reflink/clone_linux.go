@@ -11,7 +11,7 @@ import (
 
 // cloneNew creates the file name as a clone of src with FICLONE.
 func cloneNew(src *os.File, name string, perm fs.FileMode) error {
-	df, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	df, err := openFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

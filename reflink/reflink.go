@@ -1,11 +1,10 @@
 package reflink
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 )
@@ -130,7 +129,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	if opts.Mode > Never {
 		return Result{}, fmt.Errorf("reflink: invalid mode %v", opts.Mode)
 	}
-	sf, err := os.Open(src)
+	sf, err := openFile(src, os.O_RDONLY, 0)
 	if err != nil {
 		return Result{}, fmt.Errorf("reflink: %w", err)
 	}
@@ -164,7 +163,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	}
 	if res.Method == 0 {
 		tmp, err = withTemp(dst, func(name string) error {
-			df, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			df, err := openFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
 				return err
 			}
@@ -216,10 +215,11 @@ func existErr(dst string) error {
 // not fail with "exists", and removes the temporary file if make fails.
 func withTemp(dst string, make func(name string) error) (string, error) {
 	dir, base := filepath.Split(dst)
-	var b [6]byte
 	for range 100 {
-		rand.Read(b[:])
-		name := filepath.Join(dir, "."+base+".reflink-"+hex.EncodeToString(b[:]))
+		// O_EXCL makes the name safe, whoever guessed it; crypto/rand
+		// would cost a whole-process clone its runtime's poller (the
+		// kernel-entropy read arms a one-minute warning timer).
+		name := filepath.Join(dir, fmt.Sprintf(".%s.reflink-%012x", base, rand.Uint64()&(1<<48-1)))
 		err := make(name)
 		if err == nil {
 			return name, nil

@@ -9,7 +9,7 @@ import (
 
 // syncFile sets name's permission bits and makes it durable.
 func syncFile(name string, perm fs.FileMode) error {
-	f, err := os.Open(name)
+	f, err := openFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -25,7 +25,7 @@ func syncFile(name string, perm fs.FileMode) error {
 
 // syncDir makes a rename in dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
