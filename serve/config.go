@@ -67,6 +67,11 @@ type Config struct {
 	// gvx.DefaultRefillDelay, negative: none). A create that finds its
 	// set empty ends the wait at once.
 	RefillDelay time.Duration
+	// RefillNice is the nice value (1–19) warm boots run at until they are
+	// ready, or for at most a second (gvx.Sandbox.BootNiced, as
+	// gvx.PoolConfig.RefillNice): the claimed episodes get the CPUs first.
+	// 0 means gvx.DefaultRefillNice; negative, none.
+	RefillNice int
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }
@@ -117,6 +122,14 @@ func (c *Config) setDefaults() error {
 		c.RefillDelay = gvx.DefaultRefillDelay
 	case c.RefillDelay < 0:
 		c.RefillDelay = 0
+	}
+	switch {
+	case c.RefillNice > 19:
+		return fmt.Errorf("serve: RefillNice %d is above 19, the lowest priority", c.RefillNice)
+	case c.RefillNice == 0:
+		c.RefillNice = gvx.DefaultRefillNice
+	case c.RefillNice < 0:
+		c.RefillNice = 0
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -73,8 +73,11 @@ type episode struct {
 	runErr   error
 	exitCode int
 	runDone  chan struct{} // closed when the sandbox's Run returned
-	gone     chan struct{} // closed when the teardown is complete
-	closing  bool
+	// unnice puts a warm boot's processes back at the server's priority
+	// (Config.RefillNice); nil: not niced.
+	unnice  func() error
+	gone    chan struct{} // closed when the teardown is complete
+	closing bool
 	// abandon is set when a teardown is asked for while the episode
 	// starts: Create then fails and tears it down itself; cancelStart
 	// hurries it.
@@ -303,6 +306,9 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		e.forkable = true
+	}
+	if e.warm && s.cfg.RefillNice > 0 {
+		e.unnice = sb.BootNiced(s.cfg.RefillNice, e.runDone)
 	}
 	return s.launch(ctx, e, sb, rec)
 }

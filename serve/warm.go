@@ -139,6 +139,12 @@ func (s *Server) bootWarm(w *warmSet, backoff time.Duration) {
 		dcancel()
 		e.ready += time.Since(t)
 	}
+	if e.unnice != nil {
+		// Before anyone can claim it: a claimed episode never runs niced.
+		if uerr := e.unnice(); err == nil && uerr != nil {
+			err = fmt.Errorf("back to the server's priority: %w", uerr)
+		}
+	}
 	if err == nil {
 		e.idleMemory, _ = e.sb.Memory()
 	}

@@ -50,7 +50,9 @@ Warm episodes waiting are not counted in --max-episodes; claimed ones are.
 --warm-memory SIZE caps the idle memory (PSS) of all waiting warm episodes
 together: the server learns one episode's cost from its first boot and keeps
 no more warm than fit. A claimed episode's replacement boots --refill-delay
-(250ms; -1s: none) later, so that a burst of claims has the CPUs first.
+(250ms; -1s: none) later, and every warm boot runs at --refill-nice (10; -1:
+none) until it is ready or for a second, so that a burst of claims has the
+CPUs first.
 /metrics has gvx_serve_claim_seconds apart from the boot's
 gvx_serve_ready_seconds, and gvx_serve_warm_memory_bytes.
 
@@ -64,6 +66,7 @@ Examples:
 		&cli.StringFlag{Name: "socket", Usage: "unix socket `PATH` of the API", DefaultText: "STATE_DIR/serve.sock"},
 		&cli.StringFlag{Name: "listen", Usage: "also serve on TCP `ADDR` (127.0.0.1:7300); needs a token"},
 		&cli.DurationFlag{Name: "refill-delay", Usage: "a claimed warm episode's replacement waits `D` before it boots (-1s: not at all)", DefaultText: "250ms"},
+		&cli.IntFlag{Name: "refill-nice", Usage: "warm boots run at nice `N` (1–19) until ready, at most a second (-1: at the server's)", DefaultText: "10"},
 		&cli.StringFlag{Name: "warm-memory", Usage: "cap the idle memory of the waiting warm episodes together at `SIZE` (e.g. 8g; measured PSS)"},
 		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token (default: $GVX_SERVE_TOKEN)"},
 		&cli.IntFlag{Name: "max-episodes", Value: 16, Usage: "hard cap on live episodes"},
@@ -115,7 +118,7 @@ func action(c *cli.Context) error {
 	cfg := serve.Config{
 		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
 		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
-		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RetryAfter: c.Duration("retry-after"), CloneMode: mode,
+		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode,
 	}
 	if cfg.DefaultLease == 0 {
 		cfg.DefaultLease = -1
