@@ -3,6 +3,8 @@ package overlay
 import (
 	"archive/tar"
 	"bytes"
+	"io"
+	"slices"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -69,5 +71,62 @@ func TestExportSparseExt4liteHugeSize(t *testing.T) {
 		if h.Name == "huge" && h.Size == size {
 			break
 		}
+	}
+}
+
+// TestExportExt4liteNonUTF8Names: a guest names a directory and a file in
+// it with bytes that are not UTF-8 (ext4 allows any but "/" and NUL; so do
+// Latin-1 test fixtures) through the inode API, as the volume server does.
+// The export holds both under exactly those bytes, and ImportTar brings
+// them back. Before, the path API refused such a path (io/fs.ValidPath
+// wants UTF-8) and the export of the whole volume failed at that entry.
+func TestExportExt4liteNonUTF8Names(t *testing.T) {
+	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	d, err := v.CreateAt(ext4lite.RootIno, "caf\xe9", &sink.Header{Mode: sink.TypeDir | 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.CreateAt(d, "\xff\xfe", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.WriteAtIno(f, []byte("latin-1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, v, ExportOptions{SkipRoot: true}); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if want := []string{"caf\xe9/", "caf\xe9/\xff\xfe", "lost+found/"}; !slices.Equal(names, want) {
+		t.Fatalf("archive names %q, want %q", names, want)
+	}
+	w, err := ext4lite.Create(filepath.Join(t.TempDir(), "w.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := ImportTar(w, bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	r, err := w.Open("caf\xe9/\xff\xfe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, _ := io.ReadAll(r); string(b) != "latin-1" {
+		t.Fatalf("imported file holds %q", b)
 	}
 }
