@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -366,7 +367,9 @@ func (s *Server) run(e *episode, sb *gvx.Sandbox) {
 	e.mu.Unlock()
 	close(e.runDone)
 	if !closing {
-		s.cfg.Logf("episode %s: exited by itself (status %d, %v): %s", e.id, code, err, e.output.String())
+		// The output is the guest's: quoted, it stays on this one line and
+		// cannot drive the reader's terminal.
+		s.cfg.Logf("episode %s: exited by itself (status %d, %v), its output ends: %q", e.id, code, err, e.output.String())
 		s.teardown(e, reasonExited)
 	}
 }
@@ -383,7 +386,7 @@ func (e *episode) startError(what string) error {
 		msg += fmt.Sprintf(" (status %d)", code)
 	}
 	if out := strings.TrimSpace(e.output.String()); out != "" && !strings.Contains(msg, out) {
-		msg += "; its output ends: " + out
+		msg += "; its output ends: " + strconv.Quote(out) // the guest's: one line, no escapes
 	}
 	return errors.New(msg)
 }
