@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/image"
 )
@@ -127,4 +128,37 @@ func FuzzParseGuest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGuestLinesLoggedQuoted plays a daemon image whose output holds an
+// escape sequence, a carriage return that overwrites the line with one of
+// Build's own ("daemon stopped (status 0)") and a load argument with a
+// newline escape: Build's log must show each guest line as one line, with
+// no control character, and its errors likewise (they were printed raw).
+func TestGuestLinesLoggedQuoted(t *testing.T) {
+	in := "GVX-READY\n" +
+		"\x1b]0;pwned\x07\x1b[2J\n" +
+		"junk\rdaemon stopped (status 0)\n" +
+		"GVX-STEP load /x\x1b[8m\n" +
+		"GVX-STOPPED 0\x1b[1A\n"
+	var log strings.Builder
+	rep := parseGuest(strings.NewReader(in), logProgress(&log, time.Now()))
+	got := log.String()
+	if strings.ContainsFunc(got, func(r rune) bool { return r < 0x20 && r != '\n' || r == 0x7f }) {
+		t.Errorf("the log holds the guest's control characters:\n%q", got)
+	}
+	if n := strings.Count(got, "\n"); n != 5 {
+		t.Errorf("%d log lines for 5 reports:\n%s", n, got)
+	}
+	if !strings.Contains(got, `  "\x1b]0;pwned\a\x1b[2J"`) || !strings.Contains(got, `  "junk\rdaemon stopped (status 0)"`) {
+		t.Errorf("the guest's lines are not quoted:\n%s", got)
+	}
+	if e := guestLines(rep.tail); strings.ContainsFunc(e, func(r rune) bool { return r < 0x20 && r != '\n' }) {
+		t.Errorf("an error's guest lines hold control characters: %q", e)
+	}
+	var tail tailWriter
+	tail.Write([]byte("err\x1b[2J\r\nforged\n"))
+	if s := tail.suffix(); strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' }) {
+		t.Errorf("the stderr tail holds control characters: %q", s)
+	}
 }
