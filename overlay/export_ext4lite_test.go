@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -128,5 +129,48 @@ func TestExportExt4liteNonUTF8Names(t *testing.T) {
 	defer r.Close()
 	if b, _ := io.ReadAll(r); string(b) != "latin-1" {
 		t.Fatalf("imported file holds %q", b)
+	}
+}
+
+// TestExportExt4liteXattrNameWithEquals: a guest sets an xattr whose name
+// holds "=" (Linux allows it: setfattr -n user.a=b), which no
+// SCHILY.xattr record can carry (a PAX key ends at its first "="). The
+// export holds it as bsdtar writes xattrs (LIBARCHIVE.xattr, escaped name,
+// base64 value) and ImportTar restores it and its plain neighbour exactly.
+// Before, ExportTar refused it and so the export of the whole volume.
+func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
+	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	f, err := v.CreateAt(ext4lite.RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{"user.a=b": []byte("v\x00\n=1"), "user.%3D x": []byte("esc"), "user.plain": []byte("p")}
+	for k, val := range want {
+		if err := v.SetxattrIno(f, k, val, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, v, ExportOptions{}); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	w, err := ext4lite.Create(filepath.Join(t.TempDir(), "w.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := ImportTar(w, bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	h, err := w.Lstat("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(h.Xattrs, want) {
+		t.Errorf("xattrs after the round trip: %q, want %q", h.Xattrs, want)
 	}
 }
