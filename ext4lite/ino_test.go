@@ -203,3 +203,20 @@ func TestXattrNameWithNUL(t *testing.T) {
 		t.Errorf("xattrs %q, want just user.a=b", names)
 	}
 }
+
+// TestSymlinkTargetWithNUL: a symlink whose target holds a NUL (no Linux
+// link can: symlink(2) takes a C string; a hand-made lisafs request could
+// ask) is refused with EINVAL by both the inode and the path API, instead
+// of being stored where no tar can carry it and the volume's export fails.
+func TestSymlinkTargetWithNUL(t *testing.T) {
+	v, _ := newVolume(t, 64<<20)
+	if _, err := v.CreateAt(RootIno, "l", &sink.Header{Mode: sink.TypeSymlink, Linkname: "a\x00b"}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("CreateAt of a symlink to a\\x00b: %v, want EINVAL", err)
+	}
+	if err := v.Symlink(&sink.Header{Path: "m", Mode: sink.TypeSymlink, Linkname: "\x00"}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Symlink to \\x00: %v, want EINVAL", err)
+	}
+	if _, err := v.CreateAt(RootIno, "ok", &sink.Header{Mode: sink.TypeSymlink, Linkname: "../a b\x1b"}); err != nil {
+		t.Errorf("a target with other bytes: %v", err)
+	}
+}
