@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"io"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -119,8 +120,8 @@ func FuzzParseGuest(f *testing.F) {
 	f.Add([]byte("GVX-IMAGE\nGVX-IMAGE a\nGVX-STEP\nGVX-STOPPED x\n" + strings.Repeat("y", 70000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep := parseGuest(strings.NewReader(string(b)), func(string, string) {})
-		if len(rep.tail) > 40 {
-			t.Fatalf("%d tail lines", len(rep.tail))
+		if len(rep.tail) > 40 || len(rep.images) > maxImages {
+			t.Fatalf("%d tail lines, %d images", len(rep.tail), len(rep.images))
 		}
 		for _, im := range rep.images {
 			if im.Ref == "" || im.ID == "" {
@@ -160,5 +161,39 @@ func TestGuestLinesLoggedQuoted(t *testing.T) {
 	tail.Write([]byte("err\x1b[2J\r\nforged\n"))
 	if s := tail.suffix(); strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' }) {
 		t.Errorf("the stderr tail holds control characters: %q", s)
+	}
+}
+
+// TestParseGuestImagesBounded plays a daemon image that prints GVX-IMAGE
+// lines without end, long ones and many: parseGuest keeps at most
+// maxImages of at most maxImageLine bytes each, so the host's memory for
+// the summary stays bounded (before, every line was kept: the host's memory
+// grew with whatever the guest printed, up to 1 MiB a line).
+func TestParseGuestImagesBounded(t *testing.T) {
+	long := strings.Repeat("x", 64<<10)
+	pr, pw := io.Pipe()
+	go func() {
+		defer pw.Close()
+		line := []byte("GVX-IMAGE " + long + " sha256:aa <none> 1 MB\n")
+		for i := 0; i < 2000; i++ {
+			if _, err := pw.Write(line); err != nil {
+				return
+			}
+		}
+		short := []byte("GVX-IMAGE a:b sha256:aa <none> 1 MB\n")
+		for i := 0; i < 3*maxImages; i++ {
+			if _, err := pw.Write(short); err != nil {
+				return
+			}
+		}
+	}()
+	rep := parseGuest(pr, func(string, string) {})
+	if len(rep.images) != maxImages {
+		t.Fatalf("%d images kept, want the cap %d", len(rep.images), maxImages)
+	}
+	for _, im := range rep.images {
+		if len(im.Ref) > maxImageLine {
+			t.Fatalf("an image line of %d bytes was kept", len(im.Ref))
+		}
 	}
 }
