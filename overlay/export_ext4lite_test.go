@@ -82,11 +82,7 @@ func TestExportSparseExt4liteHugeSize(t *testing.T) {
 // them back. Before, the path API refused such a path (io/fs.ValidPath
 // wants UTF-8) and the export of the whole volume failed at that entry.
 func TestExportExt4liteNonUTF8Names(t *testing.T) {
-	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := newVolume(t)
 	d, err := v.CreateAt(ext4lite.RootIno, "caf\xe9", &sink.Header{Mode: sink.TypeDir | 0o755})
 	if err != nil {
 		t.Fatal(err)
@@ -114,14 +110,7 @@ func TestExportExt4liteNonUTF8Names(t *testing.T) {
 	if want := []string{"caf\xe9/", "caf\xe9/\xff\xfe", "lost+found/"}; !slices.Equal(names, want) {
 		t.Fatalf("archive names %q, want %q", names, want)
 	}
-	w, err := ext4lite.Create(filepath.Join(t.TempDir(), "w.ext4"), 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := ImportTar(w, bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil {
-		t.Fatalf("import: %v", err)
-	}
+	w := importedVolume(t, buf.Bytes())
 	r, err := w.Open("caf\xe9/\xff\xfe")
 	if err != nil {
 		t.Fatal(err)
@@ -139,11 +128,7 @@ func TestExportExt4liteNonUTF8Names(t *testing.T) {
 // base64 value) and ImportTar restores it and its plain neighbour exactly.
 // Before, ExportTar refused it and so the export of the whole volume.
 func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
-	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := newVolume(t)
 	f, err := v.CreateAt(ext4lite.RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +143,7 @@ func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
 	if err := ExportTar(&buf, v, ExportOptions{}); err != nil {
 		t.Fatalf("export: %v", err)
 	}
-	w, err := ext4lite.Create(filepath.Join(t.TempDir(), "w.ext4"), 64<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := ImportTar(w, bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil {
-		t.Fatalf("import: %v", err)
-	}
+	w := importedVolume(t, buf.Bytes())
 	h, err := w.Lstat("f")
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +151,25 @@ func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
 	if !reflect.DeepEqual(h.Xattrs, want) {
 		t.Errorf("xattrs after the round trip: %q, want %q", h.Xattrs, want)
 	}
+}
+
+// newVolume is a new empty 64 MiB ext4lite volume, closed at the end of t.
+func newVolume(t *testing.T) *ext4lite.FS {
+	t.Helper()
+	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// importedVolume is a new volume with the archive tarball imported.
+func importedVolume(t *testing.T, tarball []byte) *ext4lite.FS {
+	t.Helper()
+	w := newVolume(t)
+	if err := ImportTar(w, bytes.NewReader(tarball), ImportOptions{}); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	return w
 }

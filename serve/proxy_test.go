@@ -1,50 +1,15 @@
 package serve
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// hostileAgent serves sock as an agent the guest replaced: after reading
-// a request's head it writes answer raw, then holds the connection open
-// (hold) or closes it.
-func hostileAgent(t *testing.T, answer string, hold bool) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				if _, err := io.WriteString(c, answer); err != nil || !hold {
-					return
-				}
-				<-stop
-			}()
-		}
-	}()
-	return sock
-}
+	"z.gfire.dev/gvx/internal/hostiletest"
+)
 
 // proxyTo is a server with one running episode whose agent is at sock,
 // and the proxy handler for path; the episode's teardown is end().
@@ -73,7 +38,7 @@ func TestProxyHostileAgent(t *testing.T) {
 		return rec
 	}
 	t.Run("headers", func(t *testing.T) {
-		sock := hostileAgent(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Gvx-Mode: 0644; 077777777777\r\nSet-Cookie: s=1\r\nLocation: /etc\r\nX-Gvx-Other: 1\r\nContent-Length: 2\r\n\r\nok", false)
+		sock := hostiletest.RawHTTP(t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Gvx-Mode: 0644; 077777777777\r\nSet-Cookie: s=1\r\nLocation: /etc\r\nX-Gvx-Other: 1\r\nContent-Length: 2\r\n\r\nok", false)
 		h, end := proxyTo(t, sock, "/file")
 		defer end()
 		rec := get(t, h, context.Background())
@@ -92,7 +57,7 @@ func TestProxyHostileAgent(t *testing.T) {
 		}
 	})
 	t.Run("mode", func(t *testing.T) {
-		sock := hostileAgent(t, "HTTP/1.1 200 OK\r\nX-Gvx-Mode: 04755\r\nContent-Length: 0\r\n\r\n", false)
+		sock := hostiletest.RawHTTP(t, "HTTP/1.1 200 OK\r\nX-Gvx-Mode: 04755\r\nContent-Length: 0\r\n\r\n", false)
 		h, end := proxyTo(t, sock, "/file")
 		defer end()
 		if m := get(t, h, context.Background()).Header().Get("X-Gvx-Mode"); m != "04755" {
@@ -108,7 +73,7 @@ func TestProxyHostileAgent(t *testing.T) {
 		"short body":   {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this", 200, "only this"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, end := proxyTo(t, hostileAgent(t, tc.answer, false), "/file")
+			h, end := proxyTo(t, hostiletest.RawHTTP(t, tc.answer, false), "/file")
 			defer end()
 			done := make(chan *httptest.ResponseRecorder, 1)
 			go func() { done <- get(t, h, context.Background()) }()
@@ -123,7 +88,7 @@ func TestProxyHostileAgent(t *testing.T) {
 		})
 	}
 	t.Run("silent", func(t *testing.T) {
-		h, end := proxyTo(t, hostileAgent(t, "", true), "/exec")
+		h, end := proxyTo(t, hostiletest.RawHTTP(t, "", true), "/exec")
 		done := make(chan struct{})
 		go func() { get(t, h, context.Background()); close(done) }()
 		time.Sleep(100 * time.Millisecond)
@@ -134,7 +99,7 @@ func TestProxyHostileAgent(t *testing.T) {
 			t.Fatal("a request to a silent agent outlived its episode's teardown by 10 s")
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		h, end = proxyTo(t, hostileAgent(t, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true), "/exec")
+		h, end = proxyTo(t, hostiletest.RawHTTP(t, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true), "/exec")
 		defer end()
 		done = make(chan struct{})
 		go func() { get(t, h, ctx); close(done) }()

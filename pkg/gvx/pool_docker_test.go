@@ -1,47 +1,13 @@
 package gvx
 
 import (
-	"bufio"
 	"context"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// hostileDocker serves the unix socket sock as a guest's Docker daemon
-// that answers every request with answer (raw bytes, after reading the
-// request head), then hold: keeps the connection open without a word.
-func hostileDocker(t *testing.T, answer string, hold bool) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				if _, err := c.Write([]byte(answer)); err != nil || !hold {
-					return
-				}
-				time.Sleep(time.Minute) // a daemon that never finishes
-			}()
-		}
-	}()
-	return sock
-}
+	"z.gfire.dev/gvx/internal/hostiletest"
+)
 
 // TestWaitDockerHostileDaemon plays the guest's Docker daemon against the
 // host's readiness probe (gvx.DockerReady's): a status line whose reason
@@ -52,7 +18,7 @@ func hostileDocker(t *testing.T, answer string, hold bool) string {
 // one or a body without end may cost more than the caller's deadline.
 func TestWaitDockerHostileDaemon(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
-		sock := hostileDocker(t, "HTTP/1.1 503 \x1b]0;pwned\x07\x1b[2J\rforged: ready\r\nContent-Length: 0\r\n\r\n", false)
+		sock := hostiletest.RawHTTP(t, "HTTP/1.1 503 \x1b]0;pwned\x07\x1b[2J\rforged: ready\r\nContent-Length: 0\r\n\r\n", false)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		err := WaitDocker(ctx, sock, nil)
@@ -69,7 +35,7 @@ func TestWaitDockerHostileDaemon(t *testing.T) {
 		"no headers":   "",
 	} {
 		t.Run(name, func(t *testing.T) {
-			sock := hostileDocker(t, answer, true)
+			sock := hostiletest.RawHTTP(t, answer, true)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			t0 := time.Now()
