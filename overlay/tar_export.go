@@ -23,6 +23,9 @@ type ExportOptions struct {
 	// SkipSockets leaves sockets out; tar cannot hold them, so without it
 	// a socket is an error wrapping ErrUnsupported.
 	SkipSockets bool
+	// Skipped, if set, is called with the path of each socket SkipSockets
+	// leaves out (for a warning).
+	Skipped func(path string)
 	// Compression of the output: Uncompressed (default), Gzip or Zstd.
 	Compression Compression
 	// NoSparse writes every file in full. By default a file with at least
@@ -185,6 +188,9 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		th.Devmajor, th.Devminor = int64(h.Devmajor), int64(h.Devminor)
 	case sink.TypeSocket:
 		if e.o.SkipSockets {
+			if e.o.Skipped != nil {
+				e.o.Skipped(p)
+			}
 			return nil
 		}
 		return fmt.Errorf("%w: tar cannot hold a socket", ErrUnsupported)
