@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/erofs/internal/disk"
+	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -239,7 +240,8 @@ func (b *Builder) checkXattrs(h *sink.Header) (map[string][]byte, error) {
 	}
 	if b.opts.Profile == ProfileRuntime {
 		for _, k := range slices.Sorted(maps.Keys(h.Xattrs)) {
-			b.warnf("%s: dropped xattr %s (runtime profile stores no xattrs)", h.Path, k)
+			// The layer's names: a terminal shows the warning.
+			b.warnf("%s: dropped xattr %s (runtime profile stores no xattrs)", termsafe.String(h.Path), termsafe.String(k))
 		}
 		return nil, nil
 	}

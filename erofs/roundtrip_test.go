@@ -164,3 +164,24 @@ func TestCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeWarningsQuoteNames: an image layer (a guest may have built
+// it) names a file and an xattr with escape sequences and a newline; the
+// runtime profile's warnings about the dropped xattr, which gvx-vol image
+// add prints on the terminal, show both quoted, one line each (they were
+// raw before).
+func TestRuntimeWarningsQuoteNames(t *testing.T) {
+	b := NewBuilder(Options{Profile: ProfileRuntime, TempDir: t.TempDir()})
+	defer b.Close()
+	h := &sink.Header{Path: "f\x1b[2J\nforged", Mode: sink.TypeReg | 0o644, Size: 1, Xattrs: map[string][]byte{"user.\x1b]0;x\x07": []byte("v")}}
+	if err := b.WriteFile(h, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	w := b.Report().Warnings
+	if len(w) != 1 {
+		t.Fatalf("warnings %q, want one", w)
+	}
+	if strings.ContainsFunc(w[0], func(r rune) bool { return r < 0x20 || r == 0x7f }) || !strings.Contains(w[0], `"f\x1b[2J\nforged": dropped xattr "user.\x1b]0;x\a"`) {
+		t.Errorf("warning %q does not quote the layer's names", w[0])
+	}
+}

@@ -182,7 +182,7 @@ func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
 	default:
 		return 0, errInvalid
 	}
-	if typ == sink.TypeSymlink && (len(h.Linkname) == 0 || len(h.Linkname) >= v.bs) {
+	if typ == sink.TypeSymlink && !v.validLinkname(h.Linkname) {
 		return 0, errInvalid
 	}
 	in, err = v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"syscall"
 	"testing"
 
 	"z.gfire.dev/gvx/sink"
@@ -175,5 +176,47 @@ func TestFileExtents(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) || covered != int64(len(want))-4096 {
 		t.Fatalf("extents %+v do not reproduce the file", exts)
+	}
+}
+
+// TestXattrNameWithNUL: the volume server passes a guest's setxattr name
+// through; one holding a NUL (no Linux name can: a hand-made lisafs request)
+// is refused with EINVAL, through every setter, instead of being stored
+// where no tar can carry it and the volume's export fails. A name with "="
+// is Linux's and stays.
+func TestXattrNameWithNUL(t *testing.T) {
+	v, _ := newVolume(t, 64<<20)
+	f, err := v.CreateAt(RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetxattrIno(f, "user.a\x00b", []byte("v"), false); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("SetxattrIno with a NUL in the name: %v, want EINVAL", err)
+	}
+	if _, err := v.CreateAt(RootIno, "g", &sink.Header{Mode: sink.TypeReg | 0o644, Xattrs: map[string][]byte{"user.\x00": nil}}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("CreateAt with a NUL in an xattr name: %v, want EINVAL", err)
+	}
+	if err := v.SetxattrIno(f, "user.a=b", []byte("v"), false); err != nil {
+		t.Errorf("SetxattrIno user.a=b: %v", err)
+	}
+	if names, _ := v.ListxattrIno(f); len(names) != 1 || names[0] != "user.a=b" {
+		t.Errorf("xattrs %q, want just user.a=b", names)
+	}
+}
+
+// TestSymlinkTargetWithNUL: a symlink whose target holds a NUL (no Linux
+// link can: symlink(2) takes a C string; a hand-made lisafs request could
+// ask) is refused with EINVAL by both the inode and the path API, instead
+// of being stored where no tar can carry it and the volume's export fails.
+func TestSymlinkTargetWithNUL(t *testing.T) {
+	v, _ := newVolume(t, 64<<20)
+	if _, err := v.CreateAt(RootIno, "l", &sink.Header{Mode: sink.TypeSymlink, Linkname: "a\x00b"}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("CreateAt of a symlink to a\\x00b: %v, want EINVAL", err)
+	}
+	if err := v.Symlink(&sink.Header{Path: "m", Mode: sink.TypeSymlink, Linkname: "\x00"}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Symlink to \\x00: %v, want EINVAL", err)
+	}
+	if _, err := v.CreateAt(RootIno, "ok", &sink.Header{Mode: sink.TypeSymlink, Linkname: "../a b\x1b"}); err != nil {
+		t.Errorf("a target with other bytes: %v", err)
 	}
 }

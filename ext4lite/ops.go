@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"sort"
+	"strings"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -430,6 +431,14 @@ func (v *FS) copyBuf() []byte {
 	return v.buf
 }
 
+// validLinkname reports whether a symlink may point at target: not empty,
+// shorter than a block, and no NUL (symlink(2) takes a C string, so no
+// Linux link holds one; only a hand-made lisafs request could, and no tar
+// could carry it: the volume's export would fail at it).
+func (v *FS) validLinkname(target string) bool {
+	return len(target) > 0 && len(target) < v.bs && strings.IndexByte(target, 0) < 0
+}
+
 // Symlink creates a symbolic link (sink.Sink): fast (in the inode) below
 // 60 bytes, else in a data block.
 func (v *FS) Symlink(h *sink.Header) error {
@@ -441,7 +450,7 @@ func (v *FS) Symlink(h *sink.Header) error {
 	if err := v.checkHeaderXattrs(h); err != nil {
 		return pathErr("symlink", h.Path, err)
 	}
-	if len(h.Linkname) == 0 || len(h.Linkname) >= v.bs {
+	if !v.validLinkname(h.Linkname) {
 		return pathErr("symlink", h.Path, errInvalid)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeSymlink)

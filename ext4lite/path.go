@@ -106,16 +106,43 @@ func (v *FS) resolve(p string) (*inode, error) {
 	return in, err
 }
 
-// lookup resolves p to its inode. Paths follow the sink contract (and
-// io/fs): slash-separated, relative to the volume's root, already clean,
-// "." for the root. Anything else is refused, so no two spellings reach the
-// same entry and nothing can climb above the root. CleanPath turns a user's
-// path ("/etc/", "a//b") into this form.
+// ValidPath reports whether p is in the form the path API takes: "." for
+// the root, else slash-separated elements relative to the root, none empty,
+// "." or "..", none holding a NUL. It is io/fs.ValidPath without the demand
+// that names be UTF-8: an ext4 name is any bytes but "/" and NUL, and a
+// guest (or a Latin-1 test fixture) makes such names through the inode
+// API; refused here, one would make every path verb over its directory
+// fail (ls, export, copy).
+func ValidPath(p string) bool {
+	if p == "." {
+		return true
+	}
+	for {
+		i := strings.IndexByte(p, '/')
+		elem := p
+		if i >= 0 {
+			elem = p[:i]
+		}
+		if elem == "" || elem == "." || elem == ".." || strings.IndexByte(elem, 0) >= 0 {
+			return false
+		}
+		if i < 0 {
+			return true
+		}
+		p = p[i+1:]
+	}
+}
+
+// lookup resolves p to its inode. Paths follow the sink contract:
+// slash-separated, relative to the volume's root, already clean, "." for
+// the root (ValidPath). Anything else is refused, so no two spellings reach
+// the same entry and nothing can climb above the root. CleanPath turns a
+// user's path ("/etc/", "a//b") into this form.
 func (v *FS) lookup(p string) (*inode, error) {
 	if p == "." {
 		return v.getInode(disk.RootIno)
 	}
-	if !fs.ValidPath(p) {
+	if !ValidPath(p) {
 		return nil, errInvalid
 	}
 	return v.resolve(p)
@@ -123,7 +150,7 @@ func (v *FS) lookup(p string) (*inode, error) {
 
 // parentOf resolves the directory holding p's last component.
 func (v *FS) parentOf(p string) (*inode, *dir, string, error) {
-	if p == "." || !fs.ValidPath(p) {
+	if p == "." || !ValidPath(p) {
 		return nil, nil, "", errInvalid // the root has no parent entry
 	}
 	dirPath, name := "", p

@@ -101,3 +101,18 @@ func TestPathCacheForgets(t *testing.T) {
 		t.Errorf("after exchanging w and z, Lstat(z/y) = %v", err)
 	}
 }
+
+// TestValidPathTakesAnyBytes: the path API takes every name ext4 can hold
+// (any bytes but "/" and NUL, UTF-8 or not) and refuses every spelling that
+// is not clean or could climb.
+func TestValidPathTakesAnyBytes(t *testing.T) {
+	for p, want := range map[string]bool{
+		".": true, "a": true, "a/b": true, "caf\xe9/\xff": true, "...": true, "a\x1b[2J": true,
+		"": false, "/a": false, "a/": false, "a//b": false, "./a": false, "a/.": false,
+		"..": false, "a/../b": false, "a\x00b": false, "\xff/..": false,
+	} {
+		if got := ValidPath(p); got != want {
+			t.Errorf("ValidPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

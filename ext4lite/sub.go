@@ -2,7 +2,6 @@ package ext4lite
 
 import (
 	"io"
-	"io/fs"
 
 	"z.gfire.dev/gvx/sink"
 )
@@ -35,7 +34,7 @@ func (t *Tree) join(p string) string {
 	if p == "." {
 		return t.base
 	}
-	if !fs.ValidPath(p) {
+	if !ValidPath(p) {
 		return "/invalid/" // refused by lookup
 	}
 	return t.base + "/" + p

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"syscall"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -274,6 +275,11 @@ func (v *FS) checkXattr(name string, value []byte) error {
 	_, suffix, ok := disk.XattrSplitName(name)
 	if !ok {
 		return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", name, sink.ErrUnsupported)
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		// No Linux name holds one (they are C strings); only a
+		// hand-made lisafs request could, and no tar could carry it.
+		return fmt.Errorf("xattr %q: %w: a NUL in the name", name, syscall.EINVAL)
 	}
 	if len(suffix) > disk.MaxNameLen {
 		return &LimitError{Op: "setxattr", What: fmt.Sprintf("name length of xattr %.40q…", name), Size: uint64(len(suffix)), Max: disk.MaxNameLen, Errno: syscall.ERANGE}

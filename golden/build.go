@@ -20,6 +20,7 @@ import (
 	"z.gfire.dev/gvx/erofs/cache"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/image"
+	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/runtime/dind"
@@ -363,18 +364,7 @@ func (b *builder) runDaemon(ctx context.Context, d *daemon, vol string, loads []
 	start := time.Now()
 	repc := make(chan *report, 1)
 	go func() {
-		repc <- parseGuest(pr, func(kind, arg string) {
-			switch kind {
-			case "ready":
-				fmt.Fprintf(b.log, "daemon ready in %.1fs\n", time.Since(start).Seconds())
-			case "load":
-				fmt.Fprintf(b.log, "%s %s\n", kind, arg)
-			case "stopped":
-				fmt.Fprintf(b.log, "daemon stopped (status %s)\n", arg)
-			case "output":
-				fmt.Fprintf(b.log, "  %s\n", arg)
-			}
-		})
+		repc <- parseGuest(pr, logProgress(b.log, start))
 	}()
 	code, err := sb.Run(ctx)
 	pw.Close()
@@ -383,11 +373,11 @@ func (b *builder) runDaemon(ctx context.Context, d *daemon, vol string, loads []
 	case err != nil:
 		return nil, fmt.Errorf("run the daemon image: %w%s", err, errTail.suffix())
 	case rep.fail != "":
-		return nil, fmt.Errorf("%s:\n%s", rep.fail, strings.Join(rep.tail, "\n"))
+		return nil, fmt.Errorf("%s:\n%s", termsafe.String(rep.fail), guestLines(rep.tail))
 	case !rep.ready:
 		return nil, fmt.Errorf("the daemon image exited with status %d before its daemon answered (does it have %s and docker?)%s", code, d.command[0], errTail.suffix())
 	case !rep.stopped || rep.status != 0 || code != 0:
-		return nil, fmt.Errorf("the daemon did not stop cleanly (status %d, guest exit %d):\n%s", rep.status, code, strings.Join(rep.tail, "\n"))
+		return nil, fmt.Errorf("the daemon did not stop cleanly (status %d, guest exit %d):\n%s", rep.status, code, guestLines(rep.tail))
 	}
 	return rep, nil
 }
@@ -436,5 +426,35 @@ func (t *tailWriter) suffix() string {
 	if s == "" {
 		return ""
 	}
-	return "; its stderr ends:\n" + s
+	return "; its stderr ends:\n" + guestLines(strings.Split(s, "\n"))
+}
+
+// logProgress writes what parseGuest reports to log, one line each. What
+// the guest wrote (a load's argument, its exit status, every line of the
+// docker CLI's and the daemon's output) is rendered by termsafe: a line of
+// the guest's with an escape sequence or a carriage return in it cannot
+// drive the reader's terminal or pass for one of Build's own.
+func logProgress(log io.Writer, start time.Time) func(kind, arg string) {
+	return func(kind, arg string) {
+		switch kind {
+		case "ready":
+			fmt.Fprintf(log, "daemon ready in %.1fs\n", time.Since(start).Seconds())
+		case "load":
+			fmt.Fprintf(log, "%s %s\n", kind, termsafe.String(arg))
+		case "stopped":
+			fmt.Fprintf(log, "daemon stopped (status %s)\n", termsafe.String(arg))
+		case "output":
+			fmt.Fprintf(log, "  %s\n", termsafe.String(arg))
+		}
+	}
+}
+
+// guestLines joins lines of the guest's output for an error, each
+// rendered by termsafe.
+func guestLines(lines []string) string {
+	q := make([]string, len(lines))
+	for i, l := range lines {
+		q[i] = termsafe.String(l)
+	}
+	return strings.Join(q, "\n")
 }

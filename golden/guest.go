@@ -126,8 +126,19 @@ type report struct {
 	tail    []string // the last untagged lines (docker's output, the daemon log)
 }
 
+// What parseGuest keeps of the guest's image list: the guest may print
+// GVX-IMAGE lines without end (each up to the scanner's 1 MiB), and every
+// one kept is host memory. A real line is a reference, two digests and a
+// size (well under 1 KiB); a daemon of more than maxImages images is not
+// a golden volume anyone meant.
+const (
+	maxImages    = 4096
+	maxImageLine = 1 << 10
+)
+
 // parseGuest reads the guest's standard output, calling progress for each
-// step, until EOF. It never fails: unknown lines are kept in tail.
+// step, until EOF. It never fails: unknown lines are kept in tail, image
+// lines past maxImages or maxImageLine bytes are dropped.
 func parseGuest(r io.Reader, progress func(kind, arg string)) *report {
 	rep := &report{}
 	sc := bufio.NewScanner(r)
@@ -144,7 +155,7 @@ func parseGuest(r io.Reader, progress func(kind, arg string)) *report {
 			progress(kind, arg)
 		case tagImage:
 			f := strings.Fields(rest)
-			if len(f) >= 3 {
+			if len(f) >= 3 && len(rep.images) < maxImages && len(rest) <= maxImageLine {
 				im := Image{Ref: f[0], ID: f[1], Size: strings.Join(f[3:], " ")}
 				if f[2] != "<none>" {
 					im.Digest = f[2]

@@ -1,10 +1,12 @@
 package golden
 
 import (
+	"io"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/image"
 )
@@ -118,8 +120,8 @@ func FuzzParseGuest(f *testing.F) {
 	f.Add([]byte("GVX-IMAGE\nGVX-IMAGE a\nGVX-STEP\nGVX-STOPPED x\n" + strings.Repeat("y", 70000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep := parseGuest(strings.NewReader(string(b)), func(string, string) {})
-		if len(rep.tail) > 40 {
-			t.Fatalf("%d tail lines", len(rep.tail))
+		if len(rep.tail) > 40 || len(rep.images) > maxImages {
+			t.Fatalf("%d tail lines, %d images", len(rep.tail), len(rep.images))
 		}
 		for _, im := range rep.images {
 			if im.Ref == "" || im.ID == "" {
@@ -127,4 +129,71 @@ func FuzzParseGuest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGuestLinesLoggedQuoted plays a daemon image whose output holds an
+// escape sequence, a carriage return that overwrites the line with one of
+// Build's own ("daemon stopped (status 0)") and a load argument with a
+// newline escape: Build's log must show each guest line as one line, with
+// no control character, and its errors likewise (they were printed raw).
+func TestGuestLinesLoggedQuoted(t *testing.T) {
+	in := "GVX-READY\n" +
+		"\x1b]0;pwned\x07\x1b[2J\n" +
+		"junk\rdaemon stopped (status 0)\n" +
+		"GVX-STEP load /x\x1b[8m\n" +
+		"GVX-STOPPED 0\x1b[1A\n"
+	var log strings.Builder
+	rep := parseGuest(strings.NewReader(in), logProgress(&log, time.Now()))
+	got := log.String()
+	if strings.ContainsFunc(got, func(r rune) bool { return r < 0x20 && r != '\n' || r == 0x7f }) {
+		t.Errorf("the log holds the guest's control characters:\n%q", got)
+	}
+	if n := strings.Count(got, "\n"); n != 5 {
+		t.Errorf("%d log lines for 5 reports:\n%s", n, got)
+	}
+	if !strings.Contains(got, `  "\x1b]0;pwned\a\x1b[2J"`) || !strings.Contains(got, `  "junk\rdaemon stopped (status 0)"`) {
+		t.Errorf("the guest's lines are not quoted:\n%s", got)
+	}
+	if e := guestLines(rep.tail); strings.ContainsFunc(e, func(r rune) bool { return r < 0x20 && r != '\n' }) {
+		t.Errorf("an error's guest lines hold control characters: %q", e)
+	}
+	var tail tailWriter
+	tail.Write([]byte("err\x1b[2J\r\nforged\n"))
+	if s := tail.suffix(); strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' }) {
+		t.Errorf("the stderr tail holds control characters: %q", s)
+	}
+}
+
+// TestParseGuestImagesBounded plays a daemon image that prints GVX-IMAGE
+// lines without end, long ones and many: parseGuest keeps at most
+// maxImages of at most maxImageLine bytes each, so the host's memory for
+// the summary stays bounded (before, every line was kept: the host's memory
+// grew with whatever the guest printed, up to 1 MiB a line).
+func TestParseGuestImagesBounded(t *testing.T) {
+	long := strings.Repeat("x", 64<<10)
+	pr, pw := io.Pipe()
+	go func() {
+		defer pw.Close()
+		line := []byte("GVX-IMAGE " + long + " sha256:aa <none> 1 MB\n")
+		for i := 0; i < 2000; i++ {
+			if _, err := pw.Write(line); err != nil {
+				return
+			}
+		}
+		short := []byte("GVX-IMAGE a:b sha256:aa <none> 1 MB\n")
+		for i := 0; i < 3*maxImages; i++ {
+			if _, err := pw.Write(short); err != nil {
+				return
+			}
+		}
+	}()
+	rep := parseGuest(pr, func(string, string) {})
+	if len(rep.images) != maxImages {
+		t.Fatalf("%d images kept, want the cap %d", len(rep.images), maxImages)
+	}
+	for _, im := range rep.images {
+		if len(im.Ref) > maxImageLine {
+			t.Fatalf("an image line of %d bytes was kept", len(im.Ref))
+		}
+	}
 }

@@ -3,7 +3,10 @@ package overlay
 import (
 	"archive/tar"
 	"bytes"
+	"io"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -70,4 +73,103 @@ func TestExportSparseExt4liteHugeSize(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestExportExt4liteNonUTF8Names: a guest names a directory and a file in
+// it with bytes that are not UTF-8 (ext4 allows any but "/" and NUL; so do
+// Latin-1 test fixtures) through the inode API, as the volume server does.
+// The export holds both under exactly those bytes, and ImportTar brings
+// them back. Before, the path API refused such a path (io/fs.ValidPath
+// wants UTF-8) and the export of the whole volume failed at that entry.
+func TestExportExt4liteNonUTF8Names(t *testing.T) {
+	v := newVolume(t)
+	d, err := v.CreateAt(ext4lite.RootIno, "caf\xe9", &sink.Header{Mode: sink.TypeDir | 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.CreateAt(d, "\xff\xfe", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.WriteAtIno(f, []byte("latin-1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, v, ExportOptions{SkipRoot: true}); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if want := []string{"caf\xe9/", "caf\xe9/\xff\xfe", "lost+found/"}; !slices.Equal(names, want) {
+		t.Fatalf("archive names %q, want %q", names, want)
+	}
+	w := importedVolume(t, buf.Bytes())
+	r, err := w.Open("caf\xe9/\xff\xfe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, _ := io.ReadAll(r); string(b) != "latin-1" {
+		t.Fatalf("imported file holds %q", b)
+	}
+}
+
+// TestExportExt4liteXattrNameWithEquals: a guest sets an xattr whose name
+// holds "=" (Linux allows it: setfattr -n user.a=b), which no
+// SCHILY.xattr record can carry (a PAX key ends at its first "="). The
+// export holds it as bsdtar writes xattrs (LIBARCHIVE.xattr, escaped name,
+// base64 value) and ImportTar restores it and its plain neighbour exactly.
+// Before, ExportTar refused it and so the export of the whole volume.
+func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
+	v := newVolume(t)
+	f, err := v.CreateAt(ext4lite.RootIno, "f", &sink.Header{Mode: sink.TypeReg | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{"user.a=b": []byte("v\x00\n=1"), "user.%3D x": []byte("esc"), "user.plain": []byte("p")}
+	for k, val := range want {
+		if err := v.SetxattrIno(f, k, val, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := ExportTar(&buf, v, ExportOptions{}); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	w := importedVolume(t, buf.Bytes())
+	h, err := w.Lstat("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(h.Xattrs, want) {
+		t.Errorf("xattrs after the round trip: %q, want %q", h.Xattrs, want)
+	}
+}
+
+// newVolume is a new empty 64 MiB ext4lite volume, closed at the end of t.
+func newVolume(t *testing.T) *ext4lite.FS {
+	t.Helper()
+	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// importedVolume is a new volume with the archive tarball imported.
+func importedVolume(t *testing.T, tarball []byte) *ext4lite.FS {
+	t.Helper()
+	w := newVolume(t)
+	if err := ImportTar(w, bytes.NewReader(tarball), ImportOptions{}); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	return w
 }

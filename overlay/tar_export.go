@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"archive/tar"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"maps"
@@ -22,6 +23,9 @@ type ExportOptions struct {
 	// SkipSockets leaves sockets out; tar cannot hold them, so without it
 	// a socket is an error wrapping ErrUnsupported.
 	SkipSockets bool
+	// Skipped, if set, is called with the path of each socket SkipSockets
+	// leaves out (for a warning).
+	Skipped func(path string)
 	// Compression of the output: Uncompressed (default), Gzip or Zstd.
 	Compression Compression
 	// NoSparse writes every file in full. By default a file with at least
@@ -126,10 +130,18 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		th.PAXRecords = map[string]string{}
 	}
 	for _, k := range slices.Sorted(maps.Keys(h.Xattrs)) {
-		if strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%w: xattr name %q cannot be stored in PAX", ErrUnsupported, k)
+		switch {
+		case strings.IndexByte(k, 0) >= 0:
+			return fmt.Errorf("%w: xattr name %q holds a NUL", ErrUnsupported, k)
+		case strings.IndexByte(k, '=') >= 0:
+			// A PAX key ends at its first "=": such a name (Linux allows
+			// it; a guest sets one to make its volume unexportable) goes
+			// as bsdtar writes every xattr, URL-escaped name and base64
+			// value, which ImportTar and bsdtar read.
+			th.PAXRecords[paxLibarchiveXatr+escapeXattrName(k)] = base64.StdEncoding.EncodeToString(h.Xattrs[k])
+		default:
+			th.PAXRecords[paxSchilyXattr+k] = string(h.Xattrs[k])
 		}
-		th.PAXRecords[paxSchilyXattr+k] = string(h.Xattrs[k])
 	}
 	if crtime {
 		th.PAXRecords[paxCrtime] = formatPAXTime(h.Crtime.Unix(), h.Crtime.Nanosecond())
@@ -176,6 +188,9 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		th.Devmajor, th.Devminor = int64(h.Devmajor), int64(h.Devminor)
 	case sink.TypeSocket:
 		if e.o.SkipSockets {
+			if e.o.Skipped != nil {
+				e.o.Skipped(p)
+			}
 			return nil
 		}
 		return fmt.Errorf("%w: tar cannot hold a socket", ErrUnsupported)
@@ -203,6 +218,25 @@ func (e *exporter) write(p string, h *sink.Header) error {
 		}
 	}
 	return nil
+}
+
+// escapeXattrName percent-encodes every byte of an xattr name but ASCII
+// letters, digits, ".", "_" and "-", as bsdtar does for its
+// LIBARCHIVE.xattr records (paxExtras reads them with url.PathUnescape).
+func escapeXattrName(k string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 func formatPAXTime(sec int64, nsec int) string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -372,7 +373,9 @@ func (s *Server) run(e *episode, sb *gvx.Sandbox) {
 	e.mu.Unlock()
 	close(e.runDone)
 	if !closing {
-		s.cfg.Logf("episode %s: exited by itself (status %d, %v): %s", e.id, code, err, e.output.String())
+		// The output is the guest's: quoted, it stays on this one line and
+		// cannot drive the reader's terminal.
+		s.cfg.Logf("episode %s: exited by itself (status %d, %v), its output ends: %q", e.id, code, err, e.output.String())
 		s.teardown(e, reasonExited)
 	}
 }
@@ -389,7 +392,7 @@ func (e *episode) startError(what string) error {
 		msg += fmt.Sprintf(" (status %d)", code)
 	}
 	if out := strings.TrimSpace(e.output.String()); out != "" && !strings.Contains(msg, out) {
-		msg += "; its output ends: " + out
+		msg += "; its output ends: " + strconv.Quote(out) // the guest's: one line, no escapes
 	}
 	return errors.New(msg)
 }
@@ -478,13 +481,21 @@ type tail struct {
 	limit int
 }
 
+// Write keeps at least the last limit bytes written, in at most twice
+// that: the buffer is cut back to limit only once it doubles, so a guest
+// that writes its output a byte at a time costs the server O(1) per byte
+// (cutting back on every write moved 64 KiB per byte).
 func (t *tail) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if len(b) >= t.limit {
+		t.buf = append(t.buf[:0], b[len(b)-t.limit:]...)
+		return len(b), nil
 	}
+	if len(t.buf)+len(b) > 2*t.limit {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-(t.limit-len(b)):]...)
+	}
+	t.buf = append(t.buf, b...)
 	return len(b), nil
 }
 

@@ -7,7 +7,22 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 )
+
+// validMode reports whether v is a permission mode as the agent writes
+// it: one to five octal digits ("0644", "04755").
+func validMode(v string) bool {
+	if len(v) == 0 || len(v) > 5 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '7' {
+			return false
+		}
+	}
+	return true
+}
 
 // proxy forwards a request for an episode to its agent's path: the query
 // and body as they are (bodies up to limit bytes; 0: none expected), the
@@ -62,10 +77,17 @@ func (s *Server) proxy(path string, limit int64) http.HandlerFunc {
 			return
 		}
 		defer resp.Body.Close()
-		for _, h := range []string{"Content-Type", "Content-Length", "X-Gvx-Mode"} {
-			if v := resp.Header.Get(h); v != "" {
-				w.Header().Set(h, v)
-			}
+		// Of the agent's (the guest's) headers only these three pass, and
+		// only in the forms the API names: the length Go's client parsed
+		// (and holds the body to), a mode of octal digits.
+		if v := resp.Header.Get("Content-Type"); v != "" {
+			w.Header().Set("Content-Type", v)
+		}
+		if resp.ContentLength >= 0 {
+			w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		}
+		if v := resp.Header.Get("X-Gvx-Mode"); validMode(v) {
+			w.Header().Set("X-Gvx-Mode", v)
 		}
 		w.WriteHeader(resp.StatusCode)
 		fl, _ := w.(http.Flusher)

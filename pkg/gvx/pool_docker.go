@@ -40,12 +40,19 @@ func WaitDocker(ctx context.Context, sock string, exited <-chan struct{}) error 
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/info", nil)
 		resp, err := c.Do(req)
 		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			// The answer is the guest's: at most 1 MiB of it is read, a
+			// body cut short (or still dripping at ctx's end) is no
+			// answer, and its status line is quoted.
+			_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch {
+			case rerr != nil:
+				err = fmt.Errorf("GET /info: reading the answer: %w", rerr)
+			case resp.StatusCode == http.StatusOK:
 				return nil
+			default:
+				err = fmt.Errorf("GET /info: %q", resp.Status)
 			}
-			err = fmt.Errorf("GET /info: %s", resp.Status)
 		}
 		last = err
 		select {

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -44,7 +45,7 @@ func runLs(c *cli.Context) error {
 	}
 	for _, n := range names {
 		if !c.Bool("long") {
-			fmt.Fprintln(c.App.Writer, n)
+			fmt.Fprintln(c.App.Writer, termsafe.String(n))
 			continue
 		}
 		h, err := im.Lstat(path.Join(p, n))
@@ -56,9 +57,9 @@ func runLs(c *cli.Context) error {
 			size = fmt.Sprintf("%d, %d", h.Devmajor, h.Devminor)
 		}
 		line := fmt.Sprintf("%s %3d %6d %6d %10s %s %s", sink.UnixToFileMode(h.Mode), h.Nlink, h.UID, h.GID, size,
-			h.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), n)
+			h.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), termsafe.String(n))
 		if h.Linkname != "" {
-			line += " -> " + h.Linkname
+			line += " -> " + termsafe.String(h.Linkname)
 		}
 		fmt.Fprintln(c.App.Writer, line)
 	}

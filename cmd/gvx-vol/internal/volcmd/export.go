@@ -11,6 +11,7 @@ import (
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/overlay"
 )
 
@@ -54,7 +55,11 @@ Examples:
 				w = f
 			}
 			bw := bufio.NewWriterSize(w, 1<<20)
-			err = overlay.ExportTar(bw, tree, overlay.ExportOptions{})
+			// A guest can make a socket file (mknod S_IFSOCK): left out
+			// with a warning, as the help says, not an export that fails.
+			err = overlay.ExportTar(bw, tree, overlay.ExportOptions{SkipSockets: true, Skipped: func(p string) {
+				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out the socket %s: tar has no form for it\n", termsafe.String(p))
+			}})
 			if err == nil {
 				err = bw.Flush()
 			}

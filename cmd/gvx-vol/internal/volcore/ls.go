@@ -13,6 +13,7 @@ import (
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -86,7 +87,7 @@ func Ls(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
 	}
 	if !f.Bool("l") {
 		for _, e := range entries {
-			fmt.Fprintln(w, e.Path)
+			fmt.Fprintln(w, termsafe.String(e.Path))
 		}
 		return nil
 	}
@@ -99,9 +100,9 @@ func Ls(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
 		if t := e.Type(); t == sink.TypeChar || t == sink.TypeBlock {
 			size = fmt.Sprintf("%d, %d", e.Devmajor, e.Devminor)
 		}
-		name := e.Path
+		name := termsafe.String(e.Path)
 		if e.Linkname != "" {
-			name += " -> " + e.Linkname
+			name += " -> " + termsafe.String(e.Linkname)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t %s\t %s\n", modeString(e.Mode), e.Nlink, e.UID, e.GID, size,
 			e.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), name)
