@@ -17,6 +17,9 @@ var (
 	ErrUnsafePath = errors.New("overlay: path escapes the target")
 	// ErrTooLarge reports an entry above a configured size limit.
 	ErrTooLarge = errors.New("overlay: entry too large")
+	// ErrTooLong reports an export entry whose path is over
+	// ExportOptions.MaxPath.
+	ErrTooLong = errors.New("overlay: path longer than the export's MaxPath")
 )
 
 // EntryError names the archive entry an error happened at. Name is the

@@ -3,11 +3,13 @@ package overlay
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +174,64 @@ func importedVolume(t *testing.T, tarball []byte) *ext4lite.FS {
 		t.Fatalf("import: %v", err)
 	}
 	return w
+}
+
+// TestExportDeepTreeBounded: a guest nests directories so deep that the
+// archive's size grows with the square of the depth (tar spells each
+// entry's whole path). Past MaxPath (Linux's PATH_MAX by default) entries
+// are an ErrTooLong, or, with TooLong, left out with their subtrees and
+// named; the archive then holds only the paths that fit. MaxPath -1 keeps
+// everything.
+func TestExportDeepTreeBounded(t *testing.T) {
+	v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	name := string(bytes.Repeat([]byte("d"), 200))
+	ino := ext4lite.RootIno
+	const depth = 40 // 40 × 201 bytes: paths up to 8 KiB
+	for range depth {
+		if ino, err = v.CreateAt(ino, name, &sink.Header{Mode: sink.TypeDir | 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.CreateAt(ino, "leaf", &sink.Header{Mode: sink.TypeReg | 0o644}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := ExportTar(io.Discard, v, ExportOptions{}); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("export of an 8 KiB-deep path without TooLong: %v, want ErrTooLong", err)
+	}
+	var buf bytes.Buffer
+	var left []string
+	if err := ExportTar(&buf, v, ExportOptions{TooLong: func(p string) { left = append(left, p) }}); err != nil {
+		t.Fatal(err)
+	}
+	fit := DefaultMaxPath / (len(name) + 1) // the levels whose path fits
+	if len(left) != 1 || len(left[0]) <= DefaultMaxPath || strings.Count(left[0], "/") != fit {
+		t.Errorf("left out %d paths (want the first one too long, %d levels deep)", len(left), fit+1)
+	}
+	n, longest := 0, 0
+	for tr := tar.NewReader(&buf); ; n++ {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		longest = max(longest, len(strings.TrimSuffix(h.Name, "/")))
+	}
+	if n != 2+fit || longest > DefaultMaxPath { // the root, lost+found and the levels that fit
+		t.Errorf("archive holds %d entries, the longest path %d bytes; want %d entries of at most %d", n, longest, 2+fit, DefaultMaxPath)
+	}
+
+	buf.Reset()
+	if err := ExportTar(&buf, v, ExportOptions{MaxPath: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(buf.Bytes(), []byte("leaf")); n == 0 {
+		t.Error("MaxPath -1 left the deepest file out")
+	}
 }

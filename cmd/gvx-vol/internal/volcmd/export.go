@@ -24,13 +24,17 @@ func exportCommand() *cli.Command {
 archive to TAR, or standard output for -. Lossless: xattrs (SCHILY.xattr.*),
 nanosecond times, owners, modes, devices, fifos, sockets are skipped with a
 warning only where tar has no form for them, and hard links stay links.
-The volume is opened read-only.
+The volume is opened read-only. An entry whose path is longer than
+--max-path bytes (4096, Linux's PATH_MAX) is left out with its subtree and
+a warning: tar spells out every path, so a tree nested thousands deep (a
+guest can make one) would make an archive the square of its depth.
 
 Examples:
    gvx-vol export vol.ext4 - | tar -tvf -
    gvx-vol export --path /var/lib/docker/image golden.ext4 image-meta.tar`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "path", Value: "/", Usage: "directory of the volume to export"},
+			&cli.IntFlag{Name: "max-path", Value: overlay.DefaultMaxPath, Usage: "leave out entries whose path is longer than `BYTES` (-1: none)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -57,8 +61,14 @@ Examples:
 			bw := bufio.NewWriterSize(w, 1<<20)
 			// A guest can make a socket file (mknod S_IFSOCK): left out
 			// with a warning, as the help says, not an export that fails.
+			maxPath := c.Int("max-path")
+			if maxPath == 0 {
+				return cliutil.Usage(c, "--max-path 0: want a length in bytes, or -1 for none")
+			}
 			err = overlay.ExportTar(bw, tree, overlay.ExportOptions{SkipSockets: true, Skipped: func(p string) {
 				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out the socket %s: tar has no form for it\n", termsafe.String(p))
+			}, MaxPath: maxPath, TooLong: func(p string) {
+				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out %s… and everything below it: its path is %d bytes, over --max-path %d\n", termsafe.String(p[:min(len(p), 120)]), len(p), maxPath)
 			}})
 			if err == nil {
 				err = bw.Flush()
