@@ -56,6 +56,9 @@ func (s *slab) release() {
 // error that ended it, if any). A header error has hdr nil and err set.
 type piece struct {
 	hdr *tar.Header
+	// prep is hdr prepared by the walker (walk.go), in the reader
+	// goroutine.
+	prep entryPrep
 	// regs is a sparse hdr's checked data map (nil for other entries):
 	// the data that follows is the regions' bytes in order.
 	regs   []sink.Region
@@ -72,6 +75,7 @@ type piece struct {
 type readAhead struct {
 	tap   *tarTap
 	tr    *tar.Reader
+	prep  func(*tar.Header) entryPrep
 	q     chan []piece
 	batch []piece // messages not yet sent
 	stop  chan struct{}
@@ -164,7 +168,7 @@ func (ra *readAhead) run() {
 			return
 		}
 		if !isSparse(hdr) {
-			if ra.send(piece{hdr: hdr}) != nil {
+			if ra.send(piece{hdr: hdr, prep: ra.prep(hdr)}) != nil {
 				return
 			}
 			want := int64(-1) // read to the entry's end
@@ -186,7 +190,7 @@ func (ra *readAhead) run() {
 			ra.send(piece{hdr: hdr, hdrErr: err})
 			return
 		}
-		if ra.send(piece{hdr: hdr, regs: regs, sparse: true}) != nil {
+		if ra.send(piece{hdr: hdr, prep: ra.prep(hdr), regs: regs, sparse: true}) != nil {
 			return
 		}
 		// The stored bytes come from the archive directly and are owed
@@ -342,10 +346,11 @@ func (q *pieceQueue) pop() (piece, bool) {
 	return p, true
 }
 
-// startReadAhead starts the reader goroutine on tap and returns its queue
-// and a function that stops it and waits until it has.
-func startReadAhead(tap *tarTap) (*pieceQueue, func()) {
-	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), q: make(chan []piece, queueLen),
+// startReadAhead starts the reader goroutine on tap, preparing each header
+// with prep, and returns its queue and a function that stops it and waits
+// until it has.
+func startReadAhead(tap *tarTap, prep func(*tar.Header) entryPrep) (*pieceQueue, func()) {
+	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), prep: prep, q: make(chan []piece, queueLen),
 		batch: make([]piece, 0, batchLen), stop: make(chan struct{}), free: make(chan *slab, slabCount)}
 	for range slabCount {
 		ra.free <- &slab{b: make([]byte, slabSize), free: ra.free}

@@ -114,7 +114,7 @@ func (w *walker) runPipelined(r io.Reader) error {
 		return &EntryError{After: true, Err: err}
 	}
 	defer rc.Close()
-	q, stop := startReadAhead(&tarTap{r: rc})
+	q, stop := startReadAhead(&tarTap{r: rc}, w.prepare)
 	defer stop()
 	for {
 		p, ok := q.pop()
@@ -147,7 +147,7 @@ func (w *walker) entryStream(p piece, q *pieceQueue) error {
 		}
 		data = sp
 	}
-	if err := w.entry(p.hdr, data); err != nil {
+	if err := w.entry(p.hdr, p.prep, data); err != nil {
 		return err // the walk stops: stop discards the rest
 	}
 	return s.drain()
@@ -176,7 +176,7 @@ func corrupt(err error) error {
 // the sink left unread so the tap can record the next header.
 func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
 	if !isSparse(hdr) {
-		if err := w.entry(hdr, tr); err != nil {
+		if err := w.entry(hdr, w.prepare(hdr), tr); err != nil {
 			return err
 		}
 		_, err := io.Copy(io.Discard, tr)
@@ -186,36 +186,60 @@ func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
 	if err != nil {
 		return err
 	}
-	if err := w.entry(hdr, sp); err != nil {
+	if err := w.entry(hdr, w.prepare(hdr), sp); err != nil {
 		return err
 	}
 	return done()
 }
 
-func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
+// entryPrep is what an entry's header says before the sink is consulted:
+// its path under the walk's destination, checked against the limits, and
+// its sink header. prepare makes it from the header alone (the walker's
+// destination, limits and mode never change during a walk), so the
+// pipelined walk makes it in the reader goroutine, off the sink's.
+type entryPrep struct {
+	skip     bool // global PAX records, a GNU volume label: nothing to apply
+	path     string
+	whiteout bool         // a ".wh." name in a layer mode: h is nil
+	h        *sink.Header // the entry's sink header
+	err      error        // the first check that refused the entry
+}
+
+// prepare converts and checks hdr in the order entry applies the checks.
+func (w *walker) prepare(hdr *tar.Header) entryPrep {
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader, 'V': // global PAX records; GNU volume label
-		return nil
+		return entryPrep{skip: true}
 	}
 	name, err := cleanName(hdr.Name)
 	if err != nil {
-		return err
+		return entryPrep{err: err}
 	}
 	p := joinPath(w.dest, name)
 	if err := w.lim.checkPath(p); err != nil {
-		return err
+		return entryPrep{err: err}
 	}
-	if w.mode != modeImport && name != "." {
-		if base := baseOf(p); strings.HasPrefix(base, ".wh.") {
-			return w.whiteout(parentOf(p), base, hdr)
-		}
+	if w.mode != modeImport && name != "." && strings.HasPrefix(baseOf(p), ".wh.") {
+		return entryPrep{path: p, whiteout: true}
 	}
 	h, err := header(hdr, p)
-	if err != nil {
-		return err
+	if err == nil {
+		err = w.lim.checkXattrs(h.Xattrs)
 	}
-	if err := w.lim.checkXattrs(h.Xattrs); err != nil {
-		return err
+	return entryPrep{path: p, h: h, err: err}
+}
+
+// entry applies the entry hdr, prepared as ep, its data read from tr.
+func (w *walker) entry(hdr *tar.Header, ep entryPrep, tr io.Reader) error {
+	if ep.skip {
+		return nil
+	}
+	if ep.err != nil {
+		return ep.err
+	}
+	p, h := ep.path, ep.h
+	if ep.whiteout {
+		return w.whiteout(parentOf(p), baseOf(p), hdr)
 	}
 	if p != w.dest {
 		if err := w.ensureDir(parentOf(p)); err != nil {
@@ -349,8 +373,13 @@ func (w *walker) whiteout(dir, base string, hdr *tar.Header) error {
 	return nil
 }
 
-// mark records p and its ancestors as written by this archive.
+// mark records p and its ancestors as written by this archive, for the
+// whiteouts and opaque directories of the layer modes (a plain import has
+// neither: nothing to record).
 func (w *walker) mark(p string) {
+	if w.mode == modeImport {
+		return
+	}
 	for !w.layer[p] {
 		w.layer[p] = true
 		if p == "." {
