@@ -77,7 +77,8 @@ type readAhead struct {
 	tr    *tar.Reader
 	prep  func(*tar.Header) entryPrep
 	q     chan []piece
-	batch []piece // messages not yet sent
+	batch []piece      // messages not yet sent
+	spare chan []piece // batches the sink side is done with, for reuse
 	stop  chan struct{}
 	free  chan *slab
 	cur   *slab
@@ -104,7 +105,12 @@ func (ra *readAhead) flush() error {
 	}
 	select {
 	case ra.q <- ra.batch:
-		ra.batch = make([]piece, 0, batchLen)
+		select {
+		case b := <-ra.spare:
+			ra.batch = b
+		default:
+			ra.batch = make([]piece, 0, batchLen)
+		}
 		return nil
 	case <-ra.stop:
 		releaseAll(ra.batch)
@@ -328,18 +334,30 @@ func (s *entryStream) drain() error {
 
 // pieceQueue is the sink side's end of the queue.
 type pieceQueue struct {
-	c   <-chan []piece
-	buf []piece
+	c     <-chan []piece
+	spare chan<- []piece
+	last  []piece // the batch buf is the rest of
+	buf   []piece
 }
 
-// pop returns the next message; false once the reader has finished.
+// pop returns the next message; false once the reader has finished. A
+// batch read to its end goes back to the reader for reuse, so the walk
+// allocates no batches once the queue is full.
 func (q *pieceQueue) pop() (piece, bool) {
 	for len(q.buf) == 0 {
+		if q.last != nil {
+			clear(q.last) // no references kept from a spare batch
+			select {
+			case q.spare <- q.last[:0]:
+			default:
+			}
+			q.last = nil
+		}
 		b, ok := <-q.c
 		if !ok {
 			return piece{}, false
 		}
-		q.buf = b
+		q.last, q.buf = b, b
 	}
 	p := q.buf[0]
 	q.buf = q.buf[1:]
@@ -351,7 +369,8 @@ func (q *pieceQueue) pop() (piece, bool) {
 // until it has.
 func startReadAhead(tap *tarTap, prep func(*tar.Header) entryPrep) (*pieceQueue, func()) {
 	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), prep: prep, q: make(chan []piece, queueLen),
-		batch: make([]piece, 0, batchLen), stop: make(chan struct{}), free: make(chan *slab, slabCount)}
+		batch: make([]piece, 0, batchLen), spare: make(chan []piece, queueLen+2),
+		stop: make(chan struct{}), free: make(chan *slab, slabCount)}
 	for range slabCount {
 		ra.free <- &slab{b: make([]byte, slabSize), free: ra.free}
 	}
@@ -362,7 +381,7 @@ func startReadAhead(tap *tarTap, prep func(*tar.Header) entryPrep) (*pieceQueue,
 		ra.run()
 	}()
 	var once sync.Once
-	return &pieceQueue{c: ra.q}, func() {
+	return &pieceQueue{c: ra.q, spare: ra.spare}, func() {
 		once.Do(func() {
 			close(ra.stop)
 			// Unblock a reader waiting to send, then wait for it.

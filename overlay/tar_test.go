@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -289,6 +290,64 @@ func TestExportCrtime(t *testing.T) {
 		h, _ := back.Lstat("f")
 		if h.Crtime.Equal(ct) != keep {
 			t.Errorf("Crtime=%v: imported crtime %v", keep, h.Crtime)
+		}
+	}
+}
+
+// lstatCounter counts the Lstat calls a walk makes on its sink.
+type lstatCounter struct {
+	*sinktest.MemFS
+	n int
+}
+
+func (c *lstatCounter) Lstat(p string) (*sink.Header, error) {
+	c.n++
+	return c.MemFS.Lstat(p)
+}
+
+// TestImportIntoNewVolumeRoot: a target whose root holds only a few
+// directories (a new ext4 volume's lost+found) is known whole after one
+// look, so the entries under the root need no lookups; a tar entry that
+// replaces such a directory still replaces it, and one that writes into it
+// leaves its metadata as it was.
+func TestImportIntoNewVolumeRoot(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		m := sinktest.NewMemFS()
+		when := time.Unix(1700000000, 5)
+		for _, d := range []string{"lost+found", "keep"} {
+			if err := m.Mkdir(&sink.Header{Path: d, Mode: sink.TypeDir | 0o700, Mtime: when, Atime: when}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := &lstatCounter{MemFS: m}
+		es := []entry{file("lost+found", "now a file"), file("keep/x", "x")}
+		for i := range 50 {
+			es = append(es, file(fmt.Sprintf("f%d", i), "data"))
+		}
+		w, err := newWalker(c, modeImport, ".", newLimits(0, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.serial = serial
+		before := c.n
+		if err := w.run(bytes.NewReader(tarOf(t, es...))); err != nil {
+			t.Fatal(err)
+		}
+		if c.n-before > 2 {
+			t.Errorf("serial=%v: %d Lstat calls for %d entries in the root, want none per entry", serial, c.n-before, len(es))
+		}
+		if got := content(t, m, "lost+found"); got != "now a file" {
+			t.Errorf("serial=%v: lost+found = %q, want the file that replaced the directory", serial, got)
+		}
+		if got := content(t, m, "keep/x"); got != "x" {
+			t.Errorf("serial=%v: keep/x = %q", serial, got)
+		}
+		h, err := m.Lstat("keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.Mtime.Equal(when) || h.Mode&sink.ModePerm != 0o700 {
+			t.Errorf("serial=%v: keep: mtime %v mode %o, want %v and 0700 kept", serial, h.Mtime, h.Mode&sink.ModePerm, when)
 		}
 	}
 }

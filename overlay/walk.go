@@ -59,8 +59,8 @@ func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) 
 	if err := w.ensureDir("."); err != nil {
 		return nil, fmt.Errorf("overlay: target root: %w", err)
 	}
-	if names, err := dst.ReadDir("."); err == nil && len(names) == 0 {
-		w.fresh["."] = true // an empty target: nothing unknown in it
+	if names, err := dst.ReadDir("."); err == nil && w.knowAll(".", names) {
+		w.fresh["."] = true // an empty target (or a new volume's lost+found): nothing unknown in it
 	}
 	if d != "." {
 		if err := w.ensureDir(d); err != nil {
@@ -460,6 +460,27 @@ func (w *walker) ensureDir(p string) error {
 	}
 	w.isDir[p] = true
 	return nil
+}
+
+// knowAll records the entries names of directory dir if they are few and
+// all directories (a new ext4 volume holds lost+found), and reports
+// whether it did: then every directory in dir is in isDir, what a fresh
+// directory promises, and entries under dir need no lookup.
+func (w *walker) knowAll(dir string, names []string) bool {
+	if len(names) > 4 {
+		return false
+	}
+	for _, n := range names {
+		if t, err := w.typeAt(joinPath(dir, n)); err != nil || t != sink.TypeDir {
+			return false
+		}
+	}
+	for _, n := range names {
+		if err := w.ensureDir(joinPath(dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // remove deletes p and forgets what was known about it and below it.
