@@ -46,6 +46,9 @@ type walker struct {
 	opaque []string
 	last   string
 	serial bool // run reads in the caller's goroutine only (tests)
+	// stream is the pipelined walk's reader of the current entry's data,
+	// reused: sinks read an entry's data only during the call that takes it.
+	stream entryStream
 }
 
 func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) {
@@ -138,7 +141,8 @@ func (w *walker) runPipelined(r io.Reader) error {
 // entryStream applies the entry whose header piece is p, its data read from
 // the pieces that follow on q, and consumes what the sink left unread.
 func (w *walker) entryStream(p piece, q *pieceQueue) error {
-	s := &entryStream{q: q}
+	s := &w.stream
+	*s = entryStream{q: q}
 	var data io.Reader = s
 	if p.sparse {
 		sp, err := sink.NewSparse(p.hdr.Size, p.regs, s)
