@@ -13,9 +13,10 @@ import (
 
 // The read side of a walk runs in its own goroutine.
 //
-// A reader goroutine reads, decompresses and parses the archive and reads
-// each entry's data into slabs; the caller's goroutine applies the entries
-// to the sink. With two cores the archive's page-cache copy and tar parsing
+// A reader goroutine reads, decompresses and parses the archive, prepares
+// each header for the sink (walker.prepare: the path, the limits, the sink
+// header; it reads nothing but the header) and reads each entry's data
+// into slabs; the caller's goroutine applies the entries to the sink. With two cores the archive's page-cache copy and tar parsing
 // overlap the sink's allocation and writes. Both sides see the entries in
 // archive order: the sink is only ever called from the caller's goroutine.
 //
@@ -23,7 +24,8 @@ import (
 // bytes (several small entries share one; an entry larger than a slab
 // comes in pieces), and the queue holds at most queueLen batches of up to
 // batchLen messages. Messages go in batches so that the two goroutines
-// hand over (and wake each other) once per batch, not once per entry; a
+// hand over (and wake each other) once per batch, not once per entry
+// (and a batch the sink side is done with goes back for reuse); a
 // batch is sent when full, before the reader waits for a free slab, and at
 // the end, so a slow input delays entries but never stalls the walk. When
 // the sink side stops (an error), the reader is told to stop and the walk
