@@ -41,6 +41,7 @@ type walker struct {
 	dirs   map[string]*sink.Header // metadata to apply at the end
 	isDir  map[string]bool         // paths known to be directories in dst
 	fresh  map[string]bool         // directories this walk created: all they hold is known
+	found  map[string]*sink.Header // directories knowAll found, not yet written into: their metadata
 	whited map[string]bool         // whiteout devices this walk made (overlay form)
 	layer  map[string]bool         // paths (and their ancestors) this archive wrote
 	opaque []string
@@ -57,7 +58,8 @@ func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) 
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
 	w := &walker{dst: dst, mode: m, dest: d, lim: lim,
-		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{}}
+		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{},
+		found: map[string]*sink.Header{}}
 	// Record the root's metadata before reading it moves its atime.
 	if err := w.ensureDir("."); err != nil {
 		return nil, fmt.Errorf("overlay: target root: %w", err)
@@ -415,6 +417,14 @@ func (w *walker) typeAt(p string) (uint32, error) {
 // written through a symlink.
 func (w *walker) ensureDir(p string) error {
 	if w.isDir[p] {
+		if h, ok := w.found[p]; ok {
+			// Written into for the first time: children will change its
+			// mtime, keep what it had.
+			delete(w.found, p)
+			if _, ok := w.dirs[p]; !ok {
+				w.dirs[p] = h
+			}
+		}
 		return nil
 	}
 	if p != "." {
@@ -469,20 +479,25 @@ func (w *walker) ensureDir(p string) error {
 // knowAll records the entries names of directory dir if they are few and
 // all directories (a new ext4 volume holds lost+found), and reports
 // whether it did: then every directory in dir is in isDir, what a fresh
-// directory promises, and entries under dir need no lookup.
+// directory promises, and entries under dir need no lookup. Their
+// metadata is kept in found and restored at the end only for those an
+// entry writes into, as ensureDir does for a directory it finds.
 func (w *walker) knowAll(dir string, names []string) bool {
 	if len(names) > 4 {
 		return false
 	}
-	for _, n := range names {
-		if t, err := w.typeAt(joinPath(dir, n)); err != nil || t != sink.TypeDir {
+	hs := make([]*sink.Header, len(names))
+	for i, n := range names {
+		h, err := w.dst.Lstat(joinPath(dir, n))
+		if err != nil || h.Type() != sink.TypeDir {
 			return false
 		}
+		hs[i] = h
 	}
-	for _, n := range names {
-		if err := w.ensureDir(joinPath(dir, n)); err != nil {
-			return false
-		}
+	for i, n := range names {
+		// Known, but left alone unless an entry goes into it (ensureDir).
+		p := joinPath(dir, n)
+		w.isDir[p], w.found[p] = true, hs[i]
 	}
 	return true
 }
@@ -506,9 +521,11 @@ func (w *walker) remove(p string) error {
 			}
 		}
 	}
-	for k := range w.dirs {
-		if k == p || strings.HasPrefix(k, prefix) {
-			delete(w.dirs, k)
+	for _, m := range []map[string]*sink.Header{w.dirs, w.found} {
+		for k := range m {
+			if k == p || strings.HasPrefix(k, prefix) {
+				delete(m, k)
+			}
 		}
 	}
 	return nil
