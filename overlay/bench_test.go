@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
+	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/hostdir"
 	"z.gfire.dev/gvx/sink/sinktest"
@@ -43,6 +45,26 @@ func BenchmarkImportTar(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := ImportTar(sinktest.NewMemFS(), bytes.NewReader(data), ImportOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/ext4lite", func(b *testing.B) {
+			// A new volume filled as gvx-vol create --from fills it
+			// (bulk load), Close (the metadata's flush) included.
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				v, err := ext4lite.Create(filepath.Join(b.TempDir(), "v.ext4"), int64(len(data))*2+64<<20, &ext4lite.CreateOptions{BulkLoad: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := ImportTar(v, bytes.NewReader(data), ImportOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				if err := v.Close(); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,6 +13,11 @@ func cleanName(name string) (string, error) {
 	if strings.IndexByte(name, 0) >= 0 {
 		return "", fmt.Errorf("%w: NUL in name", ErrCorrupt)
 	}
+	// Most names are clean already but for GNU tar's "./" and a
+	// directory's trailing "/": those are returned without a copy.
+	if s := strings.TrimSuffix(strings.TrimPrefix(name, "./"), "/"); isClean(s) {
+		return s, nil
+	}
 	var out []string
 	for _, e := range strings.Split(name, "/") {
 		switch e {
@@ -30,6 +35,21 @@ func cleanName(name string) (string, error) {
 }
 
 // joinPath joins two sink paths.
+// isClean reports whether s is a non-empty relative path of elements that
+// are neither empty, "." nor "..": what cleanName would return for it.
+func isClean(s string) bool {
+	for {
+		e, rest, more := strings.Cut(s, "/")
+		if e == "" || e == "." || e == ".." {
+			return false
+		}
+		if !more {
+			return true
+		}
+		s = rest
+	}
+}
+
 func joinPath(dir, p string) string {
 	switch {
 	case dir == ".":

@@ -13,9 +13,10 @@ import (
 
 // The read side of a walk runs in its own goroutine.
 //
-// A reader goroutine reads, decompresses and parses the archive and reads
-// each entry's data into slabs; the caller's goroutine applies the entries
-// to the sink. With two cores the archive's page-cache copy and tar parsing
+// A reader goroutine reads, decompresses and parses the archive, prepares
+// each header for the sink (walker.prepare: the path, the limits, the sink
+// header; it reads nothing but the header) and reads each entry's data
+// into slabs; the caller's goroutine applies the entries to the sink. With two cores the archive's page-cache copy and tar parsing
 // overlap the sink's allocation and writes. Both sides see the entries in
 // archive order: the sink is only ever called from the caller's goroutine.
 //
@@ -23,7 +24,8 @@ import (
 // bytes (several small entries share one; an entry larger than a slab
 // comes in pieces), and the queue holds at most queueLen batches of up to
 // batchLen messages. Messages go in batches so that the two goroutines
-// hand over (and wake each other) once per batch, not once per entry; a
+// hand over (and wake each other) once per batch, not once per entry
+// (and a batch the sink side is done with goes back for reuse); a
 // batch is sent when full, before the reader waits for a free slab, and at
 // the end, so a slow input delays entries but never stalls the walk. When
 // the sink side stops (an error), the reader is told to stop and the walk
@@ -56,6 +58,9 @@ func (s *slab) release() {
 // error that ended it, if any). A header error has hdr nil and err set.
 type piece struct {
 	hdr *tar.Header
+	// prep is hdr prepared by the walker (walk.go), in the reader
+	// goroutine.
+	prep entryPrep
 	// regs is a sparse hdr's checked data map (nil for other entries):
 	// the data that follows is the regions' bytes in order.
 	regs   []sink.Region
@@ -72,8 +77,10 @@ type piece struct {
 type readAhead struct {
 	tap   *tarTap
 	tr    *tar.Reader
+	prep  func(*tar.Header) entryPrep
 	q     chan []piece
-	batch []piece // messages not yet sent
+	batch []piece      // messages not yet sent
+	spare chan []piece // batches the sink side is done with, for reuse
 	stop  chan struct{}
 	free  chan *slab
 	cur   *slab
@@ -100,7 +107,12 @@ func (ra *readAhead) flush() error {
 	}
 	select {
 	case ra.q <- ra.batch:
-		ra.batch = make([]piece, 0, batchLen)
+		select {
+		case b := <-ra.spare:
+			ra.batch = b
+		default:
+			ra.batch = make([]piece, 0, batchLen)
+		}
 		return nil
 	case <-ra.stop:
 		releaseAll(ra.batch)
@@ -164,7 +176,7 @@ func (ra *readAhead) run() {
 			return
 		}
 		if !isSparse(hdr) {
-			if ra.send(piece{hdr: hdr}) != nil {
+			if ra.send(piece{hdr: hdr, prep: ra.prep(hdr)}) != nil {
 				return
 			}
 			want := int64(-1) // read to the entry's end
@@ -186,7 +198,7 @@ func (ra *readAhead) run() {
 			ra.send(piece{hdr: hdr, hdrErr: err})
 			return
 		}
-		if ra.send(piece{hdr: hdr, regs: regs, sparse: true}) != nil {
+		if ra.send(piece{hdr: hdr, prep: ra.prep(hdr), regs: regs, sparse: true}) != nil {
 			return
 		}
 		// The stored bytes come from the archive directly and are owed
@@ -324,29 +336,43 @@ func (s *entryStream) drain() error {
 
 // pieceQueue is the sink side's end of the queue.
 type pieceQueue struct {
-	c   <-chan []piece
-	buf []piece
+	c     <-chan []piece
+	spare chan<- []piece
+	last  []piece // the batch buf is the rest of
+	buf   []piece
 }
 
-// pop returns the next message; false once the reader has finished.
+// pop returns the next message; false once the reader has finished. A
+// batch read to its end goes back to the reader for reuse, so the walk
+// allocates no batches once the queue is full.
 func (q *pieceQueue) pop() (piece, bool) {
 	for len(q.buf) == 0 {
+		if q.last != nil {
+			clear(q.last) // no references kept from a spare batch
+			select {
+			case q.spare <- q.last[:0]:
+			default:
+			}
+			q.last = nil
+		}
 		b, ok := <-q.c
 		if !ok {
 			return piece{}, false
 		}
-		q.buf = b
+		q.last, q.buf = b, b
 	}
 	p := q.buf[0]
 	q.buf = q.buf[1:]
 	return p, true
 }
 
-// startReadAhead starts the reader goroutine on tap and returns its queue
-// and a function that stops it and waits until it has.
-func startReadAhead(tap *tarTap) (*pieceQueue, func()) {
-	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), q: make(chan []piece, queueLen),
-		batch: make([]piece, 0, batchLen), stop: make(chan struct{}), free: make(chan *slab, slabCount)}
+// startReadAhead starts the reader goroutine on tap, preparing each header
+// with prep, and returns its queue and a function that stops it and waits
+// until it has.
+func startReadAhead(tap *tarTap, prep func(*tar.Header) entryPrep) (*pieceQueue, func()) {
+	ra := &readAhead{tap: tap, tr: tar.NewReader(tap), prep: prep, q: make(chan []piece, queueLen),
+		batch: make([]piece, 0, batchLen), spare: make(chan []piece, queueLen+2),
+		stop: make(chan struct{}), free: make(chan *slab, slabCount)}
 	for range slabCount {
 		ra.free <- &slab{b: make([]byte, slabSize), free: ra.free}
 	}
@@ -357,7 +383,7 @@ func startReadAhead(tap *tarTap) (*pieceQueue, func()) {
 		ra.run()
 	}()
 	var once sync.Once
-	return &pieceQueue{c: ra.q}, func() {
+	return &pieceQueue{c: ra.q, spare: ra.spare}, func() {
 		once.Do(func() {
 			close(ra.stop)
 			// Unblock a reader waiting to send, then wait for it.

@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/sinktest"
 )
@@ -289,6 +292,81 @@ func TestExportCrtime(t *testing.T) {
 		h, _ := back.Lstat("f")
 		if h.Crtime.Equal(ct) != keep {
 			t.Errorf("Crtime=%v: imported crtime %v", keep, h.Crtime)
+		}
+	}
+}
+
+// lstatCounter counts the Lstat calls a walk makes on its sink and
+// records the paths it calls Mkdir on.
+type lstatCounter struct {
+	sink.Sink
+	n      int
+	mkdirs map[string]bool
+}
+
+func (c *lstatCounter) Lstat(p string) (*sink.Header, error) {
+	c.n++
+	return c.Sink.Lstat(p)
+}
+
+func (c *lstatCounter) Mkdir(h *sink.Header) error {
+	c.mkdirs[h.Path] = true
+	return c.Sink.Mkdir(h)
+}
+
+// TestImportIntoNewVolumeRoot: a target whose root holds only a few
+// directories (a new ext4lite volume's lost+found, here two more) is known
+// whole after one look, so the entries under the root need no lookups; a
+// tar entry that replaces such a directory still replaces it, one that
+// writes into it leaves its metadata as it was, and one the archive does
+// not touch is left alone.
+func TestImportIntoNewVolumeRoot(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		v, err := ext4lite.Create(filepath.Join(t.TempDir(), "v.ext4"), 64<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		when := time.Unix(1700000000, 5)
+		for _, d := range []string{"keep", "untouched"} {
+			if err := v.Mkdir(&sink.Header{Path: d, Mode: sink.TypeDir | 0o700, Mtime: when, Atime: when}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := &lstatCounter{Sink: v, mkdirs: map[string]bool{}}
+		es := []entry{file("lost+found", "now a file"), file("keep/x", "x")}
+		for i := range 50 {
+			es = append(es, file(fmt.Sprintf("f%d", i), "data"))
+		}
+		w, err := newWalker(c, modeImport, ".", newLimits(0, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.serial = serial
+		before := c.n
+		if err := w.run(bytes.NewReader(tarOf(t, es...))); err != nil {
+			t.Fatal(err)
+		}
+		if c.n-before > 3 {
+			t.Errorf("serial=%v: %d Lstat calls for %d entries in the root, want none per entry", serial, c.n-before, len(es))
+		}
+		if got := content(t, v, "lost+found"); got != "now a file" {
+			t.Errorf("serial=%v: lost+found = %q, want the file that replaced the directory", serial, got)
+		}
+		if got := content(t, v, "keep/x"); got != "x" {
+			t.Errorf("serial=%v: keep/x = %q", serial, got)
+		}
+		h, err := v.Lstat("keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.Mtime.Equal(when) || h.Mode&sink.ModePerm != 0o700 {
+			t.Errorf("serial=%v: keep: mtime %v mode %o, want %v and 0700 kept", serial, h.Mtime, h.Mode&sink.ModePerm, when)
+		}
+		if c.mkdirs["untouched"] {
+			t.Errorf("serial=%v: the walk rewrote the metadata of a directory no entry touches", serial)
+		}
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -41,11 +41,15 @@ type walker struct {
 	dirs   map[string]*sink.Header // metadata to apply at the end
 	isDir  map[string]bool         // paths known to be directories in dst
 	fresh  map[string]bool         // directories this walk created: all they hold is known
+	found  map[string]*sink.Header // directories knowAll found, not yet written into: their metadata
 	whited map[string]bool         // whiteout devices this walk made (overlay form)
 	layer  map[string]bool         // paths (and their ancestors) this archive wrote
 	opaque []string
 	last   string
 	serial bool // run reads in the caller's goroutine only (tests)
+	// stream is the pipelined walk's reader of the current entry's data,
+	// reused: sinks read an entry's data only during the call that takes it.
+	stream entryStream
 }
 
 func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) {
@@ -54,13 +58,14 @@ func newWalker(dst sink.Sink, m mode, dest string, lim limits) (*walker, error) 
 		return nil, fmt.Errorf("overlay: destination: %w", err)
 	}
 	w := &walker{dst: dst, mode: m, dest: d, lim: lim,
-		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{}}
+		dirs: map[string]*sink.Header{}, isDir: map[string]bool{}, layer: map[string]bool{}, fresh: map[string]bool{}, whited: map[string]bool{},
+		found: map[string]*sink.Header{}}
 	// Record the root's metadata before reading it moves its atime.
 	if err := w.ensureDir("."); err != nil {
 		return nil, fmt.Errorf("overlay: target root: %w", err)
 	}
-	if names, err := dst.ReadDir("."); err == nil && len(names) == 0 {
-		w.fresh["."] = true // an empty target: nothing unknown in it
+	if names, err := dst.ReadDir("."); err == nil && w.knowAll(".", names) {
+		w.fresh["."] = true // an empty target (or a new volume's lost+found): nothing unknown in it
 	}
 	if d != "." {
 		if err := w.ensureDir(d); err != nil {
@@ -114,7 +119,7 @@ func (w *walker) runPipelined(r io.Reader) error {
 		return &EntryError{After: true, Err: err}
 	}
 	defer rc.Close()
-	q, stop := startReadAhead(&tarTap{r: rc})
+	q, stop := startReadAhead(&tarTap{r: rc}, w.prepare)
 	defer stop()
 	for {
 		p, ok := q.pop()
@@ -138,7 +143,8 @@ func (w *walker) runPipelined(r io.Reader) error {
 // entryStream applies the entry whose header piece is p, its data read from
 // the pieces that follow on q, and consumes what the sink left unread.
 func (w *walker) entryStream(p piece, q *pieceQueue) error {
-	s := &entryStream{q: q}
+	s := &w.stream
+	*s = entryStream{q: q}
 	var data io.Reader = s
 	if p.sparse {
 		sp, err := sink.NewSparse(p.hdr.Size, p.regs, s)
@@ -147,7 +153,7 @@ func (w *walker) entryStream(p piece, q *pieceQueue) error {
 		}
 		data = sp
 	}
-	if err := w.entry(p.hdr, data); err != nil {
+	if err := w.entry(p.hdr, p.prep, data); err != nil {
 		return err // the walk stops: stop discards the rest
 	}
 	return s.drain()
@@ -176,7 +182,7 @@ func corrupt(err error) error {
 // the sink left unread so the tap can record the next header.
 func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
 	if !isSparse(hdr) {
-		if err := w.entry(hdr, tr); err != nil {
+		if err := w.entry(hdr, w.prepare(hdr), tr); err != nil {
 			return err
 		}
 		_, err := io.Copy(io.Discard, tr)
@@ -186,36 +192,60 @@ func (w *walker) entryData(tap *tarTap, tr *tar.Reader, hdr *tar.Header) error {
 	if err != nil {
 		return err
 	}
-	if err := w.entry(hdr, sp); err != nil {
+	if err := w.entry(hdr, w.prepare(hdr), sp); err != nil {
 		return err
 	}
 	return done()
 }
 
-func (w *walker) entry(hdr *tar.Header, tr io.Reader) error {
+// entryPrep is what an entry's header says before the sink is consulted:
+// its path under the walk's destination, checked against the limits, and
+// its sink header. prepare makes it from the header alone (the walker's
+// destination, limits and mode never change during a walk), so the
+// pipelined walk makes it in the reader goroutine, off the sink's.
+type entryPrep struct {
+	skip     bool // global PAX records, a GNU volume label: nothing to apply
+	path     string
+	whiteout bool         // a ".wh." name in a layer mode: h is nil
+	h        *sink.Header // the entry's sink header
+	err      error        // the first check that refused the entry
+}
+
+// prepare converts and checks hdr in the order entry applies the checks.
+func (w *walker) prepare(hdr *tar.Header) entryPrep {
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader, 'V': // global PAX records; GNU volume label
-		return nil
+		return entryPrep{skip: true}
 	}
 	name, err := cleanName(hdr.Name)
 	if err != nil {
-		return err
+		return entryPrep{err: err}
 	}
 	p := joinPath(w.dest, name)
 	if err := w.lim.checkPath(p); err != nil {
-		return err
+		return entryPrep{err: err}
 	}
-	if w.mode != modeImport && name != "." {
-		if base := baseOf(p); strings.HasPrefix(base, ".wh.") {
-			return w.whiteout(parentOf(p), base, hdr)
-		}
+	if w.mode != modeImport && name != "." && strings.HasPrefix(baseOf(p), ".wh.") {
+		return entryPrep{path: p, whiteout: true}
 	}
 	h, err := header(hdr, p)
-	if err != nil {
-		return err
+	if err == nil {
+		err = w.lim.checkXattrs(h.Xattrs)
 	}
-	if err := w.lim.checkXattrs(h.Xattrs); err != nil {
-		return err
+	return entryPrep{path: p, h: h, err: err}
+}
+
+// entry applies the entry hdr, prepared as ep, its data read from tr.
+func (w *walker) entry(hdr *tar.Header, ep entryPrep, tr io.Reader) error {
+	if ep.skip {
+		return nil
+	}
+	if ep.err != nil {
+		return ep.err
+	}
+	p, h := ep.path, ep.h
+	if ep.whiteout {
+		return w.whiteout(parentOf(p), baseOf(p), hdr)
 	}
 	if p != w.dest {
 		if err := w.ensureDir(parentOf(p)); err != nil {
@@ -349,8 +379,13 @@ func (w *walker) whiteout(dir, base string, hdr *tar.Header) error {
 	return nil
 }
 
-// mark records p and its ancestors as written by this archive.
+// mark records p and its ancestors as written by this archive, for the
+// whiteouts and opaque directories of the layer modes (a plain import has
+// neither: nothing to record).
 func (w *walker) mark(p string) {
+	if w.mode == modeImport {
+		return
+	}
 	for !w.layer[p] {
 		w.layer[p] = true
 		if p == "." {
@@ -382,6 +417,14 @@ func (w *walker) typeAt(p string) (uint32, error) {
 // written through a symlink.
 func (w *walker) ensureDir(p string) error {
 	if w.isDir[p] {
+		if h, ok := w.found[p]; ok {
+			// Written into for the first time: children will change its
+			// mtime, keep what it had.
+			delete(w.found, p)
+			if _, ok := w.dirs[p]; !ok {
+				w.dirs[p] = h
+			}
+		}
 		return nil
 	}
 	if p != "." {
@@ -433,6 +476,32 @@ func (w *walker) ensureDir(p string) error {
 	return nil
 }
 
+// knowAll records the entries names of directory dir if they are few and
+// all directories (a new ext4 volume holds lost+found), and reports
+// whether it did: then every directory in dir is in isDir, what a fresh
+// directory promises, and entries under dir need no lookup. Their
+// metadata is kept in found and restored at the end only for those an
+// entry writes into, as ensureDir does for a directory it finds.
+func (w *walker) knowAll(dir string, names []string) bool {
+	if len(names) > 4 {
+		return false
+	}
+	hs := make([]*sink.Header, len(names))
+	for i, n := range names {
+		h, err := w.dst.Lstat(joinPath(dir, n))
+		if err != nil || h.Type() != sink.TypeDir {
+			return false
+		}
+		hs[i] = h
+	}
+	for i, n := range names {
+		// Known, but left alone unless an entry goes into it (ensureDir).
+		p := joinPath(dir, n)
+		w.isDir[p], w.found[p] = true, hs[i]
+	}
+	return true
+}
+
 // remove deletes p and forgets what was known about it and below it.
 func (w *walker) remove(p string) error {
 	if par := parentOf(p); p != "." && w.dirs[par] == nil {
@@ -452,9 +521,11 @@ func (w *walker) remove(p string) error {
 			}
 		}
 	}
-	for k := range w.dirs {
-		if k == p || strings.HasPrefix(k, prefix) {
-			delete(w.dirs, k)
+	for _, m := range []map[string]*sink.Header{w.dirs, w.found} {
+		for k := range m {
+			if k == p || strings.HasPrefix(k, prefix) {
+				delete(m, k)
+			}
 		}
 	}
 	return nil
