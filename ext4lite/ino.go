@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"sort"
+	"strings"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -182,7 +183,7 @@ func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
 	default:
 		return 0, errInvalid
 	}
-	if typ == sink.TypeSymlink && (len(h.Linkname) == 0 || len(h.Linkname) >= v.bs) {
+	if typ == sink.TypeSymlink && !v.validLinkname(h.Linkname) {
 		return 0, errInvalid
 	}
 	in, err = v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
@@ -232,6 +233,14 @@ func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
 		}
 	}
 	return Ino(in.ino), nil
+}
+
+// validLinkname tells whether a symlink can point at target: not empty,
+// shorter than a block, and no NUL (the kernel and e2fsck take a target to
+// end at its first NUL, so i_size would disagree with it: a corrupt
+// inode).
+func (v *FS) validLinkname(target string) bool {
+	return len(target) > 0 && len(target) < v.bs && strings.IndexByte(target, 0) < 0
 }
 
 // UnlinkAt removes name from dir: a directory (which must be empty) when

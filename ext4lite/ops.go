@@ -441,7 +441,7 @@ func (v *FS) Symlink(h *sink.Header) error {
 	if err := v.checkHeaderXattrs(h); err != nil {
 		return pathErr("symlink", h.Path, err)
 	}
-	if len(h.Linkname) == 0 || len(h.Linkname) >= v.bs {
+	if !v.validLinkname(h.Linkname) {
 		return pathErr("symlink", h.Path, errInvalid)
 	}
 	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeSymlink)
