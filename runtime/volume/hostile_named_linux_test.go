@@ -50,3 +50,25 @@ func TestHostileSymlinkTargetNUL(t *testing.T) {
 	checkVolume(t, s.path, "symlink l -> x\\0y")
 	e2fsckClean(t, s.path)
 }
+
+// TestHostileACLXattrChecks: system.posix_acl_access and _default, which
+// the kernel stores as an entry with an empty name (e_name_len 0), leave a
+// volume that ext4lite's checker passes, as e2fsck does. Before: the
+// checker called every such entry corrupt (a false alarm on any volume
+// with an ACL, the kernel's included).
+func TestHostileACLXattrChecks(t *testing.T) {
+	s := serve(t, 8<<20)
+	ctx := context.Background()
+	acl := "\x02\x00\x00\x00" // posix_acl_xattr_header, version 2, no entries
+	for _, name := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
+		if err := s.root.SetXattr(ctx, name, acl, 0); err != nil {
+			t.Fatalf("setxattr %s: %v", name, err)
+		}
+	}
+	if v, err := s.root.GetXattr(ctx, "system.posix_acl_access", 64); err != nil || v != acl {
+		t.Fatalf("getxattr: %q, %v", v, err)
+	}
+	s.close()
+	e2fsckClean(t, s.path)
+	checkVolume(t, s.path, "setxattr system.posix_acl_access and _default on /")
+}
