@@ -72,3 +72,20 @@ func TestHostileACLXattrChecks(t *testing.T) {
 	e2fsckClean(t, s.path)
 	checkVolume(t, s.path, "setxattr system.posix_acl_access and _default on /")
 }
+
+// TestHostileXattrEmptyName: "user.", "trusted." and "security." with
+// nothing after the prefix are refused with EINVAL, as the VFS does. Before:
+// ext4lite stored an entry with an empty name in a prefix namespace, which
+// no kernel writes and its checker calls corrupt.
+func TestHostileXattrEmptyName(t *testing.T) {
+	s := serve(t, 8<<20)
+	ctx := context.Background()
+	for _, name := range []string{"user.", "trusted.", "security.", "system."} {
+		if err := s.root.SetXattr(ctx, name, "v", 0); err != unix.EINVAL {
+			t.Errorf("setxattr %q: %v, want EINVAL", name, err)
+		}
+	}
+	s.close()
+	checkVolume(t, s.path, `setxattr "user." and others on /`)
+	e2fsckClean(t, s.path)
+}
