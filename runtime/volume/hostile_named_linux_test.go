@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/lisafs"
 
 	"z.gfire.dev/gvx/ext4lite"
 )
@@ -31,6 +32,22 @@ func checkVolume(t testing.TB, path, trace string) {
 	if !r.Clean() {
 		t.Fatalf("check %s: %v; sent:\n%s", path, r.Err(), trace)
 	}
+}
+
+// rawMount sends Mount again, as only the connection's first message
+// should be.
+func rawMount(c *lisafs.Client) (lisafs.FDID, error) {
+	var req lisafs.MountReq
+	var resp lisafs.MountResp
+	hostFD := [1]int{-1}
+	err := c.SndRcvMessage(lisafs.Mount, uint32(req.SizeBytes()), req.MarshalBytes, resp.CheckedUnmarshal, hostFD[:], req.String, resp.String)
+	if hostFD[0] >= 0 {
+		unix.Close(hostFD[0])
+	}
+	if err != nil {
+		return lisafs.InvalidFDID, err
+	}
+	return resp.Root.ControlFD, nil
 }
 
 // TestHostileSymlinkTargetNUL: a symlink whose target holds a NUL (no
@@ -88,4 +105,23 @@ func TestHostileXattrEmptyName(t *testing.T) {
 	s.close()
 	checkVolume(t, s.path, `setxattr "user." and others on /`)
 	e2fsckClean(t, s.path)
+}
+
+// TestHostileMountTwice: Mount is the connection's first message, once; a
+// second is refused (EBUSY), so a Sentry cannot mint root FDs, which
+// MaxOpen does not count, by the million, nor close one to tear the volume
+// down under the others. Before: every Mount made one more root FD.
+func TestHostileMountTwice(t *testing.T) {
+	s := serve(t, 8<<20)
+	for i := 0; i < 3; i++ {
+		if id, err := rawMount(s.client); err != unix.EBUSY {
+			t.Fatalf("mount %d: FD %d, %v; want EBUSY", i+2, id, err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := s.root.MkdirAt(ctx, "d", 0o755, 0, 0); err != nil {
+		t.Fatalf("the first mount's root after the refusals: %v", err)
+	}
+	s.close()
+	checkVolume(t, s.path, "mount ×3")
 }

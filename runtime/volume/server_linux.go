@@ -117,6 +117,9 @@ type Conn struct {
 	// is gone): it closes the volume.
 	onUnmount func()
 	rootOnce  sync.Once
+	// mounted is set by the first Mount: the Sentry mounts a connection
+	// once, and only that root FD may unmount the volume.
+	mounted atomic.Bool
 }
 
 var _ lisafs.ConnectionImpl = (*Conn)(nil)
@@ -144,8 +147,13 @@ func ConnectionOpts(readonly bool) lisafs.ConnectionOpts {
 	return lisafs.ConnectionOpts{Readonly: readonly, WalkStatSupported: true}
 }
 
-// Mount implements lisafs.ConnectionImpl.Mount.
+// Mount implements lisafs.ConnectionImpl.Mount. Only the first Mount of a
+// connection succeeds; another is EBUSY (lisafs would serve any number,
+// and each root FD is outside MaxOpen and unmounts the volume when closed).
 func (c *Conn) Mount(conn *lisafs.Connection, mountNode *lisafs.Node) (*lisafs.ControlFD, lisafs.Statx, int, error) {
+	if c.mounted.Swap(true) {
+		return nil, lisafs.Statx{}, -1, unix.EBUSY
+	}
 	st, err := c.stat(ext4lite.RootIno)
 	if err != nil {
 		return nil, lisafs.Statx{}, -1, err
