@@ -125,3 +125,25 @@ func TestHostileMountTwice(t *testing.T) {
 	s.close()
 	checkVolume(t, s.path, "mount ×3")
 }
+
+// TestHostileMaxOpenOpenCreate: OpenCreateAt makes two FDs (the new file's
+// control FD and its open FD), and is refused with ENFILE unless both fit
+// under MaxOpen. Before: it checked for one, so the server held MaxOpen+1.
+func TestHostileMaxOpenOpenCreate(t *testing.T) {
+	s := serveSpec(t, 8<<20, Spec{Target: "/vol", MaxOpen: 3})
+	ctx := context.Background()
+	if _, _, _, err := s.root.OpenCreateAt(ctx, "a", unix.O_RDWR, 0o644, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.root.OpenCreateAt(ctx, "b", unix.O_RDWR, 0o644, 0, 0); err != unix.ENFILE {
+		t.Errorf("a second create with 2 of 3 FDs held: %v, want ENFILE", err)
+	}
+	if n := s.conn.open.Load(); n > 3 {
+		t.Errorf("the server holds %d FDs, max-open 3", n)
+	}
+	if _, err := s.root.Walk(ctx, "a"); err != nil {
+		t.Errorf("a walk to the third FD: %v", err)
+	}
+	s.close()
+	checkVolume(t, s.path, "opencreate a, b with max-open 3")
+}

@@ -26,11 +26,19 @@ type served struct {
 	client *lisafs.Client
 	root   lisafs.ClientFD
 	srv    *lisafs.Server
+	conn   *Conn // the server's side, for its FD count
 }
 
 // serve creates a size-byte volume in a temporary directory and serves it
 // with Serve, as the gofer extension does.
 func serve(tb testing.TB, size int64) *served {
+	tb.Helper()
+	return serveSpec(tb, size, Spec{Target: "/vol"})
+}
+
+// serveSpec is serve with the mount described by v (Name is set to the
+// volume file's path).
+func serveSpec(tb testing.TB, size int64, v Spec) *served {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "vol.ext4")
 	fsys, err := ext4lite.Create(path, size, nil)
@@ -44,7 +52,8 @@ func serve(tb testing.TB, size int64) *served {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	impl, opts, err := Serve(f, Spec{Target: "/vol", Name: path}, 0)
+	v.Name = path
+	impl, opts, err := Serve(f, v, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -65,7 +74,7 @@ func serve(tb testing.TB, size int64) *served {
 	if err := client.StartChannels(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &served{path: path, client: client, root: client.NewFD(root.ControlFD), srv: srv}
+	s := &served{path: path, client: client, root: client.NewFD(root.ControlFD), srv: srv, conn: impl.(*Conn)}
 	tb.Cleanup(s.close)
 	return s
 }

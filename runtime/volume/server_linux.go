@@ -128,12 +128,15 @@ var _ lisafs.ConnectionImpl = (*Conn)(nil)
 const DefaultMaxOpen = 1 << 16
 
 // full tells whether another FD would pass MaxOpen.
-func (c *Conn) full() bool {
+func (c *Conn) full() bool { return c.fullFor(1) }
+
+// fullFor tells whether n more FDs would pass MaxOpen.
+func (c *Conn) fullFor(n int64) bool {
 	max := c.MaxOpen
 	if max <= 0 {
 		max = DefaultMaxOpen
 	}
-	return c.open.Load() >= max
+	return c.open.Load()+n > max
 }
 
 // NewConn returns a connection implementation for vol; onUnmount (may be
@@ -472,6 +475,9 @@ func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.St
 
 func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, flags uint32) (*lisafs.ControlFD, lisafs.Statx, *lisafs.OpenFD, int, error) {
 	defer fd.lock()()
+	if fd.c.fullFor(2) { // the new file's control FD and its open FD
+		return nil, lisafs.Statx{}, nil, -1, unix.ENFILE
+	}
 	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)})
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
