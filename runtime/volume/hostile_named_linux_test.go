@@ -147,3 +147,58 @@ func TestHostileMaxOpenOpenCreate(t *testing.T) {
 	s.close()
 	checkVolume(t, s.path, "opencreate a, b with max-open 3")
 }
+
+// TestHostileGetdentsConcurrent: Getdents64 on one directory FD from
+// several channels at once (lisafs serves them in parallel: both only read the
+// node) each return the whole directory, in order, once. Before: both
+// moved the FD's snapshot and cursor unlocked, a data race a Sentry could
+// use to read past a slice (duplicates, gaps or a panic showed it).
+func TestHostileGetdentsConcurrent(t *testing.T) {
+	s := serve(t, 16<<20)
+	ctx := context.Background()
+	d := s.dir(t, "d")
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, err := d.MknodAt(ctx, fmt.Sprintf("f%03d", i), unix.S_IFREG|0o644, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _, err := d.OpenAt(ctx, unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dfd := s.client.NewFD(id)
+	const readers = 4
+	bad := make(chan string, readers)
+	for round := 0; round < 2000 && len(bad) == 0; round++ {
+		done := make(chan struct{})
+		for g := 0; g < readers; g++ {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				ds, err := dfd.Getdents64(ctx, -(1 << 20)) // seek to 0, room for all
+				if err != nil {
+					bad <- fmt.Sprintf("round %d: %v", round, err)
+					return
+				}
+				for i, e := range ds {
+					if want := fmt.Sprintf("f%03d", i); string(e.Name) != want {
+						bad <- fmt.Sprintf("round %d: entry %d is %q, want %q (%d entries)", round, i, e.Name, want, len(ds))
+						return
+					}
+				}
+				if len(ds) != n {
+					bad <- fmt.Sprintf("round %d: %d entries, want %d", round, len(ds), n)
+				}
+			}()
+		}
+		for g := 0; g < readers; g++ {
+			<-done
+		}
+	}
+	close(bad)
+	for b := range bad {
+		t.Error(b)
+	}
+	dfd.Close(ctx, true)
+	d.Close(ctx, true)
+}

@@ -653,6 +653,10 @@ type openFD struct {
 	lisafs.OpenFD
 	cfd *controlFD
 
+	// dirMu guards the directory snapshot and cursor: lisafs serves
+	// requests on one FD in parallel (Getdents64 only read-locks the node),
+	// and a Sentry may send two at once.
+	dirMu   sync.Mutex
 	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0
 	next    int
 }
@@ -744,6 +748,8 @@ func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent6
 	if fd.cfd.FileType() != unix.S_IFDIR {
 		return unix.ENOTDIR
 	}
+	fd.dirMu.Lock()
+	defer fd.dirMu.Unlock()
 	if seek0 || fd.dirents == nil {
 		if err := fd.snapshot(); err != nil {
 			return err
