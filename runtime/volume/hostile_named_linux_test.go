@@ -43,6 +43,7 @@ func rawMount(c *lisafs.Client) (lisafs.FDID, error) {
 	err := c.SndRcvMessage(lisafs.Mount, uint32(req.SizeBytes()), req.MarshalBytes, resp.CheckedUnmarshal, hostFD[:], req.String, resp.String)
 	if hostFD[0] >= 0 {
 		unix.Close(hostFD[0])
+		return lisafs.InvalidFDID, fmt.Errorf("mount donated host FD %d", hostFD[0])
 	}
 	if err != nil {
 		return lisafs.InvalidFDID, err
@@ -201,4 +202,46 @@ func TestHostileGetdentsConcurrent(t *testing.T) {
 	}
 	dfd.Close(ctx, true)
 	d.Close(ctx, true)
+}
+
+// TestHostileRootClosedFirst: a Sentry that releases the mount's root FD
+// while it still holds others (a file and a directory it unlinked, each
+// open) does not get the volume closed under them: the volume closes when
+// the connection's last FD goes, so the unlinked inodes are freed first
+// and the volume is left clean. Before: releasing the root closed the
+// volume at once; the FDs still held answered ENOENT (the open, unlinked
+// file could not be read) and their releases were dropped.
+func TestHostileRootClosedFirst(t *testing.T) {
+	s := serve(t, 8<<20)
+	ctx := context.Background()
+	d := s.dir(t, "d")
+	in, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, fo := s.client.NewFD(in.ControlFD), s.client.NewFD(ofd)
+	if _, err := fo.Write(ctx, pattern(100000, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.root.UnlinkAt(ctx, "d", unix.AT_REMOVEDIR); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.root.UnlinkAt(ctx, "f", 0); err != nil {
+		t.Fatal(err)
+	}
+	s.root.Close(ctx, true)
+	// The unlinked file is still readable: the volume is not closed.
+	buf := make([]byte, 10)
+	if n, err := fo.Read(ctx, buf, 0); err != nil || n != 10 {
+		t.Errorf("read of the unlinked file after the root's release: %d, %v", n, err)
+	}
+	fo.Close(ctx, true)
+	f.Close(ctx, true)
+	d.Close(ctx, true)
+	s.client.Close()
+	s.srv.Wait()
+	s.srv.Destroy()
+	s.client = nil
+	checkVolume(t, s.path, "mkdir d, create f, rmdir d and unlink f while open, release the root, then the rest")
+	e2fsckClean(t, s.path)
 }

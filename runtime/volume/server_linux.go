@@ -113,10 +113,14 @@ type Conn struct {
 	// ENFILE.
 	MaxOpen int64
 	open    atomic.Int64
-	// onUnmount runs when the mount's root FD is released (the sandbox
-	// is gone): it closes the volume.
-	onUnmount func()
-	rootOnce  sync.Once
+	// onUnmount runs once the mount's root FD and every other FD are
+	// released (the Sentry unmounted, or the connection is gone): it
+	// closes the volume. Not at the root's release alone: a Sentry may
+	// release the root first, and the volume must outlive the FDs that
+	// still hold inodes (an unlinked file is freed at its last release).
+	onUnmount    func()
+	rootOnce     sync.Once
+	rootReleased atomic.Bool
 	// mounted is set by the first Mount: the Sentry mounts a connection
 	// once, and only that root FD may unmount the volume.
 	mounted atomic.Bool
@@ -140,7 +144,7 @@ func (c *Conn) fullFor(n int64) bool {
 }
 
 // NewConn returns a connection implementation for vol; onUnmount (may be
-// nil) runs once the Sentry has released the mount.
+// nil) runs once the Sentry has released the mount and every FD on it.
 func NewConn(vol *Volume, onUnmount func()) *Conn {
 	return &Conn{vol: vol, onUnmount: onUnmount}
 }
@@ -297,9 +301,6 @@ func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *contr
 func (fd *controlFD) FD() *lisafs.ControlFD { return &fd.ControlFD }
 
 func (fd *controlFD) Close() {
-	if !fd.root {
-		fd.c.open.Add(-1)
-	}
 	fd.c.vol.mu.Lock()
 	if !fd.c.vol.closed {
 		// The last reference to an unlinked inode frees it without
@@ -309,8 +310,19 @@ func (fd *controlFD) Close() {
 		_ = fd.c.vol.fs.Unref(fd.ino)
 	}
 	fd.c.vol.mu.Unlock()
-	if fd.root && fd.c.onUnmount != nil {
-		fd.c.rootOnce.Do(fd.c.onUnmount)
+	// Counted down after the Unref: the last release unmounts.
+	if fd.root {
+		fd.c.rootReleased.Store(true)
+	} else {
+		fd.c.open.Add(-1)
+	}
+	fd.c.maybeUnmount()
+}
+
+// maybeUnmount runs onUnmount once the root FD and all others are released.
+func (c *Conn) maybeUnmount() {
+	if c.onUnmount != nil && c.rootReleased.Load() && c.open.Load() == 0 {
+		c.rootOnce.Do(c.onUnmount)
 	}
 }
 
@@ -665,7 +677,10 @@ var _ lisafs.OpenFDImpl = (*openFD)(nil)
 
 func (fd *openFD) FD() *lisafs.OpenFD { return &fd.OpenFD }
 
-func (fd *openFD) Close() { fd.cfd.c.open.Add(-1) }
+func (fd *openFD) Close() {
+	fd.cfd.c.open.Add(-1)
+	fd.cfd.c.maybeUnmount()
+}
 
 func (fd *openFD) Stat() (lisafs.Statx, error) { return fd.cfd.Stat() }
 
