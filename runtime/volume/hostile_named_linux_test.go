@@ -34,6 +34,15 @@ func checkVolume(t testing.TB, path, trace string) {
 	}
 }
 
+// rawPRead sends PRead with the count the program chose (ClientFD.Read
+// would split it and allocate the whole buffer on the client's side).
+func rawPRead(c *lisafs.Client, fd lisafs.FDID, off uint64, count uint32) (uint64, error) {
+	req := lisafs.PReadReq{Offset: off, FD: fd, Count: count}
+	resp := lisafs.PReadResp{Buf: make([]byte, min(count, lisafs.MaxMessageSize()))}
+	err := c.SndRcvMessage(lisafs.PRead, uint32(req.SizeBytes()), req.MarshalUnsafe, resp.CheckedUnmarshal, nil, req.String, resp.String)
+	return uint64(resp.NumBytes), err
+}
+
 // rawMount sends Mount again, as only the connection's first message
 // should be.
 func rawMount(c *lisafs.Client) (lisafs.FDID, error) {
@@ -244,4 +253,34 @@ func TestHostileRootClosedFirst(t *testing.T) {
 	s.client = nil
 	checkVolume(t, s.path, "mkdir d, create f, rmdir d and unlink f while open, release the root, then the rest")
 	e2fsckClean(t, s.path)
+}
+
+// TestHostilePReadHuge: PReads of 2^31 and 2^32-1 bytes are refused
+// without a buffer of that size (lisafs bounds the response by
+// MaxMessageSize; at 2^32-1 its own size check wraps and its handler
+// panics, which it recovers as EREMOTEIO: knownLisafsPanic), and the
+// server serves on; a read of what fits returns the data.
+func TestHostilePReadHuge(t *testing.T) {
+	s := serve(t, 8<<20)
+	ctx := context.Background()
+	_, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := s.client.NewFD(ofd)
+	if _, err := fd.Write(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, count := range []uint32{1 << 31, 1<<32 - 1, 1<<32 - 8} {
+		before := heapAllocs()
+		if _, err := rawPRead(s.client, ofd, 0, count); err == nil {
+			t.Errorf("pread of %d bytes: no error", count)
+		}
+		if a := heapAllocs() - before; a > 4<<20 { // the client's own response buffer (2 MiB) included
+			t.Errorf("pread of %d bytes allocated %d bytes", count, a)
+		}
+	}
+	if n, err := rawPRead(s.client, ofd, 0, 4096); err != nil || n != 4 {
+		t.Errorf("pread of 4096 bytes after: %d, %v", n, err)
+	}
 }

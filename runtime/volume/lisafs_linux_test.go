@@ -40,7 +40,12 @@ func serve(tb testing.TB, size int64) *served {
 // volume file's path).
 func serveSpec(tb testing.TB, size int64, v Spec) *served {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "vol.ext4")
+	return serveAt(tb, filepath.Join(tb.TempDir(), "vol.ext4"), size, v)
+}
+
+// serveAt is serveSpec with the volume file at path.
+func serveAt(tb testing.TB, path string, size int64, v Spec) *served {
+	tb.Helper()
 	fsys, err := ext4lite.Create(path, size, nil)
 	if err != nil {
 		tb.Fatal(err)
