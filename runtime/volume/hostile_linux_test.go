@@ -434,6 +434,9 @@ func playHostile(t *testing.T, prog []byte, withE2fsck bool) *hostile {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("the unmount took %v; program:\n%s", d, strings.Join(h.trace, "\n"))
 	}
+	if !volumeClosed(s) {
+		t.Fatalf("the unmount left the volume open; program:\n%s", strings.Join(h.trace, "\n"))
+	}
 	checkVolume(t, s.path, strings.Join(h.trace, "\n"))
 	if withE2fsck {
 		e2fsckClean(t, s.path)

@@ -34,6 +34,13 @@ func checkVolume(t testing.TB, path, trace string) {
 	}
 }
 
+// volumeClosed tells whether the server has closed s's volume.
+func volumeClosed(s *served) bool {
+	s.conn.vol.mu.Lock()
+	defer s.conn.vol.mu.Unlock()
+	return s.conn.vol.closed
+}
+
 // rawPRead sends PRead with the count the program chose (ClientFD.Read
 // would split it and allocate the whole buffer on the client's side).
 func rawPRead(c *lisafs.Client, fd lisafs.FDID, off uint64, count uint32) (uint64, error) {
@@ -251,6 +258,9 @@ func TestHostileRootClosedFirst(t *testing.T) {
 	s.srv.Wait()
 	s.srv.Destroy()
 	s.client = nil
+	if !volumeClosed(s) {
+		t.Fatal("the volume is still open after the connection's end")
+	}
 	checkVolume(t, s.path, "mkdir d, create f, rmdir d and unlink f while open, release the root, then the rest")
 	e2fsckClean(t, s.path)
 }
