@@ -1,8 +1,11 @@
 package volume
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -292,5 +295,55 @@ func TestHostilePReadHuge(t *testing.T) {
 	}
 	if n, err := rawPRead(s.client, ofd, 0, 4096); err != nil || n != 4 {
 		t.Errorf("pread of 4096 bytes after: %d, %v", n, err)
+	}
+}
+
+// TestHostileReadOnlyUnchanged: a read-only mount changes not one byte of
+// the volume file, whatever a Sentry sends: every FuzzServe seed and 100
+// random programs, on a volume holding a directory, files, a symlink and
+// xattrs (the file is opened O_RDONLY, as the gofer opens it; lisafs and
+// ext4lite refuse each write, and nothing else may write either).
+func TestHostileReadOnlyUnchanged(t *testing.T) {
+	s := serve(t, 8<<20)
+	ctx := context.Background()
+	d := s.dir(t, "a")
+	for _, name := range []string{"b", "f0", "f1"} {
+		untarFile(t, s, d, name, pattern(5000, 3))
+	}
+	if _, err := s.root.SymlinkAt(ctx, "c", "a/b", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetXattr(ctx, "user.a", "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	d.Close(ctx, true)
+	s.close()
+	path := s.path
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs := [][]byte{}
+	for _, p := range hostileSeeds {
+		progs = append(progs, p)
+	}
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 100; i++ {
+		p := make([]byte, 100+r.Intn(400))
+		r.Read(p)
+		progs = append(progs, p)
+	}
+	for i, p := range progs {
+		ro := serveFile(t, path, Spec{Target: "/vol", ReadOnly: true, MaxOpen: hostileMaxOpen})
+		h := &hostile{tb: t, s: ro, ctx: ctx, prog: p, fds: []lisafs.FDID{ro.root.ID()}}
+		h.run()
+		ro.close()
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("program %d changed the read-only volume; it sent:\n%s", i, strings.Join(h.trace, "\n"))
+		}
 	}
 }

@@ -53,7 +53,18 @@ func serveAt(tb testing.TB, path string, size int64, v Spec) *served {
 	if err := fsys.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	return serveFile(tb, path, v)
+}
+
+// serveFile serves the existing volume file at path as v describes
+// (read-only: the file is opened O_RDONLY, as the gofer opens it).
+func serveFile(tb testing.TB, path string, v Spec) *served {
+	tb.Helper()
+	flags := os.O_RDWR
+	if v.ReadOnly {
+		flags = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
