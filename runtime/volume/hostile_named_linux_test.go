@@ -3,6 +3,7 @@ package volume
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"strings"
@@ -345,5 +346,49 @@ func TestHostileReadOnlyUnchanged(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("program %d changed the read-only volume; it sent:\n%s", i, strings.Join(h.trace, "\n"))
 		}
+	}
+}
+
+// TestHostileGetdentsHugeCount: a Getdents64 whose count is 2^31-1 on a
+// directory whose entries take more than a message (12000 names of 200
+// bytes: 2.7 MB as lisafs marshals them, 227 bytes each, the message
+// 2 MiB) answers what fits in one message, and reads to the end return
+// every name once. Before: the server recorded every entry, lisafs's
+// handler sliced its message buffer past its end and panicked (recovered
+// as EREMOTEIO), and the entries were consumed: lost to the next call.
+func TestHostileGetdentsHugeCount(t *testing.T) {
+	s := serve(t, 256<<20)
+	ctx := context.Background()
+	d := s.dir(t, "d")
+	const n = 12000
+	long := strings.Repeat("n", 195)
+	for i := 0; i < n; i++ {
+		if _, err := d.MknodAt(ctx, fmt.Sprintf("%s%05d", long, i), unix.S_IFREG|0o644, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _, err := d.OpenAt(ctx, unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dfd := s.client.NewFD(id)
+	seen := map[string]bool{}
+	for calls := 0; ; calls++ {
+		ds, err := dfd.Getdents64(ctx, math.MaxInt32)
+		if err != nil {
+			t.Fatalf("getdents %d: %v (after %d names)", calls, err, len(seen))
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, e := range ds {
+			if seen[string(e.Name)] {
+				t.Fatalf("%q twice", e.Name)
+			}
+			seen[string(e.Name)] = true
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d names, want %d", len(seen), n)
 	}
 }

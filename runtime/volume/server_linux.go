@@ -759,6 +759,12 @@ func (fd *openFD) Flush() error { return nil }
 // Getdent64's count).
 func direntCost(name string) uint32 { return (19 + uint32(len(name)) + 1 + 7) &^ 7 }
 
+// maxDirentsBytes bounds what one Getdent64 records, as lisafs marshals
+// it, whatever count the Sentry asks for: the response must fit in one
+// message, and lisafs's handler grows its buffer ten maximal dirents
+// (2,800 bytes) at a time and slices past the message's end if asked to.
+func maxDirentsBytes() uint32 { return lisafs.MaxMessageSize() - 4096 }
+
 func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent64)) error {
 	if fd.cfd.FileType() != unix.S_IFDIR {
 		return unix.ENOTDIR
@@ -770,14 +776,15 @@ func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent6
 			return err
 		}
 	}
-	var used uint32
+	var used, sent uint32
 	for fd.next < len(fd.dirents) {
 		d := fd.dirents[fd.next]
-		c := direntCost(string(d.Name))
-		if used+c > count && used > 0 {
+		c, size := direntCost(string(d.Name)), uint32(d.SizeBytes())
+		if used > 0 && (used+c > count || sent+size > maxDirentsBytes()) {
 			break
 		}
 		used += c
+		sent += size
 		fd.next++
 		record(d)
 	}
