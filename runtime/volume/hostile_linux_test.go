@@ -31,8 +31,10 @@ import (
 //   - it allocated at most opAllocBound bytes of Go heap, in the whole test
 //     process (a PRead of 2^31 must not allocate 2 GiB);
 //   - the server holds at most MaxOpen control and open FDs
-//     (hostileMaxOpen; the mount's root FDs are not counted).
-// And after the program: the Sentry's unmount closes the volume, and
+//     (hostileMaxOpen; the mount's root FD is not counted), and directory
+//     snapshots within MaxDirents.
+// And after the program: the Sentry's unmount returns, closes the volume
+// and releases every snapshot, and
 // ext4lite's Check finds it clean (e2fsck -fn too, outside fuzzing).
 
 const (
@@ -242,6 +244,9 @@ func (h *hostile) run() {
 		if h.donated != "" {
 			h.tb.Fatalf("the server donated a host FD: %s; program:\n%s", h.donated, strings.Join(h.trace, "\n"))
 		}
+		if b := h.s.conn.dirents.Load(); b > DefaultMaxDirents || b < 0 {
+			h.tb.Fatalf("after %s the directory snapshots hold %d bytes (max %d); program:\n%s", desc, b, DefaultMaxDirents, strings.Join(h.trace, "\n"))
+		}
 		if o := h.s.conn.open.Load(); o > hostileMaxOpen || o < 0 {
 			h.tb.Fatalf("after %s the server holds %d FDs (max-open %d); program:\n%s", desc, o, hostileMaxOpen, strings.Join(h.trace, "\n"))
 		}
@@ -436,6 +441,9 @@ func playHostile(t *testing.T, prog []byte, withE2fsck bool) *hostile {
 	}
 	if !volumeClosed(s) {
 		t.Fatalf("the unmount left the volume open; program:\n%s", strings.Join(h.trace, "\n"))
+	}
+	if b := s.conn.dirents.Load(); b != 0 {
+		t.Fatalf("after the unmount %d bytes of directory snapshots are still charged; program:\n%s", b, strings.Join(h.trace, "\n"))
 	}
 	checkVolume(t, s.path, strings.Join(h.trace, "\n"))
 	if withE2fsck {

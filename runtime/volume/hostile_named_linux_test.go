@@ -392,3 +392,78 @@ func TestHostileGetdentsHugeCount(t *testing.T) {
 		t.Fatalf("%d names, want %d", len(seen), n)
 	}
 }
+
+// TestHostileDirentsBounded: the directory snapshots a mount's open FDs
+// hold are bounded by MaxDirents: a Sentry that reads one entry from each
+// of many FDs on a large directory gets ENOMEM once they hold the budget,
+// not a copy of the directory per FD; a snapshot read to its end is
+// released while its FD stays open, and closing FDs releases theirs.
+// Before: each open directory kept its whole listing until closed, so
+// MaxOpen FDs could hold MaxOpen copies.
+func TestHostileDirentsBounded(t *testing.T) {
+	s := serve(t, 64<<20)
+	s.conn.MaxDirents = 1 << 20
+	ctx := context.Background()
+	d := s.dir(t, "d")
+	const n = 2000 // about 106 KB of snapshot each
+	for i := 0; i < n; i++ {
+		if _, err := d.MknodAt(ctx, fmt.Sprintf("f%04d", i), unix.S_IFREG|0o644, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fds []lisafs.ClientFD
+	enomem := 0
+	for i := 0; i < 30; i++ {
+		id, _, err := d.OpenAt(ctx, unix.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd := s.client.NewFD(id)
+		fds = append(fds, fd)
+		switch _, err := fd.Getdents64(ctx, 32); err {
+		case nil:
+		case unix.ENOMEM:
+			enomem++
+		default:
+			t.Fatalf("getdents on FD %d: %v", i, err)
+		}
+		if held := s.conn.dirents.Load(); held > s.conn.MaxDirents {
+			t.Fatalf("after %d FDs the snapshots hold %d bytes, MaxDirents %d", i+1, held, s.conn.MaxDirents)
+		}
+	}
+	if enomem == 0 {
+		t.Fatalf("30 snapshots of %d entries held under a 1 MiB bound", n)
+	}
+	for _, fd := range fds {
+		fd.Close(ctx, true)
+	}
+	if held := s.conn.dirents.Load(); held != 0 {
+		t.Fatalf("after every FD closed the snapshots hold %d bytes", held)
+	}
+	id, _, err := d.OpenAt(ctx, unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := s.client.NewFD(id)
+	names := 0
+	for {
+		ds, err := fd.Getdents64(ctx, 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		names += len(ds)
+	}
+	if names != n {
+		t.Fatalf("read to the end: %d names, want %d", names, n)
+	}
+	if held := s.conn.dirents.Load(); held != 0 {
+		t.Errorf("a snapshot read to its end still holds %d bytes", held)
+	}
+	if ds, err := fd.Getdents64(ctx, -(1 << 16)); err != nil || len(ds) == 0 {
+		t.Errorf("a rewind after the end: %d entries, %v", len(ds), err)
+	}
+	fd.Close(ctx, true)
+}

@@ -113,6 +113,15 @@ type Conn struct {
 	// ENFILE.
 	MaxOpen int64
 	open    atomic.Int64
+	// MaxDirents bounds the directory snapshots the open FDs of this
+	// mount hold at once, in bytes (0: DefaultMaxDirents). Each open
+	// directory lists itself at its first Getdents64 and keeps that list
+	// until read to its end, rewound or closed; without a bound, a Sentry
+	// that reads one entry from each of MaxOpen FDs of a large directory
+	// would hold MaxOpen copies of it. Past it, Getdents64 fails with
+	// ENOMEM until others are released.
+	MaxDirents int64
+	dirents    atomic.Int64
 	// onUnmount runs once the mount's root FD and every other FD are
 	// released (the Sentry unmounted, or the connection is gone): it
 	// closes the volume. Not at the root's release alone: a Sentry may
@@ -130,6 +139,24 @@ var _ lisafs.ConnectionImpl = (*Conn)(nil)
 
 // DefaultMaxOpen is Conn.MaxOpen's default.
 const DefaultMaxOpen = 1 << 16
+
+// DefaultMaxDirents is Conn.MaxDirents's default: 128 MiB, a listing of
+// about two million entries held at once.
+const DefaultMaxDirents = 128 << 20
+
+// charge takes n bytes of directory snapshot from the mount's budget;
+// false (nothing taken) past MaxDirents.
+func (c *Conn) charge(n int64) bool {
+	max := c.MaxDirents
+	if max <= 0 {
+		max = DefaultMaxDirents
+	}
+	if c.dirents.Add(n) > max {
+		c.dirents.Add(-n)
+		return false
+	}
+	return true
+}
 
 // full tells whether another FD would pass MaxOpen.
 func (c *Conn) full() bool { return c.fullFor(1) }
@@ -669,8 +696,10 @@ type openFD struct {
 	// requests on one FD in parallel (Getdents64 only read-locks the node),
 	// and a Sentry may send two at once.
 	dirMu   sync.Mutex
-	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0
+	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0; dropped once read to its end
 	next    int
+	listed  bool  // a snapshot was taken (dirents may since be dropped)
+	charged int64 // bytes of dirents charged to the Conn's MaxDirents
 }
 
 var _ lisafs.OpenFDImpl = (*openFD)(nil)
@@ -678,6 +707,9 @@ var _ lisafs.OpenFDImpl = (*openFD)(nil)
 func (fd *openFD) FD() *lisafs.OpenFD { return &fd.OpenFD }
 
 func (fd *openFD) Close() {
+	fd.dirMu.Lock()
+	fd.dropDirents()
+	fd.dirMu.Unlock()
 	fd.cfd.c.open.Add(-1)
 	fd.cfd.c.maybeUnmount()
 }
@@ -771,7 +803,7 @@ func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent6
 	}
 	fd.dirMu.Lock()
 	defer fd.dirMu.Unlock()
-	if seek0 || fd.dirents == nil {
+	if seek0 || !fd.listed {
 		if err := fd.snapshot(); err != nil {
 			return err
 		}
@@ -788,17 +820,41 @@ func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent6
 		fd.next++
 		record(d)
 	}
+	if fd.next == len(fd.dirents) {
+		fd.dropDirents() // read to its end: what follows is nothing, until a rewind
+	}
 	return nil
 }
 
+// direntBytes is what one snapshot entry holds in memory: a
+// lisafs.Dirent64's fixed fields and string header (48 bytes on 64-bit),
+// and the name.
+func direntBytes(name string) int64 { return 48 + int64(len(name)) }
+
+// dropDirents releases the snapshot and its charge (dirMu held).
+func (fd *openFD) dropDirents() {
+	fd.cfd.c.dirents.Add(-fd.charged)
+	fd.dirents, fd.next, fd.charged = nil, 0, 0
+}
+
+// snapshot lists the directory from its start (dirMu held), charging the
+// list to the mount's MaxDirents: ENOMEM past it.
 func (fd *openFD) snapshot() error {
+	fd.dropDirents()
 	defer fd.cfd.lock()()
 	ents, err := fd.cfd.c.vol.fs.Entries(fd.cfd.ino)
 	if err != nil {
 		return errno(err)
 	}
+	var cost int64
+	for _, e := range ents {
+		cost += direntBytes(e.Name)
+	}
+	if !fd.cfd.c.charge(cost) {
+		return unix.ENOMEM
+	}
+	fd.charged, fd.listed = cost, true
 	fd.dirents = make([]lisafs.Dirent64, 0, len(ents))
-	fd.next = 0
 	for _, e := range ents {
 		if e.Name == "." || e.Name == ".." {
 			continue // the Sentry makes its own
