@@ -57,8 +57,10 @@
 // softer than the Sentry: every request is answered from the volume's own
 // inodes through ext4lite (which validates names, sizes and offsets), no
 // host path is ever opened by name and no host FD is ever handed out, a
-// connection mounts once and holds at most MaxOpen FDs besides its root,
-// and the volume is closed only when the last FD is released, so whatever
+// connection mounts once and holds at most MaxOpen FDs besides its root
+// and MaxDirents bytes of directory listings, a response fits one message
+// whatever the count asked for, a read-only mount writes nothing, and the
+// volume is closed only when the last FD is released, so whatever
 // the requests were, the unmount leaves a volume that ext4lite's Check
 // and e2fsck -fn pass. FuzzServe plays that client over a real lisafs
 // connection (every request type, hostile FDs, names, offsets, counts,
