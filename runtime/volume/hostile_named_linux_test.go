@@ -235,14 +235,7 @@ func TestHostileRootClosedFirst(t *testing.T) {
 	s := serve(t, 8<<20)
 	ctx := context.Background()
 	d := s.dir(t, "d")
-	in, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, fo := s.client.NewFD(in.ControlFD), s.client.NewFD(ofd)
-	if _, err := fo.Write(ctx, pattern(100000, 1), 0); err != nil {
-		t.Fatal(err)
-	}
+	f, fo := s.create(t, "f", pattern(100000, 1))
 	if err := s.root.UnlinkAt(ctx, "d", unix.AT_REMOVEDIR); err != nil {
 		t.Fatal(err)
 	}
@@ -276,25 +269,17 @@ func TestHostileRootClosedFirst(t *testing.T) {
 // server serves on; a read of what fits returns the data.
 func TestHostilePReadHuge(t *testing.T) {
 	s := serve(t, 8<<20)
-	ctx := context.Background()
-	_, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := s.client.NewFD(ofd)
-	if _, err := fd.Write(ctx, []byte("data"), 0); err != nil {
-		t.Fatal(err)
-	}
+	_, fd := s.create(t, "f", []byte("data"))
 	for _, count := range []uint32{1 << 31, 1<<32 - 1, 1<<32 - 8} {
 		before := heapAllocs()
-		if _, err := rawPRead(s.client, ofd, 0, count); err == nil {
+		if _, err := rawPRead(s.client, fd.ID(), 0, count); err == nil {
 			t.Errorf("pread of %d bytes: no error", count)
 		}
 		if a := heapAllocs() - before; a > 4<<20 { // the client's own response buffer (2 MiB) included
 			t.Errorf("pread of %d bytes allocated %d bytes", count, a)
 		}
 	}
-	if n, err := rawPRead(s.client, ofd, 0, 4096); err != nil || n != 4 {
+	if n, err := rawPRead(s.client, fd.ID(), 0, 4096); err != nil || n != 4 {
 		t.Errorf("pread of 4096 bytes after: %d, %v", n, err)
 	}
 }

@@ -119,6 +119,22 @@ func (s *served) dir(tb testing.TB, name string) lisafs.ClientFD {
 	return s.client.NewFD(in.ControlFD)
 }
 
+// create makes name under the root, open read-write, writes data into it
+// and returns its control and open FDs.
+func (s *served) create(tb testing.TB, name string, data []byte) (cfd, fd lisafs.ClientFD) {
+	tb.Helper()
+	ctx := context.Background()
+	in, ofd, _, err := s.root.OpenCreateAt(ctx, name, unix.O_RDWR, 0o644, 0, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfd, fd = s.client.NewFD(in.ControlFD), s.client.NewFD(ofd)
+	if n, err := fd.Write(ctx, data, 0); err != nil || n != uint64(len(data)) {
+		tb.Fatalf("write %s: %d, %v", name, n, err)
+	}
+	return cfd, fd
+}
+
 // untarFile sends what the Sentry sends for one small file busybox tar
 // extracts (counted in a runsc debug log): unlink (ENOENT), walk (ENOENT),
 // create and open, write, chmod, utimes; the FDs are closed (batched by the
@@ -249,14 +265,7 @@ func TestServeWorkload(t *testing.T) {
 func TestFsyncAfterCleanSync(t *testing.T) {
 	s := serve(t, 64<<20)
 	ctx := context.Background()
-	_, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := s.client.NewFD(ofd)
-	if _, err := fd.Write(ctx, []byte("one"), 0); err != nil {
-		t.Fatal(err)
-	}
+	_, fd := s.create(t, "f", []byte("one"))
 	for i := 0; i < 3; i++ { // the second and third find the volume clean
 		if err := fd.Sync(ctx); err != nil {
 			t.Fatal(err)
