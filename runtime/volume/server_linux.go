@@ -841,6 +841,7 @@ func (fd *openFD) dropDirents() {
 // list to the mount's MaxDirents: ENOMEM past it.
 func (fd *openFD) snapshot() error {
 	fd.dropDirents()
+	fd.listed = false // until this one is taken: a failed one is retried
 	defer fd.cfd.lock()()
 	ents, err := fd.cfd.c.vol.fs.Entries(fd.cfd.ino)
 	if err != nil {
