@@ -3,6 +3,7 @@ package volume
 import (
 	"fmt"
 	"maps"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,10 +73,10 @@ const noPathEnv = "GVX_VOLUME_NOPATH_CHILD"
 // reach anything outside the volume. A child process serves a volume, then
 // installs a seccomp filter that kills it at the first syscall naming a
 // host path or making a socket (open, openat, stat, readlink, mkdir, …,
-// socket, connect, execve), and plays every FuzzServe seed and the escapes
-// a guest would try (a symlink to ../../../../etc/passwd walked through and
-// read, "..", "/" and NUL in names, Connect and BindAt on it) on the one
-// volume, then unmounts it. It must live to say so, and the volume passes
+// socket, connect, execve), and plays the escapes a guest would try (a
+// symlink to ../../../../etc/passwd walked through and read, "..", "/" and
+// NUL in names, Connect on it), every FuzzServe seed and 50 random
+// programs on the one volume, then unmounts it. It must live to say so, and the volume passes
 // ext4lite's checker and e2fsck -fn. Also: the seccomp rules the gofer
 // extension adds stay the nine syscalls on the volume file's FD.
 func TestHostileServerOpensNoPath(t *testing.T) {
@@ -159,14 +160,20 @@ func noPathChild(t *testing.T, path string) {
 	fd, err := escFD.Connect(ctx, linux.SOCK_STREAM, 0, 0)
 	fmt.Printf("connect: %d, %v\n", fd, err)
 	h := &hostile{tb: t, s: s, ctx: ctx, fds: []lisafs.FDID{s.root.ID()}}
-	// Every seed, the one that closes the root (and so unmounts the
-	// volume) last.
+	// Every seed, the one that closes the root last, then 50 random
+	// programs.
 	names := slices.Sorted(maps.Keys(hostileSeeds))
 	names = append(slices.DeleteFunc(names, func(n string) bool { return n == "bad-fds" }), "bad-fds")
 	for _, name := range names {
 		h.prog = hostileSeeds[name]
 		h.run()
 		fmt.Printf("seed %s: %d ops\n", name, len(h.trace))
+	}
+	r := rand.New(rand.NewSource(3))
+	for i := 0; i < 50; i++ {
+		h.prog = make([]byte, 100+r.Intn(400))
+		r.Read(h.prog)
+		h.run()
 	}
 	s.close()
 	fmt.Printf("%d ops served with no path syscall\n", len(h.trace))
