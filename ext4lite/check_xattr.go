@@ -88,7 +88,7 @@ func (c *checker) xattrEntries(ino uint32, blk uint64, ents, base []byte, entOff
 		}
 		e := disk.DecodeXattrEntry(ents[p:])
 		size := disk.XattrEntrySize(int(e.NameLen))
-		if e.NameLen == 0 || p+size > len(ents) {
+		if e.NameLen == 0 && !disk.XattrWholeName(e.NameIndex) || p+size > len(ents) {
 			c.add(ino, blk, "%s: entry %d name (%d bytes) bad or past its area", what, n, e.NameLen)
 			return nil
 		}

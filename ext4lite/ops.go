@@ -432,9 +432,11 @@ func (v *FS) copyBuf() []byte {
 }
 
 // validLinkname reports whether a symlink may point at target: not empty,
-// shorter than a block, and no NUL (symlink(2) takes a C string, so no
-// Linux link holds one; only a hand-made lisafs request could, and no tar
-// could carry it: the volume's export would fail at it).
+// shorter than a block, and no NUL. symlink(2) takes a C string, so no
+// Linux link holds one; only a hand-made lisafs request could. The kernel
+// and e2fsck take a target to end at its first NUL, so i_size would
+// disagree with it (a corrupt inode), and no tar could carry it (the
+// volume's export would fail at it).
 func (v *FS) validLinkname(target string) bool {
 	return len(target) > 0 && len(target) < v.bs && strings.IndexByte(target, 0) < 0
 }

@@ -272,7 +272,7 @@ const xattrSizeMax = 64 << 10
 // values; E2BIG). A set of attributes that fit alone but not together is
 // ErrNoSpace (xattrsFit).
 func (v *FS) checkXattr(name string, value []byte) error {
-	_, suffix, ok := disk.XattrSplitName(name)
+	idx, suffix, ok := disk.XattrSplitName(name)
 	if !ok {
 		return fmt.Errorf("xattr %q: %w: ext4 stores only user., trusted., security. and system. attributes", name, sink.ErrUnsupported)
 	}
@@ -280,6 +280,11 @@ func (v *FS) checkXattr(name string, value []byte) error {
 		// No Linux name holds one (they are C strings); only a
 		// hand-made lisafs request could, and no tar could carry it.
 		return fmt.Errorf("xattr %q: %w: a NUL in the name", name, syscall.EINVAL)
+	}
+	if suffix == "" && !disk.XattrWholeName(idx) {
+		// "user." alone: the VFS refuses it (EINVAL), and an entry with
+		// no name in a prefix namespace is corrupt.
+		return fmt.Errorf("xattr %q: %w: a name after the namespace's prefix", name, errInvalid)
 	}
 	if len(suffix) > disk.MaxNameLen {
 		return &LimitError{Op: "setxattr", What: fmt.Sprintf("name length of xattr %.40q…", name), Size: uint64(len(suffix)), Max: disk.MaxNameLen, Errno: syscall.ERANGE}

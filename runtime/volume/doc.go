@@ -51,6 +51,28 @@
 // has no host FDs, the Sentry caches pages itself (exclusive mode) and
 // moves data by PRead/PWrite.
 //
+// Trust boundary: the Sentry is the server's only client, and a guest
+// that took it over can send any lisafs message with any arguments, in any
+// order, on any FD number. The server is the next wall, so it must be no
+// softer than the Sentry: every request is answered from the volume's own
+// inodes through ext4lite (which validates names, sizes and offsets), no
+// host path is ever opened by name and no host FD is ever handed out, a
+// connection mounts once and holds at most MaxOpen FDs besides its root
+// and MaxDirents bytes of directory listings, a response fits one message
+// whatever the count asked for, a read-only mount writes nothing, and the
+// volume is closed only when the last FD is released, so whatever
+// the requests were, the unmount leaves a volume that ext4lite's Check
+// and e2fsck -fn pass. FuzzServe plays that client over a real lisafs
+// connection (every request type, hostile FDs, names, offsets, counts,
+// modes and xattrs; invariants: no handler panic, no hang, bounded heap,
+// no host FD, FDs within MaxOpen, a clean volume at the end);
+// TestHostileServerOpensNoPath serves its seeds under a seccomp filter
+// that kills the process at any path or socket syscall; the TestHostile*
+// tests name what it and reading the code found. One panic is gVisor's
+// own and out of reach: lisafs's PRead handler overflows its size check
+// for a count within 8 of 2^32 and panics before calling the server;
+// lisafs recovers it and answers EREMOTEIO.
+//
 // Usage, in the binary that embeds runsc, before maincli.Main:
 //
 //	volume.Register()

@@ -26,13 +26,26 @@ type served struct {
 	client *lisafs.Client
 	root   lisafs.ClientFD
 	srv    *lisafs.Server
+	conn   *Conn // the server's side, for its FD count
 }
 
 // serve creates a size-byte volume in a temporary directory and serves it
 // with Serve, as the gofer extension does.
 func serve(tb testing.TB, size int64) *served {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "vol.ext4")
+	return serveSpec(tb, size, Spec{Target: "/vol"})
+}
+
+// serveSpec is serve with the mount described by v (Name is set to the
+// volume file's path).
+func serveSpec(tb testing.TB, size int64, v Spec) *served {
+	tb.Helper()
+	return serveAt(tb, filepath.Join(tb.TempDir(), "vol.ext4"), size, v)
+}
+
+// serveAt is serveSpec with the volume file at path.
+func serveAt(tb testing.TB, path string, size int64, v Spec) *served {
+	tb.Helper()
 	fsys, err := ext4lite.Create(path, size, nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -40,11 +53,23 @@ func serve(tb testing.TB, size int64) *served {
 	if err := fsys.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	return serveFile(tb, path, v)
+}
+
+// serveFile serves the existing volume file at path as v describes
+// (read-only: the file is opened O_RDONLY, as the gofer opens it).
+func serveFile(tb testing.TB, path string, v Spec) *served {
+	tb.Helper()
+	flags := os.O_RDWR
+	if v.ReadOnly {
+		flags = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	impl, opts, err := Serve(f, Spec{Target: "/vol", Name: path}, 0)
+	v.Name = path
+	impl, opts, err := Serve(f, v, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -65,7 +90,7 @@ func serve(tb testing.TB, size int64) *served {
 	if err := client.StartChannels(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &served{path: path, client: client, root: client.NewFD(root.ControlFD), srv: srv}
+	s := &served{path: path, client: client, root: client.NewFD(root.ControlFD), srv: srv, conn: impl.(*Conn)}
 	tb.Cleanup(s.close)
 	return s
 }
@@ -92,6 +117,22 @@ func (s *served) dir(tb testing.TB, name string) lisafs.ClientFD {
 		tb.Fatal(err)
 	}
 	return s.client.NewFD(in.ControlFD)
+}
+
+// create makes name under the root, open read-write, writes data into it
+// and returns its control and open FDs.
+func (s *served) create(tb testing.TB, name string, data []byte) (cfd, fd lisafs.ClientFD) {
+	tb.Helper()
+	ctx := context.Background()
+	in, ofd, _, err := s.root.OpenCreateAt(ctx, name, unix.O_RDWR, 0o644, 0, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfd, fd = s.client.NewFD(in.ControlFD), s.client.NewFD(ofd)
+	if n, err := fd.Write(ctx, data, 0); err != nil || n != uint64(len(data)) {
+		tb.Fatalf("write %s: %d, %v", name, n, err)
+	}
+	return cfd, fd
 }
 
 // untarFile sends what the Sentry sends for one small file busybox tar
@@ -224,14 +265,7 @@ func TestServeWorkload(t *testing.T) {
 func TestFsyncAfterCleanSync(t *testing.T) {
 	s := serve(t, 64<<20)
 	ctx := context.Background()
-	_, ofd, _, err := s.root.OpenCreateAt(ctx, "f", unix.O_RDWR, 0o644, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := s.client.NewFD(ofd)
-	if _, err := fd.Write(ctx, []byte("one"), 0); err != nil {
-		t.Fatal(err)
-	}
+	_, fd := s.create(t, "f", []byte("one"))
 	for i := 0; i < 3; i++ { // the second and third find the volume clean
 		if err := fd.Sync(ctx); err != nil {
 			t.Fatal(err)

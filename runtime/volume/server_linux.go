@@ -113,10 +113,26 @@ type Conn struct {
 	// ENFILE.
 	MaxOpen int64
 	open    atomic.Int64
-	// onUnmount runs when the mount's root FD is released (the sandbox
-	// is gone): it closes the volume.
-	onUnmount func()
-	rootOnce  sync.Once
+	// MaxDirents bounds the directory snapshots the open FDs of this
+	// mount hold at once, in bytes (0: DefaultMaxDirents). Each open
+	// directory lists itself at its first Getdents64 and keeps that list
+	// until read to its end, rewound or closed; without a bound, a Sentry
+	// that reads one entry from each of MaxOpen FDs of a large directory
+	// would hold MaxOpen copies of it. Past it, Getdents64 fails with
+	// ENOMEM until others are released.
+	MaxDirents int64
+	dirents    atomic.Int64
+	// onUnmount runs once the mount's root FD and every other FD are
+	// released (the Sentry unmounted, or the connection is gone): it
+	// closes the volume. Not at the root's release alone: a Sentry may
+	// release the root first, and the volume must outlive the FDs that
+	// still hold inodes (an unlinked file is freed at its last release).
+	onUnmount    func()
+	rootOnce     sync.Once
+	rootReleased atomic.Bool
+	// mounted is set by the first Mount: the Sentry mounts a connection
+	// once, and only that root FD may unmount the volume.
+	mounted atomic.Bool
 }
 
 var _ lisafs.ConnectionImpl = (*Conn)(nil)
@@ -124,17 +140,38 @@ var _ lisafs.ConnectionImpl = (*Conn)(nil)
 // DefaultMaxOpen is Conn.MaxOpen's default.
 const DefaultMaxOpen = 1 << 16
 
+// DefaultMaxDirents is Conn.MaxDirents's default: 128 MiB, a listing of
+// about two million entries held at once.
+const DefaultMaxDirents = 128 << 20
+
+// charge takes n bytes of directory snapshot from the mount's budget;
+// false (nothing taken) past MaxDirents.
+func (c *Conn) charge(n int64) bool {
+	max := c.MaxDirents
+	if max <= 0 {
+		max = DefaultMaxDirents
+	}
+	if c.dirents.Add(n) > max {
+		c.dirents.Add(-n)
+		return false
+	}
+	return true
+}
+
 // full tells whether another FD would pass MaxOpen.
-func (c *Conn) full() bool {
+func (c *Conn) full() bool { return c.fullFor(1) }
+
+// fullFor tells whether n more FDs would pass MaxOpen.
+func (c *Conn) fullFor(n int64) bool {
 	max := c.MaxOpen
 	if max <= 0 {
 		max = DefaultMaxOpen
 	}
-	return c.open.Load() >= max
+	return c.open.Load()+n > max
 }
 
 // NewConn returns a connection implementation for vol; onUnmount (may be
-// nil) runs once the Sentry has released the mount.
+// nil) runs once the Sentry has released the mount and every FD on it.
 func NewConn(vol *Volume, onUnmount func()) *Conn {
 	return &Conn{vol: vol, onUnmount: onUnmount}
 }
@@ -144,8 +181,13 @@ func ConnectionOpts(readonly bool) lisafs.ConnectionOpts {
 	return lisafs.ConnectionOpts{Readonly: readonly, WalkStatSupported: true}
 }
 
-// Mount implements lisafs.ConnectionImpl.Mount.
+// Mount implements lisafs.ConnectionImpl.Mount. Only the first Mount of a
+// connection succeeds; another is EBUSY (lisafs would serve any number,
+// and each root FD is outside MaxOpen and unmounts the volume when closed).
 func (c *Conn) Mount(conn *lisafs.Connection, mountNode *lisafs.Node) (*lisafs.ControlFD, lisafs.Statx, int, error) {
+	if c.mounted.Swap(true) {
+		return nil, lisafs.Statx{}, -1, unix.EBUSY
+	}
 	st, err := c.stat(ext4lite.RootIno)
 	if err != nil {
 		return nil, lisafs.Statx{}, -1, err
@@ -286,9 +328,6 @@ func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *contr
 func (fd *controlFD) FD() *lisafs.ControlFD { return &fd.ControlFD }
 
 func (fd *controlFD) Close() {
-	if !fd.root {
-		fd.c.open.Add(-1)
-	}
 	fd.c.vol.mu.Lock()
 	if !fd.c.vol.closed {
 		// The last reference to an unlinked inode frees it without
@@ -298,8 +337,19 @@ func (fd *controlFD) Close() {
 		_ = fd.c.vol.fs.Unref(fd.ino)
 	}
 	fd.c.vol.mu.Unlock()
-	if fd.root && fd.c.onUnmount != nil {
-		fd.c.rootOnce.Do(fd.c.onUnmount)
+	// Counted down after the Unref: the last release unmounts.
+	if fd.root {
+		fd.c.rootReleased.Store(true)
+	} else {
+		fd.c.open.Add(-1)
+	}
+	fd.c.maybeUnmount()
+}
+
+// maybeUnmount runs onUnmount once the root FD and all others are released.
+func (c *Conn) maybeUnmount() {
+	if c.onUnmount != nil && c.rootReleased.Load() && c.open.Load() == 0 {
+		c.rootOnce.Do(c.onUnmount)
 	}
 }
 
@@ -464,6 +514,9 @@ func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.St
 
 func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, flags uint32) (*lisafs.ControlFD, lisafs.Statx, *lisafs.OpenFD, int, error) {
 	defer fd.lock()()
+	if fd.c.fullFor(2) { // the new file's control FD and its open FD
+		return nil, lisafs.Statx{}, nil, -1, unix.ENFILE
+	}
 	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)})
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
@@ -639,15 +692,27 @@ type openFD struct {
 	lisafs.OpenFD
 	cfd *controlFD
 
-	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0
+	// dirMu guards the directory snapshot and cursor: lisafs serves
+	// requests on one FD in parallel (Getdents64 only read-locks the node),
+	// and a Sentry may send two at once.
+	dirMu   sync.Mutex
+	dirents []lisafs.Dirent64 // directory snapshot, taken at offset 0; dropped once read to its end
 	next    int
+	listed  bool  // a snapshot was taken (dirents may since be dropped)
+	charged int64 // bytes of dirents charged to the Conn's MaxDirents
 }
 
 var _ lisafs.OpenFDImpl = (*openFD)(nil)
 
 func (fd *openFD) FD() *lisafs.OpenFD { return &fd.OpenFD }
 
-func (fd *openFD) Close() { fd.cfd.c.open.Add(-1) }
+func (fd *openFD) Close() {
+	fd.dirMu.Lock()
+	fd.dropDirents()
+	fd.dirMu.Unlock()
+	fd.cfd.c.open.Add(-1)
+	fd.cfd.c.maybeUnmount()
+}
 
 func (fd *openFD) Stat() (lisafs.Statx, error) { return fd.cfd.Stat() }
 
@@ -726,37 +791,71 @@ func (fd *openFD) Flush() error { return nil }
 // Getdent64's count).
 func direntCost(name string) uint32 { return (19 + uint32(len(name)) + 1 + 7) &^ 7 }
 
+// maxDirentsBytes bounds what one Getdent64 records, as lisafs marshals
+// it, whatever count the Sentry asks for: the response must fit in one
+// message, and lisafs's handler grows its buffer ten maximal dirents
+// (2,800 bytes) at a time and slices past the message's end if asked to.
+func maxDirentsBytes() uint32 { return lisafs.MaxMessageSize() - 4096 }
+
 func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent64)) error {
 	if fd.cfd.FileType() != unix.S_IFDIR {
 		return unix.ENOTDIR
 	}
-	if seek0 || fd.dirents == nil {
+	fd.dirMu.Lock()
+	defer fd.dirMu.Unlock()
+	if seek0 || !fd.listed {
 		if err := fd.snapshot(); err != nil {
 			return err
 		}
 	}
-	var used uint32
+	var used, sent uint32
 	for fd.next < len(fd.dirents) {
 		d := fd.dirents[fd.next]
-		c := direntCost(string(d.Name))
-		if used+c > count && used > 0 {
+		c, size := direntCost(string(d.Name)), uint32(d.SizeBytes())
+		if used > 0 && (used+c > count || sent+size > maxDirentsBytes()) {
 			break
 		}
 		used += c
+		sent += size
 		fd.next++
 		record(d)
+	}
+	if fd.next == len(fd.dirents) {
+		fd.dropDirents() // read to its end: what follows is nothing, until a rewind
 	}
 	return nil
 }
 
+// direntBytes is what one snapshot entry holds in memory: a
+// lisafs.Dirent64's fixed fields and string header (48 bytes on 64-bit),
+// and the name.
+func direntBytes(name string) int64 { return 48 + int64(len(name)) }
+
+// dropDirents releases the snapshot and its charge (dirMu held).
+func (fd *openFD) dropDirents() {
+	fd.cfd.c.dirents.Add(-fd.charged)
+	fd.dirents, fd.next, fd.charged = nil, 0, 0
+}
+
+// snapshot lists the directory from its start (dirMu held), charging the
+// list to the mount's MaxDirents: ENOMEM past it.
 func (fd *openFD) snapshot() error {
+	fd.dropDirents()
+	fd.listed = false // until this one is taken: a failed one is retried
 	defer fd.cfd.lock()()
 	ents, err := fd.cfd.c.vol.fs.Entries(fd.cfd.ino)
 	if err != nil {
 		return errno(err)
 	}
+	var cost int64
+	for _, e := range ents {
+		cost += direntBytes(e.Name)
+	}
+	if !fd.cfd.c.charge(cost) {
+		return unix.ENOMEM
+	}
+	fd.charged, fd.listed = cost, true
 	fd.dirents = make([]lisafs.Dirent64, 0, len(ents))
-	fd.next = 0
 	for _, e := range ents {
 		if e.Name == "." || e.Name == ".." {
 			continue // the Sentry makes its own

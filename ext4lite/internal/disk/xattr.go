@@ -45,13 +45,21 @@ func XattrSplitName(name string) (index uint8, suffix string, ok bool) {
 	for _, p := range xattrPrefixes {
 		if strings.HasPrefix(name, p.prefix) {
 			suffix = name[len(p.prefix):]
-			if (p.index == XattrIndexACLAccess || p.index == XattrIndexACLDefault || p.index == XattrIndexRichACL) && suffix != "" {
+			if XattrWholeName(p.index) && suffix != "" {
 				continue
 			}
 			return p.index, suffix, true
 		}
 	}
 	return 0, "", false
+}
+
+// XattrWholeName tells whether index names one attribute by itself
+// (system.posix_acl_access, _default, system.richacl): the kernel stores
+// those with an empty name (e_name_len 0); every other index is a prefix
+// that needs a suffix.
+func XattrWholeName(index uint8) bool {
+	return index == XattrIndexACLAccess || index == XattrIndexACLDefault || index == XattrIndexRichACL
 }
 
 // XattrJoinName maps (index, suffix) back to a full name.
