@@ -179,9 +179,12 @@ def _inside(root: int, parts: List[str], target: str) -> bool:
     return True
 
 
-def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD) -> int:
+def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD,
+           skip_outside_links: bool = False) -> int:
     """Unpacks the tar stream src into local_dir (made); returns the number
-    of entries written. See the module's doc for what is refused."""
+    of entries written. See the module's doc for what is refused.
+    skip_outside_links: leave symlinks that lead out of local_dir out
+    without an error (a virtualenv's bin/python -> /usr/bin/python3, say)."""
     os.makedirs(local_dir, exist_ok=True)
     root = os.open(local_dir, _DIR_FLAGS & ~os.O_NOFOLLOW)
     links: List[Tuple[List[str], str, str]] = []
@@ -249,7 +252,7 @@ def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX
                     os.close(parent)
         bad = absolute + _drop_outward(root, links)
         checked = True
-        if bad:
+        if bad and not skip_outside_links:
             _, t, nm = bad[0]
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise GvxError(0, f"archive link {nm!r} -> {t!r} points outside {local_dir}{more}; removed")

@@ -106,11 +106,12 @@ def tar_paths(local_path: str, arcname: Optional[str] = None) -> bytes:
     return buf.getvalue()
 
 
-def untar(data: bytes, local_dir: str) -> None:
+def untar(data: bytes, local_dir: str, skip_outside_links: bool = False) -> None:
     """Unpacks a tar from the server into local_dir. The guest wrote it, so
     nothing is written through a symlink and nothing may lead out of
-    local_dir (see gvx._untar)."""
-    unpack(io.BytesIO(data), local_dir, None)
+    local_dir (see gvx._untar); skip_outside_links leaves such links out
+    without an error."""
+    unpack(io.BytesIO(data), local_dir, None, skip_outside_links)
 
 
 class Episode:
@@ -238,15 +239,17 @@ class Episode:
         finally:
             conn.close()
 
-    def download(self, remote_path: str, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD) -> str:
+    def download(self, remote_path: str, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD,
+                 skip_outside_links: bool = False) -> str:
         """Copies the guest file or directory into local_dir, streamed (at
         most max_bytes of archive, 8 GiB; None: no cap); returns the local
         path of the copy. The archive is the guest's: nothing is written
-        through a symlink, and a symlink that leads out of local_dir is
-        removed and refused (gvx._untar)."""
+        through a symlink, and a symlink that leads out of local_dir is not
+        kept: the download raises GvxError naming it once the rest is
+        unpacked, or, with skip_outside_links, says nothing (gvx._untar)."""
         resp, conn = self._t.request("GET", self._path("archive"), query={"path": remote_path})
         try:
-            unpack(resp, local_dir, max_bytes)
+            unpack(resp, local_dir, max_bytes, skip_outside_links)
         finally:
             conn.close()
         return os.path.join(local_dir, os.path.basename(remote_path.rstrip("/")) or ".")

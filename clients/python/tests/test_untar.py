@@ -109,6 +109,14 @@ class TestHostileArchives(Sandbox):
             with self.subTest(entries=entries):
                 self.assertContained(archive(*entries))
 
+    def test_skip_outside_links(self):
+        # A virtualenv's bin/python -> /usr/bin/python3: left out without
+        # an error when the caller asks, the rest unpacked.
+        untar(archive(("venv", "dir", None), ("venv/python", "sym", "/usr/bin/python3"),
+                      ("venv/up", "sym", "../../victim"), ("venv/ok", "file", b"x")), self.dl, skip_outside_links=True)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dl, "venv"))), ["ok"])
+        self.assertEqual(self.links_out(), [])
+
     def test_names_that_climb(self):
         for name in ("../evil", "a/../../evil", "/" + os.path.join(self.top, "evil"), "./../evil"):
             with self.subTest(name=name):
