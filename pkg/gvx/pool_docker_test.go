@@ -19,7 +19,10 @@ import (
 func TestWaitDockerHostileDaemon(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		sock := hostiletest.RawHTTP(t, "HTTP/1.1 503 \x1b]0;pwned\x07\x1b[2J\rforged: ready\r\nContent-Length: 0\r\n\r\n", false)
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		// Long enough for a first answer on a loaded host (CI's first run
+		// had none within 200 ms, so no status line to check): WaitDocker
+		// keeps asking until the deadline and reports the last answer.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		err := WaitDocker(ctx, sock, nil)
 		if err == nil {
