@@ -6,6 +6,8 @@ import (
 	"io/fs"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/sink"
 )
 
 // hostRoot is a directory AddDir read: its fd stays open until Close, so
@@ -238,7 +240,7 @@ func (f *hostFile) check(fd int, size int64) error {
 	var now string
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		now = "now a " + fileKind(st.Mode)
+		now = "now a " + sink.TypeName(st.Mode)
 	case st.Ino != f.ino || uint64(st.Dev) != f.dev:
 		now = "now another file"
 	case st.Size != size:
@@ -247,23 +249,4 @@ func (f *hostFile) check(fd int, size int64) error {
 		return nil
 	}
 	return fmt.Errorf("erofs: %s changed while the image was built (was a %d-byte file, %s): build again from a tree nothing writes to", f.path(), size, now)
-}
-
-// fileKind names the file type in an st_mode.
-func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFIFO:
-		return "fifo"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFLNK:
-		return "symlink"
-	}
-	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
 )
 
 // scanInodes reads each group's used part of the inode table and checks
@@ -133,25 +134,9 @@ func (c *checker) inode(ino uint32, slot []byte) {
 	}
 }
 
-func typeWord(typ uint32) string {
-	switch typ {
-	case disk.ModeReg:
-		return "regular file"
-	case disk.ModeDir:
-		return "directory"
-	case disk.ModeSymlink:
-		return "symlink"
-	case disk.ModeChar:
-		return "character device"
-	case disk.ModeBlock:
-		return "block device"
-	case disk.ModeFifo:
-		return "fifo"
-	case disk.ModeSocket:
-		return "socket"
-	}
-	return fmt.Sprintf("type %#o", typ)
-}
+// typeWord names an inode's file type (disk.Mode* are st_mode's S_IFMT
+// values, as sink's types).
+func typeWord(typ uint32) string { return sink.TypeName(typ) }
 
 // resize claims the resize inode's double-indirect block (its other
 // blocks are the reserved descriptor blocks, claimed as group metadata).

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"time"
@@ -172,4 +173,28 @@ func UnixToFileMode(u uint32) fs.FileMode {
 		m |= fs.ModeDevice
 	}
 	return m
+}
+
+// TypeName names the file type in mode (st_mode's S_IFMT bits, which
+// TypeMask selects) in words for messages: "regular file", "directory",
+// "symlink", "character device", "block device", "fifo", "socket", or
+// "type 0o…" for bits that name none.
+func TypeName(mode uint32) string {
+	switch mode & TypeMask {
+	case TypeReg:
+		return "regular file"
+	case TypeDir:
+		return "directory"
+	case TypeSymlink:
+		return "symlink"
+	case TypeChar:
+		return "character device"
+	case TypeBlock:
+		return "block device"
+	case TypeFifo:
+		return "fifo"
+	case TypeSocket:
+		return "socket"
+	}
+	return fmt.Sprintf("type %#o", mode&TypeMask)
 }

@@ -27,12 +27,7 @@ func TestRestoreHostileCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	s := &spec.Spec{
-		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
-		Entrypoint: []string{"sh", "-c"},
-		Args:       []string{`(i=0; while :; do i=$((i+1)); echo c$i; sleep 0.05; done) & exec sleep 100000`},
-	}
-	cp, _ := checkpointSpec(t, ctx, s, dir, `(?m)^c3$`)
+	cp, _ := checkpointSpec(t, ctx, counterSpec(), dir, `(?m)^c3$`)
 
 	info := func(id, passFDs string) func(t *testing.T, d string) {
 		return func(t *testing.T, d string) {

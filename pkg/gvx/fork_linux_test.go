@@ -26,6 +26,17 @@ const counterScript = `echo boot > /data/boot.txt
 (i=0; while :; do i=$((i+1)); echo $i > /data/count; echo c$i; sleep 0.05; done) &
 while read -r l; do eval "$l"; done`
 
+// counterSpec is a seccomp-only guest that prints c1, c2, … on stdout in
+// the background and sleeps: what the restore tests save, with mounts.
+func counterSpec(mounts ...spec.Mount) *spec.Spec {
+	return &spec.Spec{
+		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
+		Entrypoint: []string{"sh", "-c"},
+		Args:       []string{`(i=0; while :; do i=$((i+1)); echo c$i; sleep 0.05; done) & exec sleep 100000`},
+		Mounts:     mounts,
+	}
+}
+
 // output is a guest's stdout, safe to read while it is written.
 type output struct {
 	mu      sync.Mutex

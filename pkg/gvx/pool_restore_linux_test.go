@@ -25,13 +25,7 @@ func TestWarmRestore(t *testing.T) {
 	dir, mode := poolDirs(t)
 	vol := filepath.Join(dir, "boot.ext4")
 	makeGolden(t, vol)
-	s := &spec.Spec{
-		Version: spec.Version, Image: imageRef, Network: spec.NetworkNone, Isolation: spec.IsolationSeccompOnly,
-		Entrypoint: []string{"sh", "-c"},
-		Args:       []string{`(i=0; while :; do i=$((i+1)); echo c$i; sleep 0.05; done) & exec sleep 100000`},
-		Mounts:     []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/data"}},
-	}
-	cp, out := checkpointSpec(t, ctx, s, dir, `(?m)^c5$`)
+	cp, out := checkpointSpec(t, ctx, counterSpec(spec.Mount{Type: spec.MountVolume, Source: vol, Target: "/data"}), dir, `(?m)^c5$`)
 	c := counters(out.String())
 	saved := c[len(c)-1]
 	companion := volumeNames(t, cp.Spec.Mounts[0].Source)
