@@ -50,7 +50,10 @@ func Recover(dev BlockDevice, blockSize int, home HomeWriter, fsBlocks uint64) (
 // checksum; for a bad descriptor, revoke or logged-block checksum
 // e2fsprogs 1.47 replays nothing, or everything but that block, and the
 // kernel refuses to mount: keeping the intact prefix is the choice that
-// loses nothing committed before the damage). A transaction whose
+// loses nothing committed before the damage). A logged block that a revoke
+// in its own or a later transaction covers is never written home, so its
+// checksum does not count, as in the kernel and e2fsck, which test the
+// revoke first. A transaction whose
 // descriptor or revoke checksum fails and whose commit is older than its
 // predecessor's is stale (an earlier pass over the log) and ends the log
 // silently. A tag naming a block past fsBlocks or a revoke block's r_count
@@ -70,11 +73,13 @@ func (j *Journal) Recover(home HomeWriter, fsBlocks uint64) (Stats, error) {
 	if err := r.pass(passScan); err != nil {
 		return r.st, err
 	}
+	if err := r.collectRevokes(); err != nil {
+		return r.st, err
+	}
+	if r.scanErr != nil {
+		return r.st, r.scanErr
+	}
 	if r.st.Transactions > 0 {
-		r.revokes = make(map[uint64]uint32)
-		if err := r.pass(passRevoke); err != nil {
-			return r.st, err
-		}
 		if err := r.pass(passReplay); err != nil {
 			return r.st, err
 		}
@@ -111,8 +116,57 @@ type recovery struct {
 	revokes  map[uint64]uint32 // fs block → newest revoking transaction
 	st       Stats
 	csumErr  string // scan: the current transaction's first checksum failure
+	badTags  []badTag
+	scanErr  error  // scan: a committed transaction at EndSeq is corrupt (see collectRevokes)
 	v1       bool   // checksum v1 (COMPAT_CHECKSUM without v2/v3): crc32_be in commit blocks
 	v1sum    uint32 // scan: crc32_be of the current transaction's descriptors and logged blocks
+}
+
+// badTag is a logged block whose checksum failed in the scan.
+type badTag struct {
+	seq, at uint32
+	block   uint64
+}
+
+// collectRevokes runs the revoke pass and settles where the log ends.
+//
+// A logged block whose checksum fails ends the log at its transaction
+// unless a revoke in the same or a later transaction covers it: such a
+// block is never written home, so its contents do not matter, and the
+// kernel and e2fsck do not read its checksum at all (the revoke test
+// comes first in their replay). Ending the log drops the revokes of the
+// transactions cut off, which may uncover an earlier bad block, so this
+// repeats until the end stays put (it only moves back). A corrupt
+// transaction the scan stopped at (r.scanErr) is an error only if the
+// log still reaches it.
+func (r *recovery) collectRevokes() error {
+	for {
+		if r.st.Transactions == 0 {
+			return nil
+		}
+		r.revokes = make(map[uint64]uint32)
+		if err := r.pass(passRevoke); err != nil {
+			return err
+		}
+		cut := false
+		for _, b := range r.badTags {
+			if !tidGT(r.st.EndSeq, b.seq) {
+				break // at or past the end: cut off already
+			}
+			if rs, ok := r.revokes[b.block]; ok && !tidGT(b.seq, rs) {
+				continue
+			}
+			r.st.Aborted = fmt.Sprintf("transaction %d: checksum of logged block %d fails (journal block %d)", b.seq, b.block, b.at)
+			r.st.Transactions -= int(r.st.EndSeq - b.seq)
+			r.st.EndSeq = b.seq
+			r.scanErr = nil
+			cut = true
+			break
+		}
+		if !cut {
+			return nil
+		}
+	}
 }
 
 // badCsum records the current transaction's first checksum failure.
@@ -218,7 +272,10 @@ func (r *recovery) pass(p passKind) error {
 					r.st.Aborted = fmt.Sprintf("transaction %d: commit block checksum fails (journal block %d)", seq, blk)
 					return end("commit checksum")
 				case txErr != nil:
-					return txErr
+					// Corrupt unless an earlier bad logged block ends
+					// the log first (collectRevokes).
+					r.scanErr = txErr
+					return end("corrupt transaction")
 				case r.csumErr != "":
 					r.st.Aborted = r.csumErr
 					return end("checksum")
@@ -276,7 +333,7 @@ func (r *recovery) dataBlock(p passKind, seq, at uint32, t disk.BlockTag, txErr 
 			return nil
 		}
 		if !r.tagChecksumOK(seq, t) {
-			r.badCsum(seq, at, "checksum of logged block %d fails", t.Block)
+			r.badTags = append(r.badTags, badTag{seq, at, t.Block})
 		}
 	case passReplay:
 		if t.Block >= r.fsBlocks { // checked by the scan; keep the promise regardless
