@@ -11,12 +11,13 @@ import (
 
 // cloneNew creates the file name as a clone of src with fclonefileat(2)
 // (APFS). The clone gets src's mode, owner and extended attributes.
-func cloneNew(src *os.File, name string, perm fs.FileMode) error {
-	err := ignoringEINTR(func() error { return unix.Fclonefileat(int(src.Fd()), unix.AT_FDCWD, name, 0) })
+// finish then sets the mode and syncs (settled is false).
+func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
+	err = ignoringEINTR(func() error { return unix.Fclonefileat(int(src.Fd()), unix.AT_FDCWD, name, 0) })
 	if err != nil {
-		return &fs.PathError{Op: "fclonefileat", Path: name, Err: err}
+		return false, &fs.PathError{Op: "fclonefileat", Path: name, Err: err}
 	}
-	return nil
+	return false, nil
 }
 
 // CloneRange makes n bytes of dst at dstOff share the extents of src at

@@ -26,8 +26,13 @@ const (
 // cloneNew creates the file name as a clone of src, following the rules of
 // Windows block cloning: same volume, destination sparse if the source is,
 // same integrity-stream setting, destination extended to its final length
-// first, cluster-aligned ranges under 4 GiB each.
-func cloneNew(src *os.File, name string, perm fs.FileMode) error {
+// first, cluster-aligned ranges under 4 GiB each. finish sets the mode
+// and syncs (settled is false).
+func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
+	return false, cloneNewFile(src, name)
+}
+
+func cloneNewFile(src *os.File, name string) error {
 	sh := windows.Handle(src.Fd())
 	var flags uint32
 	if err := windows.GetVolumeInformationByHandle(sh, nil, 0, nil, nil, &flags, nil, 0); err == nil &&

@@ -26,7 +26,10 @@ func Probe(dir string) error {
 	if _, err := sf.Write(bytes.Repeat([]byte("gvx!"), zeroBlock/4)); err != nil {
 		return fmt.Errorf("reflink: probe %s: %w", dir, err)
 	}
-	dst, err := withTemp(sf.Name()+"-clone", func(name string) error { return cloneNew(sf, name, 0o600) })
+	dst, err := withTemp(sf.Name()+"-clone", func(name string) error {
+		_, err := cloneNew(sf, name, 0o600, false)
+		return err
+	})
 	if err == nil {
 		return os.Remove(dst)
 	}

@@ -148,8 +148,12 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	res := Result{Size: sfi.Size()}
 
 	var tmp string
+	var settled bool // the mode is set and, unless NoSync, the data durable
 	if opts.Mode != Never {
-		tmp, err = withTemp(dst, func(name string) error { return cloneNew(sf, name, perm) })
+		tmp, err = withTemp(dst, func(name string) (err error) {
+			settled, err = cloneNew(sf, name, perm, !opts.NoSync)
+			return err
+		})
 		if err == nil {
 			res.Method = MethodClone
 		} else if isNotSupported(err) {
@@ -178,7 +182,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 		}
 		res.Method = MethodCopy
 	}
-	if err := finish(tmp, dst, perm, opts); err != nil {
+	if err := finish(tmp, dst, perm, opts, settled); err != nil {
 		os.Remove(tmp)
 		return Result{}, wrapErr(src, dst, err)
 	}
@@ -233,13 +237,15 @@ func withTemp(dst string, make func(name string) error) (string, error) {
 	return "", fmt.Errorf("reflink: no free temporary name beside %s", dst)
 }
 
-// finish sets the permission bits, makes the data durable and publishes tmp
-// as dst.
-func finish(tmp, dst string, perm fs.FileMode, opts Options) error {
+// finish sets the permission bits and makes the data durable (unless
+// cloneNew did: settled) and publishes tmp as dst.
+func finish(tmp, dst string, perm fs.FileMode, opts Options, settled bool) error {
 	var err error
-	if opts.NoSync {
+	switch {
+	case settled:
+	case opts.NoSync:
 		err = os.Chmod(tmp, perm)
-	} else {
+	default:
 		err = syncFile(tmp, perm)
 	}
 	if err != nil {
