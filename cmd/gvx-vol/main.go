@@ -21,6 +21,7 @@ import (
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/helper"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
+	"z.gfire.dev/gvx/internal/termsafe"
 )
 
 // fast are the verbs this binary answers: each one's flags and run, the
@@ -47,7 +48,7 @@ func main() {
 				// names the app after argv[0]).
 				helpName := filepath.Base(os.Args[0]) + " " + verb
 				if err := v.run(os.Stdout, helpName, vals, vals.Args); err != nil {
-					fmt.Fprintln(os.Stderr, "gvx-vol:", err)
+					fmt.Fprintln(os.Stderr, "gvx-vol:", termsafe.Message(err.Error()))
 					os.Exit(clibase.ExitCode(err))
 				}
 				return
@@ -55,6 +56,6 @@ func main() {
 		}
 	}
 	err := helper.Exec(os.Args)
-	fmt.Fprintln(os.Stderr, "gvx-vol:", err)
+	fmt.Fprintln(os.Stderr, "gvx-vol:", termsafe.Message(err.Error()))
 	os.Exit(1)
 }

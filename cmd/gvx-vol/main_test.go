@@ -381,3 +381,25 @@ func TestFastPathLinksLittle(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsCannotDriveTheTerminal: an error that names what a guest made
+// (here a name with an OSC sequence and a carriage return, as a volume's
+// file could be called) reaches the terminal escaped, from the fast path
+// (ls) and from the full CLI (fsck), while the messages' own newlines
+// stay.
+func TestErrorsCannotDriveTheTerminal(t *testing.T) {
+	split, _, _ := binaries(t)
+	evil := "x\x1b]0;pwned\x07\rforged"
+	for _, args := range [][]string{{"ls", "v.ext4", "/" + evil}, {"fsck", evil + ".ext4"}} {
+		r := run(t, split, args)
+		if r.code == 0 {
+			t.Fatalf("%q: succeeded", args)
+		}
+		if strings.ContainsAny(r.stderr, "\x1b\x07\r") {
+			t.Errorf("%q: raw control characters on stderr: %q", args, r.stderr)
+		}
+		if !strings.Contains(r.stderr, `x\x1b]0;pwned\a\rforged`) {
+			t.Errorf("%q: stderr does not show the name escaped: %q", args, r.stderr)
+		}
+	}
+}

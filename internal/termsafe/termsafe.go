@@ -9,7 +9,9 @@
 package termsafe
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -29,4 +31,47 @@ func String(s string) string {
 		i += n
 	}
 	return s
+}
+
+// Message is an error message or other host text that may carry a
+// guest's words for a terminal: newlines and tabs stay (messages use
+// them), every other rune String would quote is escaped in place as Go
+// writes it inside a quoted string (ESC as \x1b, CR as \r, U+202E as
+// \u202e, a byte that is not UTF-8 as \xff). A message whose runes are
+// all printable is returned as it is.
+func Message(s string) string {
+	clean := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !keep(r, n) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case keep(r, n):
+			b.WriteString(s[i : i+n])
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func keep(r rune, n int) bool {
+	if r == utf8.RuneError && n == 1 {
+		return false
+	}
+	return r == '\n' || r == '\t' || strconv.IsPrint(r)
 }

@@ -13,6 +13,7 @@ import (
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/app"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
+	"z.gfire.dev/gvx/internal/termsafe"
 )
 
 func main() {
@@ -21,7 +22,7 @@ func main() {
 	// per thread) can target the Nth write of a run.
 	runtime.LockOSThread()
 	if err := app.New().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "gvx-vol:", err)
+		fmt.Fprintln(os.Stderr, "gvx-vol:", termsafe.Message(err.Error()))
 		os.Exit(cliutil.ExitCode(err))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"z.gfire.dev/gvx/cmd/rungv/internal/runcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/servecmd"
 	"z.gfire.dev/gvx/internal/cliconv"
+	"z.gfire.dev/gvx/internal/termsafe"
 )
 
 // Main runs the CLI with args and exits.
@@ -42,7 +43,7 @@ Exit status: the guest's; 125 when rungv itself fails; 2 for a usage error.`,
 	}
 	cliconv.Apply(a, "gvisor.dev/gvisor")
 	if err := a.Run(args); err != nil {
-		fmt.Fprintln(os.Stderr, "rungv:", err)
+		fmt.Fprintln(os.Stderr, "rungv:", termsafe.Message(err.Error()))
 		os.Exit(125)
 	}
 }
