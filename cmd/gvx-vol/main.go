@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
@@ -36,10 +35,12 @@ var fast = map[string]struct {
 }
 
 func main() {
-	// One OS thread does all of a verb's volume I/O: the write order is
-	// deterministic, and per-thread tools (strace's fault injection counts
-	// per thread) can target the Nth write of a run.
-	runtime.LockOSThread()
+	// No runtime.LockOSThread here, unlike gvx-vol-tools (whose import and
+	// create must write from one thread, for strace's per-thread fault
+	// injection): a locked main thread makes the runtime start a template
+	// thread for every new one, a thread creation more in a clone that
+	// takes about two milliseconds in all, and these verbs write at most
+	// one file.
 	if len(os.Args) > 1 {
 		verb := os.Args[1]
 		if v, ok := fast[verb]; ok {

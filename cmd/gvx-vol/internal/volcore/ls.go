@@ -1,7 +1,9 @@
 package volcore
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,6 +30,12 @@ var LsFlags = []fastflag.Flag{
 
 // Ls runs the ls verb (a fastflag.RunFunc): PATH (default the root) of
 // the volume FILE, opened read-only; -l long, --json with xattrs.
+//
+// A directory is listed as it is read: names alone need no Lstat, and -l
+// and --json print each entry before the next is looked up, so what ls
+// holds is the sorted names, not a header per entry (a directory a guest
+// filled with a million names would otherwise cost gigabytes). -l aligns
+// its columns within each run of lsChunk entries.
 func Ls(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return clibase.Usage(helpName, LsArgsUsage, "want FILE and an optional PATH")
@@ -42,77 +50,144 @@ func Ls(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
 	if err != nil {
 		return err
 	}
-	var entries []*sink.Header
+	var names []string // nil: list p itself
 	if h.Type() == sink.TypeDir {
-		names, err := v.ReadDir(p)
+		if names, err = v.ReadDir(p); err != nil {
+			return err
+		}
+	}
+	n := len(names)
+	if names == nil {
+		n = 1
+	}
+	entry := func(i int) (*sink.Header, error) {
+		if names == nil {
+			h.Path = path.Base(p)
+			return h, nil
+		}
+		eh, err := v.Lstat(path.Join(p, names[i]))
+		if err != nil {
+			return nil, err
+		}
+		eh.Path = names[i]
+		return eh, nil
+	}
+	bw := bufio.NewWriter(w)
+	switch {
+	case f.Bool("json"):
+		err = lsJSON(bw, n, entry)
+	case f.Bool("l"):
+		err = lsLong(bw, n, entry)
+	case names == nil:
+		_, err = fmt.Fprintln(bw, termsafe.String(h.Path))
+	default:
+		for _, name := range names {
+			if _, err = fmt.Fprintln(bw, termsafe.String(name)); err != nil {
+				break
+			}
+		}
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// lsChunk is how many entries ls -l aligns together.
+const lsChunk = 1024
+
+// lsEntry is one entry of ls --json.
+type lsEntry struct {
+	Path     string            `json:"path"`
+	Mode     string            `json:"mode"`
+	UID      uint32            `json:"uid"`
+	GID      uint32            `json:"gid"`
+	Size     int64             `json:"size"`
+	Nlink    uint32            `json:"nlink"`
+	Ino      uint64            `json:"ino"`
+	Mtime    time.Time         `json:"mtime"`
+	Linkname string            `json:"linkname,omitempty"`
+	Rdev     []uint32          `json:"rdev,omitempty"`
+	Xattrs   map[string][]byte `json:"xattrs,omitempty"`
+}
+
+func lsEntryOf(e *sink.Header) lsEntry {
+	j := lsEntry{Path: e.Path, Mode: sink.UnixToFileMode(e.Mode).String(), UID: e.UID, GID: e.GID,
+		Size: e.Size, Nlink: e.Nlink, Ino: e.Ino, Mtime: e.Mtime, Linkname: e.Linkname, Xattrs: e.Xattrs}
+	if t := e.Type(); t == sink.TypeChar || t == sink.TypeBlock {
+		j.Rdev = []uint32{e.Devmajor, e.Devminor}
+	}
+	return j
+}
+
+// lsJSON prints the n entries as one JSON array, indented as
+// clibase.PrintJSON would print it whole, one entry at a time.
+func lsJSON(w io.Writer, n int, entry func(int) (*sink.Header, error)) error {
+	if n == 0 {
+		_, err := io.WriteString(w, "[]\n")
+		return err
+	}
+	if _, err := io.WriteString(w, "[\n"); err != nil {
+		return err
+	}
+	var raw, ind bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	for i := range n {
+		e, err := entry(i)
 		if err != nil {
 			return err
 		}
-		for _, n := range names {
-			eh, err := v.Lstat(path.Join(p, n))
+		j := lsEntryOf(e)
+		raw.Reset()
+		ind.Reset()
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+		if err := json.Indent(&ind, bytes.TrimSuffix(raw.Bytes(), []byte("\n")), "  ", "  "); err != nil {
+			return err
+		}
+		sep := ",\n"
+		if i == n-1 {
+			sep = "\n]\n"
+		}
+		if _, err := fmt.Fprintf(w, "  %s%s", ind.Bytes(), sep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lsLong prints the n entries as ls -l does: right-aligned numbers, the
+// padding tabwriter puts before the first column trimmed; columns are
+// aligned within each run of lsChunk entries.
+func lsLong(w io.Writer, n int, entry func(int) (*sink.Header, error)) error {
+	var buf bytes.Buffer
+	for lo := 0; lo < n; lo += lsChunk {
+		buf.Reset()
+		tw := tabwriter.NewWriter(&buf, 0, 0, 1, ' ', tabwriter.AlignRight)
+		for i := lo; i < min(n, lo+lsChunk); i++ {
+			e, err := entry(i)
 			if err != nil {
 				return err
 			}
-			eh.Path = n
-			entries = append(entries, eh)
-		}
-	} else {
-		h.Path = path.Base(p)
-		entries = append(entries, h)
-	}
-	if f.Bool("json") {
-		type jentry struct {
-			Path     string            `json:"path"`
-			Mode     string            `json:"mode"`
-			UID      uint32            `json:"uid"`
-			GID      uint32            `json:"gid"`
-			Size     int64             `json:"size"`
-			Nlink    uint32            `json:"nlink"`
-			Ino      uint64            `json:"ino"`
-			Mtime    time.Time         `json:"mtime"`
-			Linkname string            `json:"linkname,omitempty"`
-			Rdev     []uint32          `json:"rdev,omitempty"`
-			Xattrs   map[string][]byte `json:"xattrs,omitempty"`
-		}
-		out := []jentry{}
-		for _, e := range entries {
-			j := jentry{Path: e.Path, Mode: sink.UnixToFileMode(e.Mode).String(), UID: e.UID, GID: e.GID,
-				Size: e.Size, Nlink: e.Nlink, Ino: e.Ino, Mtime: e.Mtime, Linkname: e.Linkname, Xattrs: e.Xattrs}
+			size := fmt.Sprint(e.Size)
 			if t := e.Type(); t == sink.TypeChar || t == sink.TypeBlock {
-				j.Rdev = []uint32{e.Devmajor, e.Devminor}
+				size = fmt.Sprintf("%d, %d", e.Devmajor, e.Devminor)
 			}
-			out = append(out, j)
+			name := termsafe.String(e.Path)
+			if e.Linkname != "" {
+				name += " -> " + termsafe.String(e.Linkname)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t %s\t %s\n", modeString(e.Mode), e.Nlink, e.UID, e.GID, size,
+				e.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), name)
 		}
-		return clibase.PrintJSON(w, out)
-	}
-	if !f.Bool("l") {
-		for _, e := range entries {
-			fmt.Fprintln(w, termsafe.String(e.Path))
-		}
-		return nil
-	}
-	// Right-aligned numbers as ls -l prints them; the padding
-	// tabwriter puts before the first column is trimmed.
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 1, ' ', tabwriter.AlignRight)
-	for _, e := range entries {
-		size := fmt.Sprint(e.Size)
-		if t := e.Type(); t == sink.TypeChar || t == sink.TypeBlock {
-			size = fmt.Sprintf("%d, %d", e.Devmajor, e.Devminor)
-		}
-		name := termsafe.String(e.Path)
-		if e.Linkname != "" {
-			name += " -> " + termsafe.String(e.Linkname)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t %s\t %s\n", modeString(e.Mode), e.Nlink, e.UID, e.GID, size,
-			e.Mtime.UTC().Format("2006-01-02 15:04:05.000000000"), name)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, l := range strings.SplitAfter(buf.String(), "\n") {
-		if _, err := io.WriteString(w, strings.TrimLeft(l, " ")); err != nil {
+		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, l := range strings.SplitAfter(buf.String(), "\n") {
+			if _, err := io.WriteString(w, strings.TrimLeft(l, " ")); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
