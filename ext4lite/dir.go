@@ -67,6 +67,12 @@ func (v *FS) loadDir(in *inode) (*dir, error) {
 	if d.parent == 0 {
 		return nil, corruptf(-1, in.ino, "directory has no '..' entry")
 	}
+	if v.readOnly {
+		if v.cachedDirents+len(d.entries) > readOnlyCachedDirents {
+			v.forgetReadOnlyCache() // inode.go
+		}
+		v.cachedDirents += len(d.entries)
+	}
 	v.dirs[in.ino] = d
 	return d, nil
 }

@@ -58,6 +58,7 @@ type FS struct {
 	movedLog       [][2]uint64 // journal blocks Shrink moved from, freed after the remap is home
 	homeLast       *homeLast   // checkpoints write this block last (journal.go)
 	bulk           bool        // CreateOptions.BulkLoad until Close (bulk.go)
+	cachedDirents  int         // read-only: entries of the directories in dirs (inode.go)
 	deferFree      bool        // hold freed blocks until the next commit
 	pendingFree    [][2]uint64
 	opsSinceFlush  int            // mutating operations since the last flush
