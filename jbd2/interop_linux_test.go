@@ -499,6 +499,65 @@ func TestInteropCorruptTransaction(t *testing.T) {
 	}
 }
 
+// TestInteropRevokedBadBlock: transaction 2 logs two blocks of a file,
+// the second of which transaction 3 revokes, and that second block's copy
+// in the log is damaged. Its checksum does not count (it is never
+// written home): e2fsck replays all three transactions to the same image
+// as ours, and so does Linux at mount. FuzzReplay found that Recover cut
+// the log at transaction 2 instead.
+func TestInteropRevokedBadBlock(t *testing.T) {
+	img := mkfsImage(t)
+	fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
+	dev := openImageDevice(t, img)
+	j, err := Open(dev, dev.bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SetFeatures(KernelFeatures); err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(1, 4*4096)
+	for i, logged := range [][]int{{0}, {1, 2}, {3}} {
+		tx, _ := j.Begin()
+		for _, b := range logged {
+			p := pattern(byte(20+b), 4096)
+			tx.Log(fileBlocks[b], p)
+			if b != 2 {
+				copy(want[b*4096:], p)
+			}
+		}
+		if i == 2 {
+			tx.Revoke(fileBlocks[2])
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := j.pending[1].blocks[1] // fileBlocks[2]'s copy in transaction 2
+	if bad.fsBlock != fileBlocks[2] {
+		t.Fatalf("transaction 2's second block goes home to %d, not %d", bad.fsBlock, fileBlocks[2])
+	}
+	buf := make([]byte, dev.bs)
+	if err := dev.ReadBlock(bad.jblock, buf); err != nil {
+		t.Fatal(err)
+	}
+	buf[200] ^= 1
+	if err := dev.WriteBlock(bad.jblock, buf); err != nil {
+		t.Fatal(err)
+	}
+	setNeedsRecovery(t, img, true)
+
+	ours, st := replayBoth(t, img)
+	if st.Transactions != 3 || st.Aborted != "" {
+		t.Errorf("stats %+v: want all 3 transactions replayed, nothing aborted", st)
+	}
+	if got := catFile(t, ours, "data"); !bytes.Equal(got, want) {
+		t.Error("replayed content differs from the three transactions'")
+	}
+	e2fsckClean(t, ours)
+	kernelReplays(t, img, "data", want)
+}
+
 // TestInteropChecksumV1: a journal with checksum v1 (COMPAT_CHECKSUM: what
 // debugfs's "jo -c" makes on a filesystem without metadata_csum, and the
 // kernel's journal_checksum option on old kernels) has a crc32_be of each
