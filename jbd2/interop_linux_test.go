@@ -418,6 +418,24 @@ func TestInteropCsumV3Tags32(t *testing.T) {
 	e2fsckClean(t, ours)
 }
 
+// dataFileJournal makes an mkfs.ext4 image holding a 4-block file "data"
+// (pattern 1) and opens its journal with the kernel's features: the
+// fixture of the corrupt-journal tests.
+func dataFileJournal(t *testing.T) (img string, fileBlocks []uint64, dev *imageDevice, j *Journal) {
+	t.Helper()
+	img = mkfsImage(t)
+	fileBlocks = writeFile(t, img, "data", pattern(1, 4*4096))
+	dev = openImageDevice(t, img)
+	j, err := Open(dev, dev.bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SetFeatures(KernelFeatures); err != nil {
+		t.Fatal(err)
+	}
+	return img, fileBlocks, dev, j
+}
+
 // TestInteropCorruptTransaction: a committed transaction of three with a
 // bad checksum. A bad commit checksum: our replay and e2fsck's give the
 // same image (transaction 1 replayed; e2fsck says "Journal transaction N
@@ -428,16 +446,7 @@ func TestInteropCsumV3Tags32(t *testing.T) {
 func TestInteropCorruptTransaction(t *testing.T) {
 	for _, kind := range []string{"commit", "descriptor", "revoke", "logged block"} {
 		t.Run(strings.ReplaceAll(kind, " ", "-"), func(t *testing.T) {
-			img := mkfsImage(t)
-			fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
-			dev := openImageDevice(t, img)
-			j, err := Open(dev, dev.bs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.SetFeatures(KernelFeatures); err != nil {
-				t.Fatal(err)
-			}
+			img, fileBlocks, dev, j := dataFileJournal(t)
 			want := pattern(1, 4*4096)
 			for i := range 3 {
 				tx, _ := j.Begin()
@@ -475,6 +484,7 @@ func TestInteropCorruptTransaction(t *testing.T) {
 				ours = filepath.Join(t.TempDir(), "ours.img")
 				copyFile(t, img, ours)
 				d := openImageDevice(t, ours)
+				var err error
 				if st, err = Recover(d, d.bs, d, fsBlocksCount(t, ours)); err != nil {
 					t.Fatalf("our recovery: %v", err)
 				}
@@ -506,16 +516,7 @@ func TestInteropCorruptTransaction(t *testing.T) {
 // as ours, and so does Linux at mount. FuzzReplay found that Recover cut
 // the log at transaction 2 instead.
 func TestInteropRevokedBadBlock(t *testing.T) {
-	img := mkfsImage(t)
-	fileBlocks := writeFile(t, img, "data", pattern(1, 4*4096))
-	dev := openImageDevice(t, img)
-	j, err := Open(dev, dev.bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.SetFeatures(KernelFeatures); err != nil {
-		t.Fatal(err)
-	}
+	img, fileBlocks, dev, j := dataFileJournal(t)
 	want := pattern(1, 4*4096)
 	for i, logged := range [][]int{{0}, {1, 2}, {3}} {
 		tx, _ := j.Begin()
