@@ -145,6 +145,7 @@ func (r *recovery) collectRevokes() error {
 			return nil
 		}
 		r.revokes = make(map[uint64]uint32)
+		r.st.RevokeRecords = 0 // counted again by each pass over the shorter log
 		if err := r.pass(passRevoke); err != nil {
 			return err
 		}

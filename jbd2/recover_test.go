@@ -174,6 +174,13 @@ func TestRecoverRevokedBadBlock(t *testing.T) {
 				t.Errorf("EndSeq %d, want %d", st.EndSeq, wantEnd)
 			}
 			sameBlocks(t, "home", home.blocks, tc.want)
+			revokes := 0
+			for _, x := range tc.txs[:tc.wantTx] {
+				revokes += len(x.revoke)
+			}
+			if st.RevokeRecords != revokes {
+				t.Errorf("RevokeRecords %d, want %d (the replayed transactions' revokes, each once)", st.RevokeRecords, revokes)
+			}
 		})
 	}
 }
