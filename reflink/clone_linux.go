@@ -10,10 +10,12 @@ import (
 )
 
 // cloneNew creates the file name as a clone of src with FICLONE, then,
-// while it is open, gives it perm and (with sync) makes it durable: fewer
-// calls than doing both by name afterwards, which is most of what a
-// whole-process clone does besides starting (bench/clone.sh). settled
-// says it did; the other systems' cloneNew leave that to finish.
+// while it is open, gives it perm and (with sync) makes it durable: the
+// file that gets the mode is the one cloned into, never whatever the name
+// in a shared directory holds by then, in two to four calls fewer than
+// doing both by name afterwards. A raw descriptor, not openFile's
+// *os.File, whose os.NewFile asks fcntl for flags nobody reads here.
+// settled says it did; the other systems' cloneNew leave that to finish.
 func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
 	var fd int
 	err = ignoringEINTR(func() (err error) {
