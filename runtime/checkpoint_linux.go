@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -217,11 +218,18 @@ type checkpointer struct {
 	// ended is set once a checkpoint ended the episode: its exit status
 	// is 0, whatever the killed guest's.
 	ended atomic.Bool
-	id    string // the sandbox's container ID
-	ctl   *urpc.Client
-	files []*os.File // createCheckpoint's; nil once used
-	vols  []*volume.Conn
-	pub   *publisher // the relay keeps a record of the guest's bridges (relaylinks_linux.go)
+	// told is closed once the caller has the reply to the checkpoint that
+	// ended the episode: the run waits for it (awaitTold), or the process
+	// could exit, the guest being dead, before that reply was written,
+	// and the caller would read EOF instead (seen under load in
+	// TestRestoreHostileCheckpoint).
+	told     chan struct{}
+	tellOnce sync.Once
+	id       string // the sandbox's container ID
+	ctl      *urpc.Client
+	files    []*os.File // createCheckpoint's; nil once used
+	vols     []*volume.Conn
+	pub      *publisher // the relay keeps a record of the guest's bridges (relaylinks_linux.go)
 }
 
 // serve answers requests on rw until it reaches EOF.
@@ -245,6 +253,9 @@ func (c *checkpointer) serve(rw io.ReadWriter) {
 		case spec.OpCheckpoint:
 			if !req.Resume {
 				reply(spec.OpCheckpointed, c.checkpoint(false))
+				if c.ended.Load() {
+					c.tellOnce.Do(func() { close(c.told) })
+				}
 				continue
 			}
 			if err := c.checkpoint(true); err != nil {
@@ -274,6 +285,21 @@ func (c *checkpointer) serve(rw io.ReadWriter) {
 		}
 	}
 }
+
+// awaitTold waits, at most toldWait, until the caller has the reply to
+// the checkpoint that ended the episode.
+func (c *checkpointer) awaitTold() {
+	if !c.ended.Load() {
+		return
+	}
+	select {
+	case <-c.told:
+	case <-time.After(toldWait):
+	}
+}
+
+// toldWait bounds awaitTold: the reply is one short line on a socket.
+const toldWait = 5 * time.Second
 
 // freeze holds volumes i... still (Conn.Freeze, nested) while fn runs.
 func (c *checkpointer) freeze(i int, fn func() error) error {

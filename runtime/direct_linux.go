@@ -281,7 +281,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		if err != nil {
 			return 0, err
 		}
-		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns, pub: pub}
+		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns, pub: pub, told: make(chan struct{})}
 		defer func() {
 			for _, f := range ck.files {
 				f.Close()
@@ -375,6 +375,9 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	srv.Wait()
+	if ck != nil {
+		ck.awaitTold()
+	}
 	if ck != nil && ck.ended.Load() && err == nil {
 		code = 0 // ended by its checkpoint (spec.ControlRequest)
 	}
