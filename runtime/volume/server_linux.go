@@ -177,8 +177,22 @@ func NewConn(vol *Volume, onUnmount func()) *Conn {
 }
 
 // ConnectionOpts are the lisafs options a volume mount needs.
+//
+// The *OnDeleted options let the Sentry truncate, fallocate and reopen a
+// file unlinked while open, as on the kernel's ext4 (pytest's capture
+// files, any tempfile.TemporaryFile): without them lisafs answers EINVAL
+// itself. They are safe here because every control FD holds an ext4lite
+// reference (Ref in newChild), so an unlinked inode lives, readable and
+// writable, on the orphan list until its last FD is released, and the
+// server addresses it by inode number, never by a host path.
 func ConnectionOpts(readonly bool) lisafs.ConnectionOpts {
-	return lisafs.ConnectionOpts{Readonly: readonly, WalkStatSupported: true}
+	return lisafs.ConnectionOpts{
+		Readonly:          readonly,
+		WalkStatSupported: true,
+		SetAttrOnDeleted:  true,
+		AllocateOnDeleted: true,
+		OpenOnDeleted:     true,
+	}
 }
 
 // Mount implements lisafs.ConnectionImpl.Mount. Only the first Mount of a
@@ -278,9 +292,9 @@ func statx(h *sink.Header) lisafs.Statx {
 		s.Size = 4096
 	}
 	s.Blocks = (s.Size + 511) / 512
-	if s.Nlink == 0 {
-		s.Nlink = 1
-	}
+	// Nlink is 0 only for a file unlinked while open (ext4lite keeps no
+	// other inode without links reachable): fstat says 0 as on Linux, and
+	// the Sentry refuses linkat(2) of it with ENOENT as Linux does.
 	return s
 }
 
