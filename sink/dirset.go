@@ -23,7 +23,7 @@ type DirLinkError struct {
 
 func (e *DirLinkError) Error() string {
 	return fmt.Sprintf("sink: directory %q (inode %d) is the directory %q again: a hard link to a directory "+
-		"(a cycle or a shared subtree), which only a corrupt or crafted tree has; check the volume or image (gvx-vol fsck)",
+		"(a cycle or a shared subtree), which only a corrupt or crafted tree has; check the volume or image (gvx-vol fsck, gvx-vol erofs check)",
 		e.Path, e.Ino, e.First)
 }
 
