@@ -43,7 +43,13 @@
 // inode, directory block and xattr when reached, with overflow-safe range
 // checks. Damage is reported as a *FormatError wrapping ErrCorrupt,
 // unknown features as ErrUnsupported; never a panic or an allocation
-// beyond one block or one inode's xattr body.
+// beyond one block or one inode's xattr body. Single lookups do not see
+// the tree's shape: a crafted image can name a directory twice (a dirent
+// pointing at an ancestor makes a/b/up/a/b/up/… endless). Image.Check
+// rejects that; gvx's own walkers (overlay.ExportTar, sink.Copy) enter
+// each directory once and stop with a *sink.DirLinkError; a walk of
+// Image.FS with fs.WalkDir does not, so run Check on an untrusted image
+// first.
 //
 // Spec: https://docs.kernel.org/filesystems/erofs.html and erofs-utils'
 // include/erofs_fs.h.

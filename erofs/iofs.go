@@ -15,6 +15,9 @@ import (
 // Like the sink view it never follows a symlink: opening one gives the
 // link itself (Mode has fs.ModeSymlink), and a path through one fails with
 // sink.ErrSymlinkInPath. FileInfo.Sys returns the entry's *sink.Header.
+// fs.WalkDir follows every name: on a crafted image that names a
+// directory twice it never ends, so Check an untrusted image first (it
+// rejects any directory reached twice).
 func (im *Image) FS() fs.FS { return imageFS{im} }
 
 type imageFS struct{ im *Image }

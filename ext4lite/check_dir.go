@@ -368,7 +368,14 @@ func (c *checker) entry(d *dirWalk, name string, target uint32, ft uint8, phys u
 		d.ci.parent = target
 	default:
 		if isDir {
-			if p, dup := c.named[target]; dup || target == disk.RootIno {
+			// A directory has one parent (e2fsck: "is a link to directory",
+			// "is a link to the root inode"): a second name makes a cycle
+			// or a shared subtree, and tree walks enter it once.
+			if target == disk.RootIno {
+				c.add(d.ino, phys, "entry %q is a link to the root directory", name)
+				return
+			}
+			if p, dup := c.named[target]; dup {
 				c.add(d.ino, phys, "entry %q is a second link to directory %d (first in %d)", name, target, p)
 				return
 			}

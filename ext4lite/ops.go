@@ -657,14 +657,20 @@ func (v *FS) RemoveAll(p string) error {
 	if err != nil {
 		return err
 	}
-	if err := v.removeTree(in); err != nil {
+	seen := map[uint32]bool{}
+	if err := v.ownSubdir(pin, in, p, seen); err != nil {
+		return pathErr("removeall", p, err)
+	}
+	if err := v.removeTree(in, p, seen); err != nil {
 		return pathErr("removeall", p, err)
 	}
 	return v.unlink(pin, d, name, in)
 }
 
-// removeTree empties directory in recursively.
-func (v *FS) removeTree(in *inode) error {
+// removeTree empties directory in (at path p) recursively. It enters only
+// directories ownSubdir accepts, so it stays in in's own subtree and frees
+// each directory once.
+func (v *FS) removeTree(in *inode, p string, seen map[uint32]bool) error {
 	if !in.isDir() {
 		return nil
 	}
@@ -677,13 +683,49 @@ func (v *FS) removeTree(in *inode) error {
 		if err != nil {
 			return err
 		}
-		if err := v.removeTree(c); err != nil {
+		cp := p + "/" + name
+		if err := v.ownSubdir(in, c, cp, seen); err != nil {
+			return err
+		}
+		if err := v.removeTree(c, cp, seen); err != nil {
 			return err
 		}
 		if err := v.unlink(in, d, name, c); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// ownSubdir checks that c, named at path p in directory pin, is pin's own
+// subdirectory (its ".." is pin) met for the first time (seen), or not a
+// directory. ext4 gives a directory one parent; a second name for one (a
+// hard link to a directory, which only a crafted volume has: debugfs's
+// link can make a/b/up the directory a) would send a recursive removal
+// round a cycle forever, out of the tree it was asked to remove, or free
+// the directory twice. Such a name is an error wrapping ErrCorrupt that
+// names the path and the inode. (A directory named twice in one directory
+// passes the '..' test: the removal stops at its second name, after the
+// first one's subtree is gone.)
+func (v *FS) ownSubdir(pin, c *inode, p string, seen map[uint32]bool) error {
+	if !c.isDir() {
+		return nil
+	}
+	if c.ino == disk.RootIno {
+		return corruptf(-1, c.ino, "%q is a second name for the root directory (a hard link to a directory): not removed; gvx-vol fsck reports it", p)
+	}
+	if seen[c.ino] {
+		// Named twice in one directory: its '..' cannot tell.
+		return corruptf(-1, c.ino, "%q is a second name for directory %d, removed already (a hard link to a directory): not removed; gvx-vol fsck reports it", p, c.ino)
+	}
+	cd, err := v.loadDir(c)
+	if err != nil {
+		return err
+	}
+	if cd.parent != pin.ino {
+		return corruptf(-1, c.ino, "%q is a second name for directory %d, whose '..' is directory %d (a hard link to a directory): not removed; gvx-vol fsck reports it", p, c.ino, cd.parent)
+	}
+	seen[c.ino] = true
 	return nil
 }
 

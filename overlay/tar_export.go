@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"cmp"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -49,6 +50,16 @@ type ExportOptions struct {
 	// TooLong, if set, is called with the path of each entry MaxPath leaves
 	// out (for a warning; its subtree is not visited).
 	TooLong func(path string)
+	// Linked, if set, is called for each directory the walk meets a second
+	// time (a hard link to a directory, at path, to the one exported at
+	// first), which is then left out with everything below it (for a
+	// warning). Without it such a directory stops the export with a
+	// *sink.DirLinkError. Only a crafted or damaged volume or image has
+	// one, and MaxPath alone does not bound what it makes: a link to an
+	// ancestor repeats the tree until MaxPath (an 8 MiB volume made
+	// gigabytes), directories linked twice, nested, double the paths at
+	// every level.
+	Linked func(path, first string)
 }
 
 // DefaultMaxPath is ExportOptions.MaxPath's default: Linux's PATH_MAX,
@@ -64,7 +75,9 @@ const DefaultMaxPath = 4096
 // sparse entries; with opts.Crtime, creation times as
 // LIBARCHIVE.creationtime.
 // Entries come in sorted depth-first order, directories before their
-// children, so the same tree always makes the same bytes.
+// children, so the same tree always makes the same bytes. Each directory
+// (by Ino) is exported once, so the archive is bounded by the tree's
+// entries whatever links a crafted source holds (ExportOptions.Linked).
 func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
 	out := w
 	var closer io.Closer
@@ -82,7 +95,7 @@ func ExportTar(w io.Writer, src sink.Source, opts ExportOptions) error {
 	default:
 		return fmt.Errorf("overlay: export: %w: %s output", ErrUnsupported, opts.Compression)
 	}
-	e := &exporter{tw: tar.NewWriter(out), out: out, src: src, o: opts, links: map[uint64]string{}}
+	e := &exporter{tw: tar.NewWriter(out), out: out, src: src, o: opts, links: map[uint64]string{}, dirs: sink.DirSet{}}
 	if err := e.walk("."); err != nil {
 		return err
 	}
@@ -103,6 +116,7 @@ type exporter struct {
 	src   sink.Source
 	o     ExportOptions
 	links map[uint64]string // Ino → first name, for Nlink > 1
+	dirs  sink.DirSet       // directories exported
 	buf   []byte
 }
 
@@ -117,6 +131,14 @@ func (e *exporter) walk(p string) error {
 	h, err := e.src.Lstat(p)
 	if err != nil {
 		return fmt.Errorf("overlay: export: %w", err)
+	}
+	if err := e.dirs.Enter(p, h); err != nil {
+		var de *sink.DirLinkError
+		if e.o.Linked == nil || !errors.As(err, &de) {
+			return fmt.Errorf("overlay: export: %w", err)
+		}
+		e.o.Linked(p, de.First)
+		return nil
 	}
 	if p != "." || !e.o.SkipRoot {
 		if err := e.write(p, h); err != nil {

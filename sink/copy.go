@@ -8,9 +8,12 @@ import (
 // metadata, hard links recreated from shared Ino values, and each
 // directory's metadata applied again after its children so directory
 // mtimes survive. The root's metadata is copied too. Copy does not call
-// dst's Finish.
+// dst's Finish. Each directory is entered once: a directory src shows
+// twice (a hard link to a directory, which only a corrupt or crafted
+// volume or image has) stops the copy with a *DirLinkError, so a cycle or
+// a shared subtree cannot make it endless or exponential.
 func Copy(dst Sink, src Source) error {
-	c := copier{dst: dst, src: src, links: map[uint64]string{}}
+	c := copier{dst: dst, src: src, links: map[uint64]string{}, dirs: DirSet{}}
 	return c.dir(".")
 }
 
@@ -18,6 +21,7 @@ type copier struct {
 	dst   Sink
 	src   Source
 	links map[uint64]string // Ino → first path written, for Nlink > 1
+	dirs  DirSet
 }
 
 func (c *copier) dir(p string) error {
@@ -27,6 +31,9 @@ func (c *copier) dir(p string) error {
 	}
 	if h.Type() != TypeDir {
 		return fmt.Errorf("sink: copy: %s is not a directory", p)
+	}
+	if err := c.dirs.Enter(p, h); err != nil {
+		return fmt.Errorf("sink: copy: %w", err)
 	}
 	// Writable first, so children can be made; exact metadata last.
 	first := *h

@@ -78,3 +78,34 @@ func TestCopyThroughHostDir(t *testing.T) {
 func testingPrivilegeError(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, sink.ErrUnsupported)
 }
+
+// TestCopyLinkedDirs copies trees holding hard links to directories, as a
+// crafted volume or image can: a cycle (a/up is the root) and nested
+// shared subtrees (2^40 paths). Copy used to follow every name: the cycle
+// never ended and the shared subtrees would have taken 2^40 copies. Each
+// directory is now entered once and the second name stops the copy with a
+// *sink.DirLinkError naming both paths and the inode.
+func TestCopyLinkedDirs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		src         *sinktest.Linked
+		path, first string
+		ino         uint64
+	}{
+		{"cycle", sinktest.LinkedCycle(), "a/up", ".", 1},
+		// Depth first: the deepest directory is met twice first.
+		{"dag", sinktest.LinkedDAG(40), strings.Repeat("x/", 39) + "y", strings.Repeat("x/", 39) + "x", 41},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sink.Copy(sinktest.NewMemFS(), tc.src)
+			var de *sink.DirLinkError
+			if !errors.As(err, &de) || !errors.Is(err, sink.ErrDirLinked) {
+				t.Fatalf("Copy = %v, want a *sink.DirLinkError", err)
+			}
+			if de.Path != tc.path || de.First != tc.first || de.Ino != tc.ino {
+				t.Errorf("DirLinkError = %+v, want %s again at %s, inode %d", *de, tc.first, tc.path, tc.ino)
+			}
+			t.Log(err)
+		})
+	}
+}

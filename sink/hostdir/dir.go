@@ -16,6 +16,7 @@ import (
 type Dir struct {
 	root  string
 	cache *dirCache // the last parent directory walked to, kept open
+	devs  devIndex  // Linux: Ino made distinct across mounts
 }
 
 // New returns the tree rooted at the existing directory root. The root path

@@ -610,7 +610,8 @@ func removeAt(dfd int, name string) error {
 }
 
 // Lstat implements sink.Sink and sink.Source. Crtime is the birth time
-// where the filesystem records one.
+// where the filesystem records one. Ino is the inode number, made distinct
+// across the filesystems mounted below the root (devIndex).
 func (d *Dir) Lstat(p string) (*sink.Header, error) {
 	pp, err := d.walk("lstat", p)
 	if err != nil {
@@ -631,7 +632,7 @@ func (d *Dir) Lstat(p string) (*sink.Header, error) {
 		Atime: ts(st.Atime),
 		Mtime: ts(st.Mtime),
 		Ctime: ts(st.Ctime),
-		Ino:   st.Ino,
+		Ino:   d.devs.ino(d.root, unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino),
 		Nlink: st.Nlink,
 	}
 	if st.Mask&unix.STATX_BTIME != 0 {
@@ -724,4 +725,39 @@ func (d *Dir) Open(p string) (io.ReadCloser, error) {
 		return nil, wrap("open", p, fmt.Errorf("%w: not a regular file", fs.ErrInvalid))
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// devIndex makes Header.Ino identify an entry across the filesystems
+// mounted below a Dir's root: two mounts each have their own inode 2, and
+// a walker that took them for one directory (sink.DirSet) or one file
+// (hard links) would stop or link wrongly. Entries on the root's device
+// keep their inode number; those of the n-th other device met have n in
+// the top byte mixed in.
+type devIndex struct {
+	mu   sync.Mutex
+	root uint64 // the root's device, once known
+	ids  map[uint64]uint64
+}
+
+func (x *devIndex) ino(root string, dev, ino uint64) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ids == nil {
+		x.ids = map[uint64]uint64{}
+		var st unix.Stat_t
+		if err := unix.Stat(root, &st); err == nil {
+			x.root = st.Dev
+		} else {
+			x.root = dev
+		}
+	}
+	if dev == x.root {
+		return ino
+	}
+	id, ok := x.ids[dev]
+	if !ok {
+		id = uint64(len(x.ids)+1) & 0xff
+		x.ids[dev] = id
+	}
+	return ino ^ id<<56
 }

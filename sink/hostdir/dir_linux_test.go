@@ -142,3 +142,60 @@ func TestXattrTooLargeIsUnsupported(t *testing.T) {
 		t.Fatalf("err = %v, want sink.ErrUnsupported", err)
 	}
 }
+
+// TestInoDistinctAcrossMounts copies a directory holding two filesystems
+// mounted side by side, each with a hard-linked file: tmpfs numbers its
+// inodes per mount, so both roots are inode 1 and both files the same
+// inode 2. Lstat used to give those numbers as they are: sink.Copy took
+// the second mount's root for the first one again (a *DirLinkError, as
+// for a hard link to a directory) and the second mount's file for a hard
+// link to the first's. Ino now mixes in the device for entries off the
+// root's.
+func TestInoDistinctAcrossMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting tmpfs needs root")
+	}
+	dir := t.TempDir()
+	for _, m := range []string{"m1", "m2"} {
+		mp := filepath.Join(dir, m)
+		if err := os.Mkdir(mp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
+			t.Skipf("cannot mount tmpfs: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(mp, unix.MNT_DETACH) })
+		if err := os.WriteFile(filepath.Join(mp, "f"), []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(mp, "f"), filepath.Join(mp, "g")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(dir)
+	defer d.Close()
+	h1, err1 := d.Lstat("m1")
+	h2, err2 := d.Lstat("m2")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	t.Logf("m1 ino %#x, m2 ino %#x", h1.Ino, h2.Ino)
+	dst := sinktest.NewMemFS()
+	if err := sink.Copy(dst, d); err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	for _, m := range []string{"m1", "m2"} {
+		for _, n := range []string{"f", "g"} {
+			r, err := dst.Open(m + "/" + n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			b.ReadFrom(r)
+			r.Close()
+			if b.String() != m {
+				t.Errorf("%s/%s holds %q, want %q", m, n, b.String(), m)
+			}
+		}
+	}
+}

@@ -27,7 +27,11 @@ warning only where tar has no form for them, and hard links stay links.
 The volume is opened read-only. An entry whose path is longer than
 --max-path bytes (4096, Linux's PATH_MAX) is left out with its subtree and
 a warning: tar spells out every path, so a tree nested thousands deep (a
-guest can make one) would make an archive the square of its depth.
+guest can make one) would make an archive the square of its depth. Each
+directory is exported once: a second name for one (a hard link to a
+directory, which only a crafted or corrupt volume has: debugfs's link can
+make a/b/up the directory a, so a/b/up/b/up/... never ends) is left out
+with its subtree and a warning; gvx-vol fsck reports such links.
 
 Examples:
    gvx-vol export vol.ext4 - | tar -tvf -
@@ -69,6 +73,14 @@ Examples:
 				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out the socket %s: tar has no form for it\n", termsafe.String(p))
 			}, MaxPath: maxPath, TooLong: func(p string) {
 				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out %s… and everything below it: its path is %d bytes, over --max-path %d\n", termsafe.String(p[:min(len(p), 120)]), len(p), maxPath)
+			}, Linked: func(p, first string) {
+				was := "the root directory"
+				if first != "." {
+					was = "the directory " + termsafe.String(first[:min(len(first), 400)])
+				}
+				fmt.Fprintf(c.App.ErrWriter, "gvx-vol export: left out %s and everything below it: it is %s again, "+
+					"a hard link to a directory (a cycle or a shared subtree) that only a crafted or corrupt volume has; gvx-vol fsck reports it\n",
+					termsafe.String(p[:min(len(p), 400)]), was)
 			}})
 			if err == nil {
 				err = bw.Flush()

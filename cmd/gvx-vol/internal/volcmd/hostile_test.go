@@ -3,13 +3,16 @@ package volcmd_test
 import (
 	"archive/tar"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/ext4lite/ext4test"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -125,5 +128,98 @@ func TestExportLeavesOutGuestSockets(t *testing.T) {
 	}
 	if !slices.Contains(names, "kept") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "s") }) {
 		t.Errorf("archive entries %q: want kept and no socket", names)
+	}
+}
+
+// TestExportLinkedDirs exports volumes debugfs gave hard links to
+// directories (issue 26: link a a/b/up; link / a/b/root — and 40 nested
+// directories each named twice, 2^40 paths). gvx-vol export wrote 2.8 GB
+// of the cycle in 120 s and went on: --max-path bounds the depth, not the
+// number of paths. It now ends at once with a warning per second name,
+// and the archive holds each directory once.
+func TestExportLinkedDirs(t *testing.T) {
+	for _, tc := range []struct {
+		shape string
+		warn  string // one of the warnings
+		warns int
+		names int
+	}{
+		{ext4test.LinkCycle, "left out a/b/root and everything below it: it is the root directory again", 2, 5},
+		{ext4test.LinkDAG, "left out n1b and everything below it: it is the directory n1 again", ext4test.DAGDepth, ext4test.DAGDepth + 3},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			dir := t.TempDir()
+			vol, err := ext4test.LinkedDirs(dir, tc.shape)
+			if errors.Is(err, ext4test.ErrNoTools) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.tar")
+			type result struct {
+				out  string
+				code int
+			}
+			done := make(chan result, 1)
+			go func() { o, c := run(t, "export", vol, out); done <- result{o, c} }()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("gvx-vol export did not end in 60 s")
+			}
+			if r.code != 0 {
+				t.Fatalf("exit %d:\n%s", r.code, r.out)
+			}
+			if !strings.Contains(r.out, tc.warn) || strings.Count(r.out, "hard link to a directory") != tc.warns {
+				t.Errorf("want %d warnings, one %q:\n%s", tc.warns, tc.warn, r.out)
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() > 1<<20 {
+				t.Errorf("archive of %d bytes", st.Size())
+			}
+			f, err := os.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			n := 0
+			for tr := tar.NewReader(f); ; n++ {
+				if _, err := tr.Next(); err != nil {
+					break
+				}
+			}
+			if n != tc.names {
+				t.Errorf("archive holds %d entries, want %d", n, tc.names)
+			}
+		})
+	}
+}
+
+// TestFsckLinkedDirs: gvx-vol fsck of those volumes ends, names each
+// second link to a directory, and exits 4 (findings), as e2fsck -fn does
+// ("Entry 'up' in /a/b (13) is a link to directory /a (12)").
+func TestFsckLinkedDirs(t *testing.T) {
+	for _, tc := range []struct{ shape, want string }{
+		{ext4test.LinkCycle, `entry "root" is a link to the root directory`},
+		{ext4test.LinkDAG, `entry "n1b" is a second link to directory 12 (first in 2)`},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			vol, err := ext4test.LinkedDirs(t.TempDir(), tc.shape)
+			if errors.Is(err, ext4test.ErrNoTools) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, code := run(t, "fsck", vol)
+			if code != 4 || !strings.Contains(out, tc.want) {
+				t.Errorf("exit %d, want 4 and %q:\n%s", code, tc.want, out)
+			}
+		})
 	}
 }
