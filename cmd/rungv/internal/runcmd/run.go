@@ -31,7 +31,9 @@ capabilities, no_new_privs, a seccomp allowlist, Landlock) before guest code
 runs; it works as any user (it makes its own user and network namespaces)
 and leaves nothing behind: no mount, no cgroup, no state directory, no
 process, even when SIGKILLed (what a kill of all of it leaves, the next
-start sweeps). SIGINT and SIGTERM are passed to the guest (a graceful stop);
+start sweeps; rungv gc on demand). SIGINT and SIGTERM are passed to the
+guest (a graceful stop), which is killed after --stop-timeout (10 s; 0: at
+once);
 the exit status is the guest's (125: rungv itself failed; 2: a usage error).
 
 Limits bound what the episode costs the host: --pids-limit (default 4096
