@@ -452,3 +452,50 @@ func TestGC(t *testing.T) {
 		}
 	}
 }
+
+// TestGCOrphans: rungv gc removes an empty gvx-ID cgroup no record names
+// once it is over a minute old, and leaves one with a process in it (a
+// live episode's, whose lock it cannot see) and a young one (an episode's
+// being made).
+func TestGCOrphans(t *testing.T) {
+	needCgroups(t)
+	tmp := t.TempDir()
+	pids := pidsMount(t)
+	old := time.Now().Add(-2 * time.Minute)
+	empty := mkCgroup(t, filepath.Join(pids, "gvx-"+newID(t)))
+	busy := mkCgroup(t, filepath.Join(pids, "gvx-"+newID(t)))
+	young := mkCgroup(t, filepath.Join(pids, "gvx-"+newID(t)))
+	for _, d := range []string{empty, busy} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Skipf("cannot age a cgroup directory here: %v", err)
+		}
+	}
+	sleeper := exec.Command("sleep", "1000")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+		time.Sleep(50 * time.Millisecond)
+		os.Remove(busy)
+	}()
+	if err := os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(rungvBin, "gc", "--json")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.Output()
+	var r gcReport
+	if jerr := json.Unmarshal(out, &r); jerr != nil {
+		t.Fatalf("rungv gc --json: %v, %v: %s", err, jerr, out)
+	}
+	if _, err := os.Stat(empty); err == nil {
+		t.Fatalf("rungv gc left the old empty orphan %s: %+v", empty, r)
+	}
+	for _, d := range []string{busy, young} {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("rungv gc removed %s (a process in it, or made a moment ago): %v", d, err)
+		}
+	}
+}
