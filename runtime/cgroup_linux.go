@@ -70,15 +70,21 @@ func episodeLimits(memBytes int64, cpus float64, pids int) []cgroupLimit {
 // pids as limits (0: none), or returns nil when this process may not (no
 // error: the caller decides what that means for each limit). Where the
 // pids controller alone is missing, the cgroup is made without it.
-func newEpisodeCgroup(id string, memBytes int64, cpus float64, pids int) (*episodeCgroup, error) {
-	cg, err := makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, pids))
+//
+// record, unless nil, is called with every directory about to be made
+// before the first is: the episode's state directory keeps that list
+// (cgroups.json), so that whatever kills the episode (SIGKILL, the OOM
+// killer) a later sweep knows what to remove. Its error is returned
+// before anything is made.
+func newEpisodeCgroup(id string, memBytes int64, cpus float64, pids int, record func(dirs []string) error) (*episodeCgroup, error) {
+	cg, err := makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, pids), record)
 	if cg == nil && err == nil && pids > 0 && (memBytes > 0 || cpus > 0) {
-		return makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, 0))
+		return makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, 0), record)
 	}
 	return cg, err
 }
 
-func makeEpisodeCgroup(id string, limits []cgroupLimit) (*episodeCgroup, error) {
+func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) error) (*episodeCgroup, error) {
 	if len(limits) == 0 {
 		return nil, nil
 	}
@@ -106,6 +112,11 @@ func makeEpisodeCgroup(id string, limits []cgroupLimit) (*episodeCgroup, error) 
 	}
 	if v2, ok := mounts[""]; ok && v2HasControllers(filepath.Join(v2, own[""]), want) {
 		dir := filepath.Join(v2, own[""], name)
+		if record != nil {
+			if err := record([]string{dir}); err != nil {
+				return nil, err
+			}
+		}
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fail(err)
 		}
@@ -123,12 +134,21 @@ func makeEpisodeCgroup(id string, limits []cgroupLimit) (*episodeCgroup, error) 
 		cg.ctrls = ctrls
 		return cg, nil
 	}
+	var dirs []string
 	for _, l := range limits {
 		mnt, ok := mounts[l.ctrl]
 		if !ok {
 			return fail(fs.ErrNotExist)
 		}
-		dir := filepath.Join(mnt, own[l.ctrl], name)
+		dirs = append(dirs, filepath.Join(mnt, own[l.ctrl], name))
+	}
+	if record != nil {
+		if err := record(dirs); err != nil {
+			return nil, err
+		}
+	}
+	for i, l := range limits {
+		dir := dirs[i]
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fail(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
@@ -366,12 +365,17 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if ck != nil && o.Control != nil {
 		go ck.serve(o.Control)
 	}
-	code, err := waitChild(ep.ctx, cmd, done, StopTimeout, func(s unix.Signal) {
+	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, o.stopGrace(), func(s unix.Signal) {
 		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
 		if ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
 			_ = cmd.Process.Kill()
 		}
 	})
+	// The sandbox (with its stubs) was all the cgroup held: remove it now,
+	// before the volumes' final sync, which may take a while after a
+	// guest that wrote much; a SIGKILL from a caller that would not wait
+	// (the SDK's Close after its bound) then leaves no cgroup.
+	lim.cg.removeWhenEmpty()
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	srv.Wait()
@@ -511,25 +515,46 @@ func (l *fileList) closeAll() {
 }
 
 // waitChild waits for cmd (done gets cmd.Wait's result) while forwarding
-// rungv's signals with forward. With grace > 0, SIGTERM and SIGINT start
-// it, after which SIGKILL is sent (the guest's stop timeout, when signal
-// reaches the guest itself); with 0 the child sees to that (the
-// supervisor's init does). Cancelling ctx kills cmd. It returns the
-// child's shell-style exit code.
-func waitChild(ctx context.Context, cmd *exec.Cmd, done <-chan error, grace time.Duration, forward func(unix.Signal)) (int, error) {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-	var stop <-chan time.Time
+// rungv's signals (sigs: those Run has caught since it began) with forward (in order, from a goroutine of its own: a
+// Sentry that does not answer cannot hold up the stop). With grace >= 0,
+// SIGTERM and SIGINT start it, after which SIGKILL is forwarded and, if
+// cmd has not exited killWait later, cmd itself is killed; with grace 0
+// cmd is killed at once (the guest is not told). With a negative grace
+// the child sees to that (the supervisor's init does). Cancelling ctx
+// kills cmd. It returns the child's shell-style exit code.
+func waitChild(ctx context.Context, sigs <-chan os.Signal, cmd *exec.Cmd, done <-chan error, grace time.Duration, forward func(unix.Signal)) (int, error) {
+	fwd := make(chan unix.Signal, 16)
+	defer close(fwd)
+	go func() {
+		for s := range fwd {
+			forward(s)
+		}
+	}()
+	send := func(s unix.Signal) {
+		select {
+		case fwd <- s:
+		default: // 16 pending: the Sentry is not answering; the timers below still run
+		}
+	}
+	var stop, hard <-chan time.Time
 	for {
 		select {
 		case s := <-sigs:
-			forward(s.(syscall.Signal))
-			if (s == unix.SIGTERM || s == unix.SIGINT) && grace > 0 && stop == nil {
+			stopping := (s == unix.SIGTERM || s == unix.SIGINT) && grace >= 0
+			if stopping && grace == 0 {
+				_ = cmd.Process.Kill()
+				continue
+			}
+			send(s.(syscall.Signal))
+			if stopping && stop == nil && hard == nil {
 				stop = time.After(grace)
 			}
 		case <-stop:
-			forward(unix.SIGKILL)
+			stop = nil
+			send(unix.SIGKILL)
+			hard = time.After(killWait)
+		case <-hard:
+			_ = cmd.Process.Kill()
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-done
@@ -542,6 +567,21 @@ func waitChild(ctx context.Context, cmd *exec.Cmd, done <-chan error, grace time
 			return exitCode(cmd.ProcessState), nil
 		}
 	}
+}
+
+// killWait is how long a Sentry asked to kill its guest (the stop
+// timeout's end) has before its process is killed.
+const killWait = time.Second
+
+// stopGrace is o's stop timeout as waitChild takes it.
+func (o *Options) stopGrace() time.Duration {
+	switch {
+	case o.StopTimeout < 0:
+		return 0
+	case o.StopTimeout == 0:
+		return StopTimeout
+	}
+	return o.StopTimeout
 }
 
 // bootStdioEnv asks a seccomp-only sandbox process to move the guest's

@@ -45,6 +45,9 @@ type HostInfo struct {
 	// Reflink is whether Dir's filesystem clones files in O(1) (reset).
 	Dir     string `json:"dir,omitempty"`
 	Reflink string `json:"reflink,omitempty"`
+	// Leftovers counts what dead episodes of this user left (state
+	// directories, sockets, cgroups) that rungv gc would remove.
+	Leftovers int `json:"leftovers"`
 }
 
 // Info probes the host. dir, if not "", is where volumes would live (its
@@ -58,7 +61,7 @@ func Info(dir, cacheDir string) HostInfo {
 			h.PlatformNote = "Yama ptrace_scope " + strconv.Itoa(h.PtraceScope) + " forbids the ptrace systrap needs to start its stubs: set kernel.yama.ptrace_scope to 1 or less"
 		}
 	}
-	cg, err := newEpisodeCgroup("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024)
+	cg, err := newEpisodeCgroup("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024, nil)
 	switch {
 	case err != nil:
 		h.Cgroup = "none (" + err.Error() + ")"
@@ -80,6 +83,7 @@ func Info(dir, cacheDir string) HostInfo {
 			h.DNS = "none (no nameserver in /etc/resolv.conf): guests cannot resolve names"
 		}
 	}
+	h.Leftovers = len(GC(GCOptions{DryRun: true, Orphans: true}))
 	if cacheDir == "" {
 		cacheDir, _ = image.DefaultCacheDir()
 	}

@@ -26,6 +26,10 @@ import (
 // sandbox and gofer too.
 const initCmd = "_gvx-init"
 
+// stopTimeoutEnv passes Options.StopTimeout (a Go duration; 0: kill at
+// once) through the supervisor to init.
+const stopTimeoutEnv = "GVX_STOP_TIMEOUT"
+
 // ReapTimeout bounds how long init waits, after the guest exited, for the
 // sandbox and gofer to finish on their own (the gofer syncs and closes
 // volumes when the sandbox releases them).
@@ -155,12 +159,20 @@ func episodeInit(args []string) int {
 	}()
 	code := 125
 	var grace <-chan time.Time
+	stopTimeout := StopTimeout
+	if d, err := time.ParseDuration(os.Getenv(stopTimeoutEnv)); err == nil && d >= 0 {
+		stopTimeout = d
+	}
 	for waiting := true; waiting; {
 		select {
 		case s := <-sigs:
+			if (s == unix.SIGTERM || s == unix.SIGINT) && stopTimeout == 0 {
+				_ = unix.Kill(sandbox, unix.SIGKILL) // at once (Options.StopTimeout)
+				continue
+			}
 			signalGuest(s.(syscall.Signal))
 			if (s == unix.SIGTERM || s == unix.SIGINT) && grace == nil {
-				grace = time.After(StopTimeout)
+				grace = time.After(stopTimeout)
 			}
 		case <-grace:
 			signalGuest(unix.SIGKILL)

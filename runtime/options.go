@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"z.gfire.dev/gvx/runtime/egress"
 	"z.gfire.dev/gvx/spec"
@@ -218,6 +219,14 @@ type Options struct {
 	Limits LimitsPolicy
 	// OnStart, when set, is called once the episode is about to start.
 	OnStart func(StartInfo)
+	// StopTimeout is how long the guest has to exit after this process
+	// gets SIGTERM or SIGINT (which the guest gets too) before it is
+	// killed: 0 means the package's StopTimeout (10 s, as docker stop);
+	// negative means at once, without telling the guest — what the Go
+	// SDK's Close asks for (rungv run --stop-timeout 0), so that rungv has
+	// torn the episode down, host cgroups included, well within the
+	// bound after which the SDK sends SIGKILL.
+	StopTimeout time.Duration
 
 	// Privileged gives the guest every capability and a cgroup filesystem
 	// at /sys/fs/cgroup, as docker run --privileged, for Docker-in-the-

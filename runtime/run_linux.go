@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -57,6 +58,12 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if (o.CheckpointDir != "" || o.RestoreFrom != "") && o.Isolation != IsolationSeccompOnly {
 		return 0, fmt.Errorf("%w: checkpoint and restore need --isolation seccomp-only (rungv serves the volumes and drives the Sentry itself there; runsc's own restore refuses --rootless, which the namespaced path uses for volumes: docs/runtime.md, \"Checkpoint, restore, fork\")", ErrUnsupported)
 	}
+	// Caught from here on, so that SIGTERM or SIGINT during the set-up
+	// does not end this process before it can remove what it made: they
+	// wait in sigs until the episode runs (waitChild).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
 	sweepStale()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -88,7 +95,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ep.lock = lock
+	ep.lock, ep.sigs = lock, sigs
 	return ep.run(ctx, &o, pub, vols)
 }
 
@@ -172,7 +179,8 @@ func openVolume(m Mount) (*os.File, error) {
 type episode struct {
 	id        string
 	state     string
-	lock      *os.File // the state directory's, for the supervisor
+	lock      *os.File       // the state directory's, for the supervisor
+	sigs      chan os.Signal // rungv's signals, caught since Run began
 	runscArgs []string
 	ctx       context.Context
 }
@@ -373,7 +381,7 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 		}
 		defer nat.Close()
 	}
-	lim, err := newEpisodeLimits(ep.id, o)
+	lim, err := newEpisodeLimits(ep.id, ep.state, o)
 	if err != nil {
 		return 0, err
 	}
@@ -418,13 +426,18 @@ type hostLimits struct {
 
 // newEpisodeLimits makes the episode's host cgroup where it may and
 // decides who enforces each limit, refusing (ErrLimits) what nothing
-// would enforce unless o.Limits is LimitsBestEffort.
-func newEpisodeLimits(id string, o *Options) (*hostLimits, error) {
+// would enforce unless o.Limits is LimitsBestEffort. The cgroup's
+// directories are recorded in the state directory (cgroups.json) before
+// they are made, in every isolation mode: a start after the episode was
+// killed removes them (sweepStale).
+func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 	pids := o.PidsLimit
 	if pids == 0 {
 		pids = DefaultPidsLimit
 	}
-	cg, err := newEpisodeCgroup(id, o.MemoryBytes, o.CPUs, max(pids, 0))
+	cg, err := newEpisodeCgroup(id, o.MemoryBytes, o.CPUs, max(pids, 0), func(dirs []string) error {
+		return writeStateJSON(state, stateCgroups, dirs)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("limits: host cgroup: %w", err)
 	}
@@ -537,16 +550,14 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	}
 	cg := lim.cg
 	if cg != nil {
-		cmd.Env = append(cmd.Env, cg.env())
-		if err := writeStateJSON(ep.state, stateCgroups, cg.dirs); err != nil {
-			cg.remove()
-			syncR.Close()
-			return 0, err
-		}
+		cmd.Env = append(cmd.Env, cg.env()) // recorded in cgroups.json already (newEpisodeLimits)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
 	if lim.pidsRlimit > 0 {
 		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(lim.pidsRlimit))
+	}
+	if o.StopTimeout != 0 {
+		cmd.Env = append(cmd.Env, stopTimeoutEnv+"="+o.stopGrace().String()) // for init
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
@@ -599,7 +610,7 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	go func() { done <- cmd.Wait() }()
 	// The supervisor passes signals on to init, which keeps the guest's
 	// stop timeout.
-	return waitChild(ep.ctx, cmd, done, 0, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
+	return waitChild(ep.ctx, ep.sigs, cmd, done, -1, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
 }
 
 // checkExecMount refuses an image file on a noexec mount: the Sentry maps

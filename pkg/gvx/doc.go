@@ -12,9 +12,12 @@
 // (rungv is a ~100 MB binary that embeds runsc and locks itself down with
 // no_new_privs and seccomp before the guest runs, which a library must not
 // do to its host program), and makes
-// teardown a kill: when Run's context is cancelled, or Close is called,
-// rungv gets SIGKILL and takes the sandbox, its mounts-free state and its
-// processes with it.
+// teardown a signal: when Run's context is cancelled, or Close is called,
+// rungv gets SIGTERM, kills the sandbox at once and removes what the
+// episode made on the host (its state directory, published sockets and
+// host cgroups) before it exits; SIGKILL follows if it is not gone after
+// CloseGrace. What a SIGKILL leaves, rungv recorded before making it, and
+// the next episode's start or `rungv gc` removes it.
 //
 // Errors of rungv itself (bad image, bad option) come back from Run as an
 // error; the guest's exit status comes back as the int. rungv dies with the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"z.gfire.dev/gvx/spec"
 )
@@ -221,7 +222,31 @@ func newSandbox(bin string, s *spec.Spec, proc Config) (*Sandbox, error) {
 }
 
 // runArgs is rungv's command line: the episode itself comes on fd 4.
-var runArgs = []string{"run", "--error-fd=3", "--spec-fd=4"}
+// --stop-timeout 0: on Close's SIGTERM rungv kills the sandbox at once
+// (the guest cannot delay it) and tears the episode down.
+var runArgs = []string{"run", "--error-fd=3", "--spec-fd=4", "--stop-timeout=0"}
+
+// CloseGrace bounds how long Close, and a Run whose context is cancelled,
+// wait for rungv to tear the episode down after SIGTERM before they send
+// SIGKILL. On SIGTERM rungv kills the sandbox at once and removes what the
+// episode made on the host (its cgroups, state directory and published
+// sockets) before it exits: a few milliseconds, well within the bound.
+// What a SIGKILL leaves, rungv records before making it, and the next
+// episode's start (or rungv gc) removes.
+const CloseGrace = 2 * time.Second
+
+// stopRungv sends p SIGTERM and, unless exited is closed within
+// CloseGrace, SIGKILL.
+func stopRungv(p *os.Process, exited <-chan struct{}) {
+	_ = p.Signal(syscall.SIGTERM) // harmless if it already exited
+	t := time.NewTimer(CloseGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		_ = p.Kill()
+	}
+}
 
 // Args returns the rungv command line the Sandbox runs (for logs); the
 // episode is the Spec, which rungv reads from a pipe.
@@ -301,8 +326,10 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
-		_ = cmd.Process.Kill() // rungv's supervisor tears the episode down
-		<-done
+		stopped := make(chan struct{})
+		go func() { <-done; close(stopped) }()
+		stopRungv(cmd.Process, stopped) // rungv tears the episode down
+		<-stopped
 		<-msgc
 		return 0, ctx.Err()
 	}
@@ -320,7 +347,10 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 	return cmd.ProcessState.ExitCode(), nil
 }
 
-// Close kills the episode if it is still running and waits for it to go.
+// Close kills the episode if it is still running and waits for it to go:
+// rungv gets SIGTERM, on which it kills the sandbox and removes what the
+// episode made on the host, and SIGKILL if it is not gone after
+// CloseGrace.
 // It is safe to call more than once and from another goroutine than Run.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
@@ -330,10 +360,11 @@ func (s *Sandbox) Close() error {
 	}
 	s.closed = true
 	exited := s.exited
-	if s.cmd != nil {
-		_ = s.cmd.Process.Kill() // harmless if it already exited
-	}
+	cmd := s.cmd
 	s.mu.Unlock()
+	if cmd != nil {
+		stopRungv(cmd.Process, exited)
+	}
 	if exited != nil {
 		<-exited
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/rungv/internal/checkpointcmd"
+	"z.gfire.dev/gvx/cmd/rungv/internal/gccmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/infocmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/poolcmd"
 	"z.gfire.dev/gvx/cmd/rungv/internal/runcmd"
@@ -23,7 +24,7 @@ func Main(args []string) {
 		Usage:                     "run an OCI image as one isolated gVisor episode",
 		DisableSliceFlagSeparator: true,
 		HideHelpCommand:           true,
-		Commands:                  []*cli.Command{runcmd.Command, checkpointcmd.Command, poolcmd.Command, servecmd.Command, infocmd.Command},
+		Commands:                  []*cli.Command{runcmd.Command, checkpointcmd.Command, poolcmd.Command, servecmd.Command, infocmd.Command, gccmd.Command},
 		Description: `rungv runs each episode — one OCI image — in its own gVisor Sentry, as one
 unprivileged process tree that leaves nothing behind: the rootfs is a
 flattened EROFS image from the cache, /var/lib/docker can be an ext4lite
@@ -38,6 +39,7 @@ Examples:
        -e DOCKER_TLS_CERTDIR= oci:./dind --tls=false
    rungv pool --golden golden.ext4 --scratch /srv/ep -n 8 -j 4 oci:./dind ...
    rungv info --dir /srv/ep      # what this host allows (isolation, cgroup, reflink)
+   rungv gc --dry-run            # what dead episodes left (state, sockets, cgroups)
 
 Exit status: the guest's; 125 when rungv itself fails; 2 for a usage error.`,
 	}

@@ -77,6 +77,9 @@ Examples:
 			fmt.Fprintf(w, "reflink in %s: %s\n", h.Dir, h.Reflink)
 		}
 		fmt.Fprintf(w, "user:             uid %d gid %d\n", h.UID, h.GID)
+		if h.Leftovers > 0 {
+			fmt.Fprintf(w, "left by dead episodes: %d (state directories, sockets, cgroups): see rungv gc --dry-run\n", h.Leftovers)
+		}
 		return nil
 	},
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -30,7 +31,9 @@ capabilities, no_new_privs, a seccomp allowlist, Landlock) before guest code
 runs; it works as any user (it makes its own user and network namespaces)
 and leaves nothing behind: no mount, no cgroup, no state directory, no
 process, even when SIGKILLed (what a kill of all of it leaves, the next
-start sweeps). SIGINT and SIGTERM are passed to the guest (a graceful stop);
+start sweeps; rungv gc on demand). SIGINT and SIGTERM are passed to the
+guest (a graceful stop), which is killed after --stop-timeout (10 s; 0: at
+once);
 the exit status is the guest's (125: rungv itself failed; 2: a usage error).
 
 Limits bound what the episode costs the host: --pids-limit (default 4096
@@ -104,6 +107,7 @@ Examples:
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "prepare the episode to be checkpointed once into `DIR` on a request on --control-fd (rungv checkpoint drives this; --isolation seccomp-only)"},
 		&cli.StringFlag{Name: "restore", Usage: "start by restoring the checkpoint in `DIR` (made by rungv checkpoint) onto the --mount volumes (fresh clones of its companion volumes, same targets) instead of running COMMAND; IMAGE must be the checkpointed one (--isolation seccomp-only)"},
 		&cli.IntFlag{Name: "control-fd", Value: -1, Usage: "read checkpoint requests (JSON lines, runtime.ControlRequest) from this open socket `N` and answer on it (what rungv checkpoint and the Go SDK's Fork use)"},
+		&cli.StringFlag{Name: "stop-timeout", Usage: "how long the guest has to exit after rungv gets SIGTERM or SIGINT before it is killed: seconds (as docker run's) or a Go duration (500ms); 0 kills it at once, what the Go SDK's Close asks for (default 10)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "rungv's own messages on stderr: error, info, or debug (debug also keeps runsc's logs: see --debug-log)"},
 	),
 	Action: run,
@@ -200,6 +204,22 @@ func runEpisode(c *cli.Context) error {
 	return err
 }
 
+// parseStopTimeout reads --stop-timeout: whole seconds, or a Go duration.
+// 0 becomes a negative duration (runtime.Options: at once).
+func parseStopTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if n, nerr := strconv.Atoi(v); nerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--stop-timeout %q: want whole seconds (10) or a duration (500ms), not negative", v)
+	}
+	if d == 0 {
+		d = -1
+	}
+	return d, nil
+}
+
 func asExit(err error, ec *cli.ExitCoder) bool {
 	e, ok := err.(cli.ExitCoder)
 	if ok {
@@ -268,6 +288,13 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		o.Control = f
 	}
 	o.CacheDir = c.String("cache-dir")
+	if v := c.String("stop-timeout"); v != "" {
+		d, err := parseStopTimeout(v)
+		if err != nil {
+			return specflags.Usage(verb, "%v", err)
+		}
+		o.StopTimeout = d
+	}
 	if rep.level >= 2 && o.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")
 		if err != nil {
