@@ -17,12 +17,12 @@
 # skips the Go benchmarks)
 # Needs go and root (chroot; the first run also debootstraps Debian sid from
 # the host's apt mirror, found as image/dindtest finds it, into
-# $GVX_BENCH_CACHE, default /var/tmp/gvx-bench-cache, ~200 MB).
+# $GVX_BENCH_CACHE, default /var/tmp/gvx-bench-cache-UID, ~200 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$(realpath "${1:-/usr/share}")
 runs=${2:-3}
-cache=${GVX_BENCH_CACHE:-/var/tmp/gvx-bench-cache}
+cache=${GVX_BENCH_CACHE:-/var/tmp/gvx-bench-cache-$(id -u)}
 [ "$(id -u)" = 0 ] || { echo "bench/erofs.sh: needs root (chroot into the sid chroot with erofs-utils 1.9.4)" >&2; exit 1; }
 command -v go >/dev/null || { echo "bench/erofs.sh: needs go" >&2; exit 1; }
 

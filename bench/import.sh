@@ -7,7 +7,7 @@
 #   C  mkfs.ext4 -q -F -d DIR IMG SIZE
 #   D  mke2fs -q -F -t ext4 -d TREE.tar IMG SIZE, e2fsprogs 1.47.4+ from a
 #      Debian sid root (bench/sidroot.sh: debootstrap --variant=minbase,
-#      cached under /var/tmp/gvx-bench-cache; SID=0 skips D)
+#      cached under /var/tmp/gvx-bench-cache-UID; SID=0 skips D)
 #
 # The tree is a copy of BENCH_TREE (default /usr/share and /usr/local/go: about
 # 0.9 GiB in 67k entries on the machine it was written on) made with cp -a

@@ -6,7 +6,9 @@
 #                           host's Debian mirror, found exactly as package
 #                           image/dindtest finds it (go run ./bench/debmirror;
 #                           $GVX_DEBIAN_MIRROR overrides). Cached under
-#                           $GVX_BENCH_CACHE (/var/tmp/gvx-bench-cache) by a
+#                           $GVX_BENCH_CACHE (/var/tmp/gvx-bench-cache-UID,
+#                           the caller's own: root runs its binaries, so a
+#                           cache another user could write is refused) by a
 #                           key of mirror, suite and packages.
 #   sidcmd ROOT PROG        prints a command line that runs ROOT's PROG (an
 #                           absolute path inside ROOT) with ROOT's own
@@ -14,8 +16,16 @@
 #                           on host paths: no chroot, so the bench's files
 #                           need no bind mount; for hyperfine's sh -c.
 sidroot() {
-	local cache=${GVX_BENCH_CACHE:-/var/tmp/gvx-bench-cache} mirror key root pkgs
+	local cache=${GVX_BENCH_CACHE:-/var/tmp/gvx-bench-cache-$(id -u)} mirror key root pkgs own
 	command -v debootstrap >/dev/null || { echo "sidroot: needs debootstrap (apt-get install debootstrap)" >&2; return 1; }
+	mkdir -p -m 0700 "$cache" || return 1
+	# The cache's binaries run as the caller (root, in CI): trust it only
+	# if it is the caller's own directory that no one else can write.
+	own=$(stat -c '%u %A' "$cache") || return 1
+	if [ -L "$cache" ] || [ "${own%% *}" != "$(id -u)" ] || [ "$(echo "$own" | cut -c 7)" = w ] || [ "$(echo "$own" | cut -c 10)" = w ]; then
+		echo "sidroot: $cache is not a directory of uid $(id -u) that only it can write ($own): remove it, or set GVX_BENCH_CACHE to a directory of your own" >&2
+		return 1
+	fi
 	mirror=$(CGO_ENABLED=0 go run ./bench/debmirror) || return 1
 	key=$(printf '%s\n' "$mirror" sid minbase "$@" | sha256sum | cut -c1-16)
 	root=$cache/sid-$key

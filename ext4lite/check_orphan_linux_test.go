@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -68,13 +69,21 @@ func ckOrphanMkfs(t testing.TB, maker, size string, opts ...string) string {
 }
 
 // ckSidRoot is a Debian sid root with e2fsprogs that bench/sidroot.sh
-// cached under $GVX_BENCH_CACHE (/var/tmp/gvx-bench-cache); it skips the
-// test when there is none.
+// (run by scripts/setup.sh) cached under $GVX_BENCH_CACHE
+// (/var/tmp/gvx-bench-cache-UID); it skips the test when there is none.
+// The test runs that root's mke2fs, so a cache directory another user
+// could write (or a link to one) fails the test instead of being used.
 func ckSidRoot(t testing.TB) string {
 	t.Helper()
 	cache := os.Getenv("GVX_BENCH_CACHE")
 	if cache == "" {
-		cache = "/var/tmp/gvx-bench-cache"
+		cache = fmt.Sprintf("/var/tmp/gvx-bench-cache-%d", os.Getuid())
+	}
+	if st, err := os.Lstat(cache); err == nil {
+		sys, _ := st.Sys().(*syscall.Stat_t)
+		if !st.IsDir() || sys == nil || int(sys.Uid) != os.Getuid() || st.Mode().Perm()&0o022 != 0 {
+			t.Fatalf("%s is not a directory of uid %d that only it can write (%v): its binaries would run as this user; remove it or set GVX_BENCH_CACHE", cache, os.Getuid(), st.Mode())
+		}
 	}
 	roots, _ := filepath.Glob(filepath.Join(cache, "sid-*"))
 	for _, r := range roots {
@@ -85,7 +94,7 @@ func ckSidRoot(t testing.TB) string {
 			return r
 		}
 	}
-	t.Skipf("no cached Debian sid root with mke2fs under %s (make one: . bench/sidroot.sh; sidroot e2fsprogs)", cache)
+	t.Skipf("no cached Debian sid root with mke2fs under %s (make one, as root: ./scripts/setup.sh)", cache)
 	return ""
 }
 

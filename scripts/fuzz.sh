@@ -6,8 +6,10 @@
 # (seeded at start-up from mkfs.ext4, debugfs and GNU tar where installed).
 # The total is about DURATION × the number of targets, plus start-up.
 #
-# A target that fails and leaves a crasher in testdata/fuzz fails the run.
-# One that fails without a crasher is retried and reported: once, or up to
+# A target that fails and leaves a crasher in testdata/fuzz fails the run;
+# the other targets still run, and the last line counts them all
+# ("fuzz: N passed, N failed"). One that fails without a crasher is retried
+# and reported: once, or up to
 # three tries when the engine itself stopped with "context deadline
 # exceeded" (golang/go#75804, a race at the -fuzztime boundary in Go
 # before 1.27).
@@ -15,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-10s}
 n=0
+failed=()
 fuzz_one() {
 	go test -run '^$' -fuzz "^$2\$" -fuzztime "$t" -fuzzminimizetime 5s "$1" >"$log" 2>&1
 }
@@ -30,7 +33,8 @@ for pkg in $(go list ./...); do
 			tail -30 "$log"
 			if [ "$after" -gt "$before" ]; then
 				echo "FAIL: $pkg $f found a crasher (kept in $dir/testdata/fuzz/$f)"
-				exit 1
+				failed+=("$pkg $f")
+				continue
 			fi
 			# Go before 1.27 can end a duration-bounded run with "context
 			# deadline exceeded" and no crasher: a race in its fuzzing
@@ -39,19 +43,31 @@ for pkg in $(go list ./...); do
 			# crasher (a failing seed, say) gets one retry.
 			tries=1 max=2
 			grep -q '^    context deadline exceeded$' "$log" && max=3
+			ok=0
 			while :; do
 				echo "   $f stopped without a crasher (try $tries of $max); retrying"
 				tries=$((tries + 1))
-				fuzz_one "$pkg" "$f" && break
+				if fuzz_one "$pkg" "$f"; then
+					ok=1
+					break
+				fi
 				tail -30 "$log"
 				after=$( (find "$dir/testdata/fuzz/$f" -type f 2>/dev/null || true) | wc -l)
 				if [ "$after" -gt "$before" ] || [ "$tries" -ge "$max" ]; then
-					exit 1
+					break
 				fi
 			done
+			if [ "$ok" = 0 ]; then
+				echo "FAIL: $pkg $f"
+				failed+=("$pkg $f")
+				continue
+			fi
 		fi
 		tail -2 "$log"
 		n=$((n + 1))
 	done
 done
-echo "fuzzed $n targets for $t each in ${SECONDS}s"
+echo "fuzzed $((n + ${#failed[@]})) targets for $t each in ${SECONDS}s"
+for f in "${failed[@]}"; do echo "   failed: $f"; done
+echo "fuzz: $n passed, ${#failed[@]} failed"
+[ "${#failed[@]}" = 0 ]

@@ -1,36 +1,75 @@
 #!/usr/bin/env bash
-# The whole test suite: static checks, unit and cross-check tests, bounded
-# fuzzing. Cross-checks against the kernel (loop mounts) need root; without it
-# they skip and say so.
-set -euo pipefail
+# The whole test suite, set-up included: CI (.ci/run) runs exactly this.
+#
+#   setup    scripts/setup.sh: as root, the Debian packages the tests use and
+#            the cached Debian sid root; without root it lists what will skip
+#   static   gofmt, go vet, the storage packages built for darwin and windows
+#   go test  every test of the module (as root the kernel cross-checks, loop
+#            mounts and a real dockerd run too; without root they skip)
+#   python   the Python client's tests against a real rungv serve
+#   fuzz     every fuzz target for $FUZZTIME (10s) each
+#
+# Every phase runs whatever an earlier one did; each reports its own result,
+# and the last line counts them all ("total: N passed, N failed, N skipped").
+# Full logs are kept in $GVX_TEST_LOGS (default .test-logs/ here), one file
+# per phase; the exit status is non-zero if any phase failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=0
+logs=${GVX_TEST_LOGS:-$PWD/.test-logs}
+mkdir -p "$logs" || exit 1
+logs=$(cd "$logs" && pwd)
 
-echo "== gofmt"
-bad=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
-if [ -n "$bad" ]; then echo "gofmt wants: $bad"; exit 1; fi
+declare -A result
+order=()
+total_pass=0 total_fail=0 total_skip=0
+# record PHASE STATUS PASSED FAILED SKIPPED: one phase's result. A phase
+# that failed but counted no failed test counts as one failure.
+record() {
+	local name=$1 rc=$2 p=${3:-0} f=${4:-0} s=${5:-0}
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+	order+=("$name")
+	if [ "$rc" = 0 ]; then
+		result[$name]="ok      $p passed, $f failed, $s skipped"
+	else
+		result[$name]="FAILED  $p passed, $f failed, $s skipped (exit $rc)"
+	fi
+	total_pass=$((total_pass + p)) total_fail=$((total_fail + f)) total_skip=$((total_skip + s))
+}
 
-echo "== go vet"
-go vet ./...
+echo "== setup (log: $logs/setup.log)"
+bash ./scripts/setup.sh 2>&1 | tee "$logs/setup.log"
+record setup "${PIPESTATUS[0]}"
 
-echo "== cross-platform build of the storage packages"
-for os in darwin windows; do
-	GOOS=$os go build ./sink/... $(ls -d ext4lite jbd2 reflink erofs overlay image 2>/dev/null | sed 's#$#/...#;s#^#./#')
-done
+echo "== static checks: gofmt, go vet, darwin and windows builds (log: $logs/static.log)"
+(
+	rc=0
+	bad=$(gofmt -l $(git ls-files '*.go') 2>&1) || rc=1
+	if [ -n "$bad" ]; then echo "gofmt wants: $bad"; rc=1; fi
+	go vet ./... || rc=1
+	for os in darwin windows; do
+		GOOS=$os go build ./sink/... $(ls -d ext4lite jbd2 reflink erofs overlay image 2>/dev/null | sed 's#$#/...#;s#^#./#') || rc=1
+	done
+	exit "$rc"
+) >"$logs/static.log" 2>&1
+rc=$?
+[ "$rc" = 0 ] || tail -40 "$logs/static.log"
+record static "$rc"
 
-echo "== go test"
-# Verbose into a log, so that every skip can be listed with its reason at
-# the end; the package lines (ok/FAIL) are shown as they come.
-log=$(mktemp)
-trap 'rm -f "$log" "$log.status"' EXIT
+echo "== go test (log: $logs/go-test.log)"
+# Verbose into the log, so that every failure and skip can be listed with
+# its output or reason; the package lines (ok/FAIL) are shown as they come.
+log=$logs/go-test.log
 {
 	rc=0
 	go test -count=1 -timeout 40m -v ./... 2>&1 || rc=$?
 	echo "$rc" >"$log.status"
 } | tee "$log" | grep --line-buffered -E '^(ok|FAIL|panic:|\?)[[:space:]]' || true
-status=$(cat "$log.status")
+status=$(cat "$log.status" 2>/dev/null || echo 1)
+rm -f "$log.status"
 if [ "$status" != 0 ]; then
-	echo "== failures: each failing test's own output (go test -v attributes it with === RUN/CONT/NAME)"
+	echo "== go test failures: each failing test's own output (go test -v attributes it with === RUN/CONT/NAME)"
 	awk '
 		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
 		/^ *--- (PASS|FAIL|SKIP): / { if ($2 == "FAIL:" && !($3 in failed)) { failed[$3] = 1; order[++nf] = $3 }; next }
@@ -47,7 +86,7 @@ if [ "$status" != 0 ]; then
 	' "$log" | head -600
 	grep -E -A40 '^panic:' "$log" | head -200 || true
 fi
-echo "== skipped tests and why"
+echo "== go test: skipped tests and why"
 awk '
 	/^=== (RUN|CONT|NAME) / { cur = $3; next }
 	/^ +[A-Za-z0-9_]+\.go:[0-9]+: / && cur != "" && !(cur in why) { l = $0; sub(/^ +/, "", l); why[cur] = l; next }
@@ -56,15 +95,52 @@ awk '
 passed=$(grep -cE '^ *--- PASS' "$log" || true)
 failed=$(grep -cE '^ *--- FAIL' "$log" || true)
 skipped=$(grep -cE '^ *--- SKIP' "$log" || true)
-echo "tests: $passed passed, $failed failed, $skipped skipped"
-[ "$status" = 0 ] || exit "$status"
+echo "go test: $passed passed, $failed failed, $skipped skipped"
+if [ "$(id -u)" != 0 ]; then
+	echo "   (not root: the tests above that need root skipped; sudo ./scripts/test.sh runs them too)"
+fi
+record "go test" "$status" "$passed" "$failed" "$skipped"
 
-echo "== python client tests (clients/python, against a real rungv serve)"
+echo "== python client tests (clients/python, against a real rungv serve; log: $logs/python.log)"
 if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then
-	timeout 15m python3 -m unittest discover -s clients/python/tests -t clients/python -v
+	timeout 15m python3 -m unittest discover -s clients/python/tests -t clients/python -v >"$logs/python.log" 2>&1
+	rc=$?
+	# unittest ends with "Ran N tests in Xs" and "OK (skipped=K)" or
+	# "FAILED (failures=F, errors=E, skipped=K)".
+	ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$logs/python.log" | tail -1)
+	tail_line=$(grep -E '^(OK|FAILED)( \(.*\))?$' "$logs/python.log" | tail -1)
+	num() {
+		local v
+		v=$(echo "$tail_line" | grep -oE "$1=[0-9]+" | cut -d= -f2 | head -1)
+		echo "${v:-0}"
+	}
+	pf=$(($(num failures) + $(num errors)))
+	ps=$(num skipped)
+	pp=$((${ran:-0} - pf - ps))
+	[ "$pp" -ge 0 ] || pp=0
+	if [ "$rc" != 0 ]; then
+		grep -E -B2 -A30 '^(ERROR|FAIL):' "$logs/python.log" | head -300
+	fi
+	tail -3 "$logs/python.log"
+	echo "python: $pp passed, $pf failed, $ps skipped"
+	record python "$rc" "$pp" "$pf" "$ps"
 else
-	echo "skipped: no python3 >= 3.9 on this machine (the client needs nothing else)"
+	echo "python: no python3 >= 3.9 on this machine (as root, ./scripts/setup.sh installs it)"
+	record python 0 0 0 1
 fi
 
-echo "== bounded fuzzing (${FUZZTIME:=10s} per target)"
-./scripts/fuzz.sh "$FUZZTIME"
+echo "== bounded fuzzing (${FUZZTIME:=10s} per target; log: $logs/fuzz.log)"
+bash ./scripts/fuzz.sh "$FUZZTIME" 2>&1 | tee "$logs/fuzz.log"
+rc=${PIPESTATUS[0]}
+fp=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$logs/fuzz.log" | tail -1)
+ff=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$logs/fuzz.log" | tail -1)
+record fuzz "$rc" "${fp:-0}" "${ff:-0}"
+
+echo "== summary (logs in $logs)"
+bad=0
+for name in "${order[@]}"; do
+	printf '  %-8s %s\n' "$name" "${result[$name]}"
+	case ${result[$name]} in FAILED*) bad=1 ;; esac
+done
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+exit "$bad"
