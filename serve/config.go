@@ -72,6 +72,14 @@ type Config struct {
 	// gvx.PoolConfig.RefillNice): the claimed episodes get the CPUs first.
 	// 0 means gvx.DefaultRefillNice; negative, none.
 	RefillNice int
+	// ReadHeaderTimeout, IdleTimeout, ReadTimeout and WriteTimeout bound
+	// the clients' connections, and MaxConns how many may be open at once
+	// per listener (see DefaultReadHeaderTimeout: 0 means the default;
+	// negative, none, except for ReadHeaderTimeout). ReadTimeout and WriteTimeout are per read and
+	// per write (a stall), not per request: streams and large transfers
+	// run as long as they progress.
+	ReadHeaderTimeout, IdleTimeout, ReadTimeout, WriteTimeout time.Duration
+	MaxConns                                                  int
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }
@@ -130,6 +138,26 @@ func (c *Config) setDefaults() error {
 		c.RefillNice = gvx.DefaultRefillNice
 	case c.RefillNice < 0:
 		c.RefillNice = 0
+	}
+	if c.ReadHeaderTimeout < 0 {
+		return errors.New("serve: Config.ReadHeaderTimeout is negative: a connection needs one (it is what cuts a slowloris); 0 is the default, 10s")
+	}
+	for _, t := range []struct {
+		d *time.Duration
+		v time.Duration
+	}{{&c.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&c.IdleTimeout, DefaultIdleTimeout}, {&c.ReadTimeout, DefaultReadTimeout}, {&c.WriteTimeout, DefaultWriteTimeout}} {
+		switch {
+		case *t.d == 0:
+			*t.d = t.v
+		case *t.d < 0:
+			*t.d = 0
+		}
+	}
+	switch {
+	case c.MaxConns == 0:
+		c.MaxConns = DefaultMaxConns
+	case c.MaxConns < 0:
+		c.MaxConns = 0
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
