@@ -72,6 +72,15 @@ type Config struct {
 	// gvx.PoolConfig.RefillNice): the claimed episodes get the CPUs first.
 	// 0 means gvx.DefaultRefillNice; negative, none.
 	RefillNice int
+	// DefaultMemory is the memory limit (spec.Limits.MemoryBytes) of an
+	// episode whose create asks for none (0: DefaultEpisodeMemory, 4 GiB;
+	// negative: none, the host's memory). It is enforced as the create's
+	// own limit would be (docs/runtime.md, "Limits"): by a host cgroup
+	// where one can be made; where none can (not root, no delegated
+	// cgroup v2 subtree) an episode whose create set no limits policy
+	// and no CPUs gets it best-effort (the Sentry's shaping alone) rather
+	// than being refused.
+	DefaultMemory int64
 	// ReadHeaderTimeout, IdleTimeout, ReadTimeout and WriteTimeout bound
 	// the clients' connections, and MaxConns how many may be open at once
 	// per listener (see DefaultReadHeaderTimeout: 0 means the default;
@@ -83,6 +92,10 @@ type Config struct {
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }
+
+// DefaultEpisodeMemory is Config.DefaultMemory's default: the memory
+// limit of an episode whose create asks for none.
+const DefaultEpisodeMemory = 4 << 30
 
 // MaxStateDirLen bounds the state directory's path: an episode's sockets
 // (StateDir/ep/ID/docker.sock) must fit a unix socket address (108 bytes).
@@ -141,6 +154,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ReadHeaderTimeout < 0 {
 		return errors.New("serve: Config.ReadHeaderTimeout is negative: a connection needs one (it is what cuts a slowloris); 0 is the default, 10s")
+	}
+	switch {
+	case c.DefaultMemory == 0:
+		c.DefaultMemory = DefaultEpisodeMemory
+	case c.DefaultMemory < 0:
+		c.DefaultMemory = 0
 	}
 	for _, t := range []struct {
 		d *time.Duration
