@@ -95,7 +95,8 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 // TestIdleConnectionsBounded floods the server with 3,000 connections
 // from 127.0.0.1: half send an authenticated request and then keep the
 // connection idle, half send nothing. With MaxConns 200 the server never
-// holds more than 200 (the rest are closed as they are accepted), and
+// holds more than 200 (the rest are closed as they are accepted; one may
+// be seen between its accept and its close), and
 // every one it holds is closed within its timeouts (2 s of idleness, 2 s
 // for headers that never come); a real request is then answered. Before,
 // all 3,000 stayed open (the ones after a request forever: no
@@ -145,8 +146,10 @@ func TestIdleConnectionsBounded(t *testing.T) {
 	}
 	most = max(most, serverSockets(t, addr))
 	t.Logf("%d connections; the server held at most %d at once, answered %d (kept alive)", n, most, answered)
-	if most > maxConns {
-		t.Errorf("the server held %d connections at once, over MaxConns %d", most, maxConns)
+	// The accept loop holds one more for the instant between accepting
+	// a connection over the cap and closing it.
+	if most > maxConns+1 {
+		t.Errorf("the server held %d connections at once, over MaxConns %d (+1 being refused)", most, maxConns)
 	}
 	if answered == 0 {
 		t.Errorf("no connection under the cap was answered")
