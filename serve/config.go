@@ -75,18 +75,19 @@ type Config struct {
 	// DefaultMemory is the memory limit (spec.Limits.MemoryBytes) of an
 	// episode whose create asks for none (0: DefaultEpisodeMemory, 4 GiB;
 	// negative: none, the host's memory). It is enforced as the create's
-	// own limit would be (docs/runtime.md, "Limits"): by a host cgroup
-	// where one can be made; where none can (not root, no delegated
+	// own limit would be (rungv run -m, docs/runtime.md): by a host cgroup
+	// where one can be made. Where none can (not root, no delegated
 	// cgroup v2 subtree) an episode whose create set no limits policy
-	// and no CPUs gets it best-effort (the Sentry's shaping alone) rather
-	// than being refused.
+	// and no CPUs gets it best-effort rather than being refused: the
+	// guest then sees that much memory, but nothing on the host bounds
+	// what the sandbox takes.
 	DefaultMemory int64
 	// ReadHeaderTimeout, IdleTimeout, ReadTimeout and WriteTimeout bound
 	// the clients' connections, and MaxConns how many may be open at once
-	// per listener (see DefaultReadHeaderTimeout: 0 means the default;
-	// negative, none, except for ReadHeaderTimeout). ReadTimeout and WriteTimeout are per read and
-	// per write (a stall), not per request: streams and large transfers
-	// run as long as they progress.
+	// per listener (see DefaultReadHeaderTimeout). 0 means the default;
+	// negative, none (ReadHeaderTimeout may not be negative). ReadTimeout
+	// and WriteTimeout are per read and per write (a stall), not per
+	// request: streams and large transfers run as long as they progress.
 	ReadHeaderTimeout, IdleTimeout, ReadTimeout, WriteTimeout time.Duration
 	MaxConns                                                  int
 	// Logf, if set, receives one line per episode event.

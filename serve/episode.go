@@ -174,8 +174,8 @@ func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error)
 // (Config.DefaultMemory). Where a limit could not be enforced by a host
 // cgroup (rootless: a cgroup may still be delegated, which the runtime
 // finds out), a create that chose no policy and no CPUs has it
-// best-effort: the server's default then bounds the guest by the
-// Sentry's shaping rather than refusing every such create. As root the
+// best-effort: the guest then sees the default (the Sentry's shaping, no
+// host bound) rather than every such create being refused. As root the
 // policy stays the create's (strict): best-effort there would also let
 // an episode run with no pids limit where no pids cgroup can be made.
 func (s *Server) defaultLimits(l *spec.Limits) {
