@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"z.gfire.dev/gvx/serve/agent"
 )
@@ -57,6 +58,13 @@ func (s *Server) Handler(token string) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			// The connection goes with the answer: a client without the
+			// token holds none of the server's descriptors after it, nor
+			// makes the server wait to drain a body it announced.
+			w.Header().Set("Connection", "close")
+			if r.Body != nil && r.Body != http.NoBody {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rungv serve"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token (Authorization: Bearer $GVX_SERVE_TOKEN)"})
 			return

@@ -72,9 +72,31 @@ type Config struct {
 	// gvx.PoolConfig.RefillNice): the claimed episodes get the CPUs first.
 	// 0 means gvx.DefaultRefillNice; negative, none.
 	RefillNice int
+	// DefaultMemory is the memory limit (spec.Limits.MemoryBytes) of an
+	// episode whose create asks for none (0: DefaultEpisodeMemory, 4 GiB;
+	// negative: none, the host's memory). It is enforced as the create's
+	// own limit would be (rungv run -m, docs/runtime.md): by a host cgroup
+	// where one can be made. Where none can (not root, no delegated
+	// cgroup v2 subtree) an episode whose create set no limits policy
+	// and no CPUs gets it best-effort rather than being refused: the
+	// guest then sees that much memory, but nothing on the host bounds
+	// what the sandbox takes.
+	DefaultMemory int64
+	// ReadHeaderTimeout, IdleTimeout, ReadTimeout and WriteTimeout bound
+	// the clients' connections, and MaxConns how many may be open at once
+	// per listener (see DefaultReadHeaderTimeout). 0 means the default;
+	// negative, none (ReadHeaderTimeout may not be negative). ReadTimeout
+	// and WriteTimeout are per read and per write (a stall), not per
+	// request: streams and large transfers run as long as they progress.
+	ReadHeaderTimeout, IdleTimeout, ReadTimeout, WriteTimeout time.Duration
+	MaxConns                                                  int
 	// Logf, if set, receives one line per episode event.
 	Logf func(format string, args ...any)
 }
+
+// DefaultEpisodeMemory is Config.DefaultMemory's default: the memory
+// limit of an episode whose create asks for none.
+const DefaultEpisodeMemory = 4 << 30
 
 // MaxStateDirLen bounds the state directory's path: an episode's sockets
 // (StateDir/ep/ID/docker.sock) must fit a unix socket address (108 bytes).
@@ -130,6 +152,32 @@ func (c *Config) setDefaults() error {
 		c.RefillNice = gvx.DefaultRefillNice
 	case c.RefillNice < 0:
 		c.RefillNice = 0
+	}
+	if c.ReadHeaderTimeout < 0 {
+		return errors.New("serve: Config.ReadHeaderTimeout is negative: a connection needs one (it is what cuts a slowloris); 0 is the default, 10s")
+	}
+	switch {
+	case c.DefaultMemory == 0:
+		c.DefaultMemory = DefaultEpisodeMemory
+	case c.DefaultMemory < 0:
+		c.DefaultMemory = 0
+	}
+	for _, t := range []struct {
+		d *time.Duration
+		v time.Duration
+	}{{&c.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&c.IdleTimeout, DefaultIdleTimeout}, {&c.ReadTimeout, DefaultReadTimeout}, {&c.WriteTimeout, DefaultWriteTimeout}} {
+		switch {
+		case *t.d == 0:
+			*t.d = t.v
+		case *t.d < 0:
+			*t.d = 0
+		}
+	}
+	switch {
+	case c.MaxConns == 0:
+		c.MaxConns = DefaultMaxConns
+	case c.MaxConns < 0:
+		c.MaxConns = 0
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -25,6 +25,12 @@
 //     a dead (SIGKILLed) predecessor left there: each episode's record
 //     names its rungv process (PID and start time); a survivor is killed,
 //     then the directory is removed.
+//   - An episode whose create sets no memory limit gets DefaultMemory
+//     (4 GiB), and its processes get an environment of what they need,
+//     never the server's (its token): package gvx builds rungv's.
+//   - The clients' connections are bounded (conn.go): headers, idleness,
+//     a stalled body or answer, and MaxConns open at once per listener; a
+//     request without the token is answered 401 and its connection closed.
 //
 // Trust boundary: the API's client is trusted as the server's own user
 // (it names host paths: images, golden volumes, mounts), like a Docker
@@ -38,5 +44,6 @@
 // errors), server.go (the episode table, cap, reaper), episode.go
 // (create, start, teardown), state.go (records and reaping), api.go (the
 // HTTP handlers), proxy.go (forwarding to the agent), listen.go (unix and
-// TCP listeners), metrics.go (Prometheus text).
+// TCP listeners), conn.go (the connections' bounds), metrics.go
+// (Prometheus text).
 package serve

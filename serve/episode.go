@@ -156,6 +156,7 @@ func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error)
 		e.volTarget = target
 	}
 	sp.Ports = append(sp.Ports, spec.Port{HostSocket: filepath.Join(e.dir, agentSock), GuestPort: s.cfg.AgentPort})
+	s.defaultLimits(&sp.Limits)
 	if req.Docker {
 		port := req.DockerPort
 		if port == 0 {
@@ -167,6 +168,24 @@ func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error)
 		return nil, fmt.Errorf("%w: spec: %w", ErrBadRequest, err)
 	}
 	return sp, nil
+}
+
+// defaultLimits gives limits without a memory limit the server's
+// (Config.DefaultMemory). Where a limit could not be enforced by a host
+// cgroup (rootless: a cgroup may still be delegated, which the runtime
+// finds out), a create that chose no policy and no CPUs has it
+// best-effort: the guest then sees the default (the Sentry's shaping, no
+// host bound) rather than every such create being refused. As root the
+// policy stays the create's (strict): best-effort there would also let
+// an episode run with no pids limit where no pids cgroup can be made.
+func (s *Server) defaultLimits(l *spec.Limits) {
+	if l.MemoryBytes != 0 || s.cfg.DefaultMemory <= 0 {
+		return
+	}
+	l.MemoryBytes = s.cfg.DefaultMemory
+	if l.Policy == "" && l.CPUs == 0 && os.Geteuid() != 0 {
+		l.Policy = spec.LimitsBestEffort
+	}
 }
 
 // checkRequest validates what can be validated before a slot is taken.

@@ -72,13 +72,28 @@ func ListenTCP(addr string) (net.Listener, error) {
 // ServeHTTP serves the API on ln until ctx is done, then shuts the HTTP
 // server down (in-flight requests get a few seconds). A TCP listener
 // needs a token. Episodes are not torn down here: Close the Server.
+//
+// The connections are bounded as Config says (ReadHeaderTimeout,
+// IdleTimeout, ReadTimeout, WriteTimeout; MaxConns open at once on ln:
+// one more is closed at once), so that idle, slow or never-reading
+// clients cannot hold the server's descriptors; streamed answers (exec
+// output, downloads) run as long as the client takes them.
 func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, token string) error {
 	if _, ok := ln.Addr().(*net.TCPAddr); ok && token == "" {
 		return ErrNoToken
 	}
-	hs := &http.Server{Handler: s.Handler(token), ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	ll := &limitListener{Listener: ln, writeTimeout: s.cfg.WriteTimeout, open: &s.metrics.conns, refused: &s.metrics.connsRefused}
+	if s.cfg.MaxConns > 0 {
+		ll.sem = make(chan struct{}, s.cfg.MaxConns)
+	}
+	hs := &http.Server{
+		Handler:           bodyDeadlines(s.Handler(token), s.cfg.ReadTimeout),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(ll) }()
 	select {
 	case err := <-errc:
 		return err

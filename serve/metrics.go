@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	live, created, createFailures, rejected, reapedAtStart, execs atomic.Int64
 	warmReady, warmClaims                                         atomic.Int64
+	conns, connsRefused                                           atomic.Int64
 	teardowns                                                     labelled
 	reset, ready, create, teardown, claim                         *histogram
 }
@@ -110,4 +111,6 @@ func (s *Server) WriteMetrics(w io.Writer) {
 	counter("gvx_serve_warm_claims_total", "Creates that claimed a warm episode.", m.warmClaims.Load())
 	m.claim.write(w, "gvx_serve_claim_seconds", "Create of a warm episode: request to handed over (its boot is in the ready and reset figures).")
 	gauge("gvx_serve_warm_memory_bytes", "Idle memory of the warm episodes waiting (PSS where readable, else RSS).", s.warmMemory())
+	gauge("gvx_serve_connections", "Client connections open, on every listener.", m.conns.Load())
+	counter("gvx_serve_connections_refused_total", "Client connections closed at once: their listener had MaxConns open.", m.connsRefused.Load())
 }

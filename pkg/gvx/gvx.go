@@ -284,6 +284,8 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 	}
 	cmd := exec.Command(s.bin, append(runArgs, s.ck.args()...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
+	// Not the caller's whole environment (its secrets): env.go.
+	cmd.Env = rungvEnv(os.Environ())
 	cmd.ExtraFiles = append([]*os.File{errW, specR}, s.ck.files()...) // fd 3, fd 4, fd 5...
 	unpin := dieWithCaller(cmd)
 	defer unpin()

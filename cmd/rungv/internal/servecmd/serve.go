@@ -53,8 +53,21 @@ no more warm than fit. A claimed episode's replacement boots --refill-delay
 (250ms; -1s: none) later, and every warm boot runs at --refill-nice (10; -1:
 none) until it is ready or for a second, so that a burst of claims has the
 CPUs first.
+
+An episode whose create sets no memory limit gets --default-memory (4g; none:
+the host's). Connections are bounded: headers within --read-header-timeout,
+a kept-alive connection closed after --idle-timeout, a request cut when its
+client sends nothing of its body (--read-timeout) or takes nothing of the
+answer (--write-timeout) for that long, and at most --max-conns open per
+listener. A request without the token gets 401 and its connection is closed.
+rungv and the episode get only the environment they need (PATH, TMPDIR, HOME,
+the cache and proxy variables: docs/serve.md), never $GVX_SERVE_TOKEN. Run
+the server as a user of its own, not root: as root the sandbox's processes
+are host uid 0.
+
 /metrics has gvx_serve_claim_seconds apart from the boot's
-gvx_serve_ready_seconds, and gvx_serve_warm_memory_bytes.
+gvx_serve_ready_seconds, gvx_serve_warm_memory_bytes, and
+gvx_serve_connections(_refused_total).
 
 Examples:
    rungv serve --state-dir /srv/gvx --max-episodes 64
@@ -78,6 +91,12 @@ Examples:
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail), auto (clone, else sparse copy)"},
 		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
 		&cli.StringFlag{Name: "warm", Usage: "keep episodes booted ahead of demand: `FILE` of [{\"count\": W, \"request\": {…}}]"},
+		&cli.StringFlag{Name: "default-memory", Usage: "memory limit of an episode whose create sets none: `SIZE` (e.g. 8g; none: the host's); rootless without a delegated cgroup it is best-effort", DefaultText: "4g"},
+		&cli.DurationFlag{Name: "read-header-timeout", Usage: "a request's headers must arrive within `D` (a connection that sends none is closed then)", DefaultText: "10s"},
+		&cli.DurationFlag{Name: "idle-timeout", Usage: "close a kept-alive connection idle for `D` (-1s: never)", DefaultText: "1m0s"},
+		&cli.DurationFlag{Name: "read-timeout", Usage: "end a request whose body sends nothing for `D` (per read: uploads run as long as they progress; -1s: never)", DefaultText: "1m0s"},
+		&cli.DurationFlag{Name: "write-timeout", Usage: "end a request whose client takes nothing of the answer for `D` (per write: exec output and downloads stream as long as they are read; -1s: never)", DefaultText: "1m0s"},
+		&cli.IntFlag{Name: "max-conns", Usage: "client connections open at once per listener; one more is closed at once (`N`; -1: no cap)", DefaultText: "1024"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no log line per episode event on stderr"},
 	},
 	Action: action,
@@ -119,6 +138,20 @@ func action(c *cli.Context) error {
 		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
 		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
 		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode,
+		ReadHeaderTimeout: c.Duration("read-header-timeout"), IdleTimeout: c.Duration("idle-timeout"),
+		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), MaxConns: c.Int("max-conns"),
+	}
+	if c.IsSet("read-header-timeout") && cfg.ReadHeaderTimeout <= 0 {
+		return cli.Exit("rungv serve: --read-header-timeout must be positive (it is what cuts a slowloris)", 2)
+	}
+	if m := c.String("default-memory"); m != "" {
+		if m == "none" {
+			cfg.DefaultMemory = -1
+		} else if v, err := units.ParseSize(m); err != nil || v <= 0 {
+			return cli.Exit(fmt.Sprintf("rungv serve: --default-memory %q: want a size such as 4g, or none", m), 2)
+		} else {
+			cfg.DefaultMemory = v
+		}
 	}
 	if cfg.DefaultLease == 0 {
 		cfg.DefaultLease = -1
