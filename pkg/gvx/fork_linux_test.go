@@ -282,14 +282,17 @@ func TestFork(t *testing.T) {
 	for i, e := range eps {
 		e.do(t, names[i]+"w", "echo "+names[i]+" > /data/"+names[i])
 	}
-	pc := counters(parent.out.String())
 	for i, e := range eps[1:] {
 		e.out.waitFor(t, `(?m)^c\d+$`)
 		c := counters(e.out.String())
 		if len(c) == 0 || c[0] <= 10 {
 			t.Fatalf("%s: counter %v: does not continue from the parent's (>10)", names[i+1], c)
 		}
-		// The parent printed the value before the fork and went on past it.
+		// The parent printed the value before the fork and goes on past it
+		// (waited for: under load the parent may not have printed the next
+		// value yet when the child printed its first).
+		parent.out.waitFor(t, fmt.Sprintf(`(?m)^c%d$`, c[0]+1))
+		pc := counters(parent.out.String())
 		if !containsInt(pc, c[0]-1) || !containsInt(pc, c[0]+1) {
 			t.Errorf("%s starts at %d; the parent's counter %v should hold %d (before the fork) and %d (after)", names[i+1], c[0], pc, c[0]-1, c[0]+1)
 		}
