@@ -81,4 +81,3 @@ func TestListenUnixSwapRace(t *testing.T) {
 	}
 	t.Logf("%d swaps", swaps())
 }
-
