@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +21,7 @@ import (
 	"gvisor.dev/gvisor/pkg/urpc"
 	"gvisor.dev/gvisor/runsc/boot"
 
+	"z.gfire.dev/gvx/internal/privdir"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/spec"
 )
@@ -138,19 +138,17 @@ func createCheckpoint(dir string, specJSON []byte, info CheckpointInfo) ([]*os.F
 // and writable by no one else. An existing directory another user made
 // (in /tmp, say) would otherwise let them swap those files in before a
 // restore, or after the checkpoint wrote them.
+//
+// The directory is opened without following a symlink and judged by its
+// descriptor (privdir.Check).
 func checkCheckpointDir(dir string) error {
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("%w (not a checkpoint directory made by rungv checkpoint?)", err)
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
+	err := privdir.Check(dir)
+	var pe *privdir.Error
 	switch {
-	case !st.IsDir():
-		return fmt.Errorf("not a directory (%s): a checkpoint directory must be a real directory", st.Mode().Type())
-	case !ok || int(sys.Uid) != os.Getuid():
-		return fmt.Errorf("owned by uid %d, not by this user (%d): a restore trusts what is in it; use a directory of your own", sys.Uid, os.Getuid())
-	case st.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("writable by others (mode %04o): a restore trusts what is in it; chmod go-w it or use a new one", st.Mode().Perm())
+	case errors.As(err, &pe):
+		return fmt.Errorf("%w: a restore trusts what is in it; use a new directory of your own (or chmod go-w it, if it is yours)", err)
+	case err != nil:
+		return fmt.Errorf("%w (not a checkpoint directory made by rungv checkpoint?)", err)
 	}
 	return nil
 }

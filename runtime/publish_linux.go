@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // Publishing (-p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT) without any
@@ -113,7 +115,11 @@ func openPublish(ports []Port) (_ *publisher, err error) {
 	return p, nil
 }
 
-// listenUnix creates the port's socket file with the caller's mode.
+// listenUnix creates the port's socket file with the caller's mode. It is
+// bound, given its mode and identified in a private directory of its own
+// next to the path, then renamed into place (privdir.ListenUnix): a user
+// who owns the path's directory cannot swap the fresh socket for a
+// symlink and have the mode set on the file it names.
 func (pp *publishedPort) listenUnix() error {
 	path, err := filepath.Abs(pp.port.HostSocket)
 	if err != nil {
@@ -123,24 +129,19 @@ func (pp *publishedPort) listenUnix() error {
 	if err := removeStaleSocket(path); err != nil {
 		return err
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return fmt.Errorf("-p unix:%s: %w", path, err)
-	}
-	l.SetUnlinkOnClose(false) // Close removes it only if it is still ours
-	pp.ln = l
 	mode := pp.port.Mode
 	if mode == 0 {
 		mode = DefaultSocketMode
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	l, id, err := privdir.ListenUnix(path, mode)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("-p unix:%s: something was put at the path while the socket was made: remove it or publish on another path", path)
+	}
+	if err != nil {
 		return fmt.Errorf("-p unix:%s: %w", path, err)
 	}
-	pp.dev, pp.ino = st.Dev, st.Ino
-	if err := os.Chmod(path, mode.Perm()); err != nil {
-		return fmt.Errorf("-p unix:%s: %w", path, err)
-	}
+	pp.ln = l // Close removes the file only if it is still this one
+	pp.dev, pp.ino = id.Dev, id.Ino
 	return nil
 }
 

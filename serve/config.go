@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"z.gfire.dev/gvx/internal/privdir"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/serve/agent"
@@ -17,9 +19,14 @@ import (
 type Config struct {
 	// StateDir holds the server's lock and one directory per episode
 	// (its record, its clone of the golden volume, its sockets). It is
-	// created (0700) if missing. For reflink clones it must be on the
-	// golden volumes' filesystem. Unix sockets live in it, so its path
-	// must be short (at most MaxStateDirLen bytes).
+	// created (0700) if missing. What is in it is trusted (a record names
+	// a process to kill, a socket an exec goes to), so an existing one
+	// must be a directory, not a symlink, owned by the server's user and
+	// writable by no one else: New refuses any other (DefaultStateDir's
+	// fallback in the temporary directory must be mode 0700 exactly). For
+	// reflink clones it must be on the golden volumes' filesystem. Unix
+	// sockets live in it, so its path must be short (at most
+	// MaxStateDirLen bytes).
 	StateDir string
 	// Rungv is the rungv binary ("": $GVX_RUNGV, then PATH, as package
 	// gvx finds it).
@@ -182,5 +189,39 @@ func (c *Config) setDefaults() error {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return os.MkdirAll(c.StateDir, 0o700)
+	return ensureStateDir(c.StateDir)
+}
+
+// DefaultStateDir is rungv serve's state directory without --state-dir:
+// $XDG_RUNTIME_DIR/gvx-serve, else /run/gvx for root, else
+// $TMPDIR/gvx-serve-UID. The last is in a directory every user may write
+// in, so someone may have made it first: New keeps it only if it is this
+// user's and mode 0700 exactly.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "gvx-serve")
+	}
+	if os.Geteuid() == 0 {
+		return "/run/gvx"
+	}
+	return sharedTmpStateDir()
+}
+
+// sharedTmpStateDir is DefaultStateDir's fallback in the temporary
+// directory.
+func sharedTmpStateDir() string {
+	return filepath.Join(os.TempDir(), "gvx-serve-"+strconv.Itoa(os.Geteuid()))
+}
+
+// ensureStateDir makes dir (0700) if missing and refuses it unless it is
+// private (privdir): another user must not have made it first.
+func ensureStateDir(dir string) error {
+	want := privdir.Want{}
+	if dir == sharedTmpStateDir() {
+		want.Perm = 0o700
+	}
+	if err := want.Ensure(dir); err != nil {
+		return fmt.Errorf("serve: state dir: %w; what is in it is trusted, so remove it (rungv serve makes it again) or pass --state-dir DIR of your own (or set XDG_RUNTIME_DIR)", err)
+	}
+	return nil
 }

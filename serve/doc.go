@@ -23,8 +23,15 @@
 //     …/renew renews it explicitly, an in-flight request holds it.
 //   - New holds StateDir's lock for the server's life and first reaps what
 //     a dead (SIGKILLed) predecessor left there: each episode's record
-//     names its rungv process (PID and start time); a survivor is killed,
-//     then the directory is removed.
+//     names its rungv process (PID, start time, executable); a survivor
+//     that still runs rungv is killed through a pidfd, then the directory
+//     is removed.
+//   - StateDir and its episode directories are checked, never assumed
+//     (internal/privdir): opened without following a symlink, they must be
+//     the server's user's and writable by no one else (DefaultStateDir's
+//     $TMPDIR fallback: mode 0700 exactly). Another local user who made
+//     them first gets a refusal that names the directory, its owner and
+//     mode, not the server's records and sockets.
 //   - An episode whose create sets no memory limit gets DefaultMemory
 //     (4 GiB), and its processes get an environment of what they need,
 //     never the server's (its token): package gvx builds rungv's.
@@ -42,8 +49,8 @@
 //
 // Files: config.go (Config and defaults), types.go (the API's values and
 // errors), server.go (the episode table, cap, reaper), episode.go
-// (create, start, teardown), state.go (records and reaping), api.go (the
-// HTTP handlers), proxy.go (forwarding to the agent), listen.go (unix and
-// TCP listeners), conn.go (the connections' bounds), metrics.go
-// (Prometheus text).
+// (create, start, teardown), state.go and reap_linux.go (records and
+// reaping), api.go (the HTTP handlers), proxy.go (forwarding to the
+// agent), listen.go (unix and TCP listeners), conn.go (the connections'
+// bounds), metrics.go (Prometheus text).
 package serve

@@ -333,10 +333,10 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 	return s.launch(ctx, e, sb, rec)
 }
 
-// makeEpisodeDir makes e's directory and its first record (the rungv
-// process is added once it runs).
+// makeEpisodeDir makes e's directory (new, in the private StateDir/ep)
+// and its first record (the rungv process is added once it runs).
 func makeEpisodeDir(e *episode) (*record, error) {
-	if err := os.MkdirAll(e.dir, 0o700); err != nil {
+	if err := os.Mkdir(e.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("episode dir: %w", err)
 	}
 	rec := &record{ID: e.id, ServerPID: os.Getpid(), Created: e.created}
@@ -364,6 +364,7 @@ func (s *Server) launch(ctx context.Context, e *episode, sb *gvx.Sandbox, rec *r
 	}
 	rec.RungvPID = sb.Pid()
 	rec.RungvStart = procStart(rec.RungvPID)
+	noteExe(rec)
 	if err := writeRecord(e.dir, rec); err != nil {
 		return err
 	}

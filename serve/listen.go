@@ -7,15 +7,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
+
+	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // ListenUnix listens on the unix socket path, mode 0600 (only the
 // server's user may connect). A stale socket file at path (nothing
-// listening) is replaced; a live one is an error. The socket is made
-// under a temporary name, chmod'ed, then renamed into place, so it is
-// never reachable with looser permissions.
+// listening) is replaced; a live one is an error. The socket is bound in
+// a new private directory next to path, chmod'ed there and renamed into
+// place (privdir.ListenUnix), so it is never reachable with looser
+// permissions, and a user who may write path's directory cannot swap it
+// for a symlink to have another file chmod'ed.
 func ListenUnix(path string) (net.Listener, error) {
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
@@ -25,20 +28,15 @@ func ListenUnix(path string) (net.Listener, error) {
 			c.Close()
 			return nil, fmt.Errorf("serve: %s is in use by a live server: stop it or choose another --socket", path)
 		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("serve: remove the stale socket %s: %w", path, err)
+		}
 	}
-	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
-	_ = os.Remove(tmp)
-	ln, err := net.Listen("unix", tmp)
-	if err != nil {
-		return nil, fmt.Errorf("serve: listen on %s: %w", path, err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, 0o600); err == nil {
-		err = os.Rename(tmp, path)
+	ln, _, err := privdir.ListenUnix(path, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("serve: %s is in use (made by another process meanwhile): stop it or choose another --socket", path)
 	}
 	if err != nil {
-		ln.Close()
-		os.Remove(tmp)
 		return nil, fmt.Errorf("serve: socket %s: %w", path, err)
 	}
 	return &unlinkListener{Listener: ln, path: path}, nil

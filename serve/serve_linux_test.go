@@ -424,10 +424,12 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	in := a.create(map[string]any{"spec": busybox(), "golden": golden})
 	epDir := filepath.Dir(in.Volume)
 	var rec struct {
-		RungvPID int `json:"rungv_pid"`
+		RungvPID int    `json:"rungv_pid"`
+		RungvExe string `json:"rungv_exe"`
+		RungvIno uint64 `json:"rungv_ino"`
 	}
 	b, _ := os.ReadFile(filepath.Join(epDir, "record.json"))
-	if json.Unmarshal(b, &rec); rec.RungvPID == 0 {
+	if json.Unmarshal(b, &rec); rec.RungvPID == 0 || rec.RungvIno == 0 || filepath.Base(rec.RungvExe) != "rungv" {
 		t.Fatalf("record: %s", b)
 	}
 	// A second server on a live one's state dir is refused.
@@ -447,14 +449,15 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	if _, err := os.Stat(in.Volume); err != nil {
 		t.Fatalf("the clone should still be there for the reaper: %v", err)
 	}
-	// A record naming a live process (as if Pdeathsig had not fired).
-	sleeper := exec.Command("sleep", "60")
-	sleeper.Start()
-	defer sleeper.Process.Kill()
-	go sleeper.Wait()
+	// A record naming a live rungv process (as if Pdeathsig had not
+	// fired): a lone rungv serve, which runs until it is killed.
+	lone := exec.Command(env.Rungv, "serve", "-q", "--state-dir", filepath.Join(dir, "lone"))
+	lone.Start()
+	defer lone.Process.Kill()
+	go lone.Wait()
 	fake := filepath.Join(state, "ep", "00000000deadbeef")
 	os.MkdirAll(fake, 0o700)
-	os.WriteFile(filepath.Join(fake, "record.json"), []byte(fmt.Sprintf(`{"id":"00000000deadbeef","rungv_pid":%d,"rungv_start":%d}`, sleeper.Process.Pid, startTime(t, sleeper.Process.Pid))), 0o600)
+	os.WriteFile(filepath.Join(fake, "record.json"), []byte(fmt.Sprintf(`{"id":"00000000deadbeef","rungv_pid":%d,"rungv_start":%d}`, lone.Process.Pid, startTime(t, lone.Process.Pid))), 0o600)
 	os.WriteFile(filepath.Join(fake, "volume.ext4"), []byte("x"), 0o600)
 
 	srv, a2 := startServer(t, serve.Config{StateDir: state})
@@ -465,7 +468,7 @@ func TestReapAfterSIGKILL(t *testing.T) {
 	if _, err := os.Stat(fake); !os.IsNotExist(err) {
 		t.Errorf("the fake episode dir survived: %v", err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); alive(sleeper.Process.Pid); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); alive(lone.Process.Pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the process a record named was not killed")
 		}

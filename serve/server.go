@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // Server owns the episodes of one node. Its methods are safe for
@@ -53,13 +56,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lock: lock, metrics: newMetrics(), eps: map[string]*episode{}, ended: map[string]string{},
 		stop: make(chan struct{}), done: make(chan struct{}), warming: map[*episode]struct{}{}}
-	n, err := reap(filepath.Join(cfg.StateDir, epDir), cfg.Logf)
+	eps := filepath.Join(cfg.StateDir, epDir)
+	if err := privdir.Ensure(eps); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("serve: episodes dir: %w; what is in it is trusted: remove it (rungv serve makes it again)", err)
+	}
+	n, err := reap(eps, rungvPath(cfg.Rungv), cfg.Logf)
 	s.metrics.reapedAtStart.Add(int64(n))
 	if err != nil {
-		lock.Close()
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, epDir), 0o700); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -75,7 +79,7 @@ func New(cfg Config) (*Server, error) {
 // directory (and may reap it).
 func lockStateDir(dir string) (*os.File, error) {
 	name := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("serve: state dir lock: %w", err)
 	}
@@ -87,6 +91,19 @@ func lockStateDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("serve: lock %s: %w", name, err)
 	}
 	return f, nil
+}
+
+// rungvPath is the rungv binary episodes run, as package gvx finds it
+// ("" if none is found): the reaper kills only processes running it (or
+// the binary their record names).
+func rungvPath(explicit string) string {
+	for _, p := range []string{explicit, os.Getenv("GVX_RUNGV")} {
+		if p != "" {
+			return p
+		}
+	}
+	p, _ := exec.LookPath("rungv")
+	return p
 }
 
 // Cap is the most episodes the server runs at once.

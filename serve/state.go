@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // record is an episode's StateDir/ep/ID/record.json: what a successor
@@ -27,6 +29,13 @@ type record struct {
 	// never killed.
 	RungvPID   int    `json:"rungv_pid,omitempty"`
 	RungvStart uint64 `json:"rungv_start,omitempty"`
+	// RungvExe is the binary that process runs (/proc/PID/exe when it
+	// started), RungvDev and RungvIno that file's device and inode: the
+	// reaper kills only a process that runs this file (or the server's
+	// own rungv).
+	RungvExe string `json:"rungv_exe,omitempty"`
+	RungvDev uint64 `json:"rungv_dev,omitempty"`
+	RungvIno uint64 `json:"rungv_ino,omitempty"`
 }
 
 // writeRecord publishes rec in dir by temp file and rename.
@@ -49,13 +58,21 @@ func writeRecord(dir string, rec *record) error {
 // may be truncated by a crash).
 const maxRecord = 64 << 10
 
-// reap tears down what a dead predecessor left in dir (StateDir/ep): for
-// each episode directory, the rungv process its record names, if it still
-// runs (same PID and start time), is killed and waited for; then the
-// directory — clone, sockets, record — is removed. It returns how many
-// episode directories it reaped. The caller holds the state dir's lock, so
-// no live server owns them.
-func reap(dir string, logf func(string, ...any)) (int, error) {
+// errUntrusted marks an episode directory or record someone else could
+// have written: the reaper neither believes nor removes it.
+var errUntrusted = errors.New("not trusted")
+
+// reap tears down what a dead predecessor left in dir (StateDir/ep, which
+// the caller checked is private): for each episode directory, the rungv
+// process its record names, if it still runs (same PID, start time and
+// executable: the record's rungv or rungv, the server's), is killed and
+// waited for; then the directory — clone, sockets, record — is removed.
+// An episode directory or record that is not the server user's and
+// writable by it alone is left alone, and reported: it was not written by
+// a server, and nothing it names is killed. It returns how many episode
+// directories it reaped. The caller holds the state dir's lock, so no
+// live server owns them.
+func reap(dir, rungv string, logf func(string, ...any)) (int, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -70,8 +87,13 @@ func reap(dir string, logf func(string, ...any)) (int, error) {
 		if !ent.IsDir() {
 			continue
 		}
-		if rec, err := readRecord(p); err == nil && rec.RungvPID > 0 {
-			if err := killIfSame(rec.RungvPID, rec.RungvStart); err != nil {
+		rec, err := readRecord(p)
+		if errors.Is(err, errUntrusted) {
+			errs = append(errs, fmt.Errorf("serve: reap: %w; a server did not write it: nothing it names is killed; remove it", err))
+			continue
+		}
+		if err == nil && rec.RungvPID > 0 {
+			if err := killIfSame(rec, rungv, logf); err != nil {
 				errs = append(errs, fmt.Errorf("serve: reap episode %s: %w", ent.Name(), err))
 				continue
 			}
@@ -86,34 +108,44 @@ func reap(dir string, logf func(string, ...any)) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// readRecord reads dir's record. The directory must be private
+// (privdir.Check) and the record a regular file of the server's user that
+// no one else may write, opened without following a symlink; else the
+// error wraps errUntrusted.
 func readRecord(dir string) (*record, error) {
-	f, err := os.Open(filepath.Join(dir, recordFile))
+	if err := privdir.Check(dir); err != nil {
+		var pe *privdir.Error
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("episode dir: %w (%w)", err, errUntrusted)
+		}
+		return nil, err
+	}
+	name := filepath.Join(dir, recordFile)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("episode record %s is a symlink (%w)", name, errUntrusted)
+		}
 		return nil, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.Mode().IsRegular() || !ok || int(sys.Uid) != os.Geteuid() || st.Mode().Perm()&0o022 != 0 {
+		uid := -1
+		if ok {
+			uid = int(sys.Uid)
+		}
+		return nil, fmt.Errorf("episode record %s is owned by uid %d, mode %v: it must be a file of uid %d's not writable by others (%w)", name, uid, st.Mode(), os.Geteuid(), errUntrusted)
+	}
 	var rec record
 	if err := json.NewDecoder(io.LimitReader(f, maxRecord)).Decode(&rec); err != nil {
 		return nil, err
 	}
 	return &rec, nil
-}
-
-// killIfSame SIGKILLs pid if it is still the process that started at
-// start, and waits (up to 10 s) for it to be gone.
-func killIfSame(pid int, start uint64) error {
-	if start == 0 || procStart(pid) != start {
-		return nil // gone, or the PID is another process now
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill rungv %d: %w", pid, err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if procStart(pid) != start {
-			return nil
-		}
-	}
-	return fmt.Errorf("rungv %d did not die after SIGKILL within 10s", pid)
 }
 
 // procStart is the start time of process pid (/proc/PID/stat field 22, in

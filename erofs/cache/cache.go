@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"z.gfire.dev/gvx/erofs"
+	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // Cache is a content-addressed store in one directory. Its methods are safe
@@ -28,7 +29,12 @@ const (
 )
 
 // Open returns the cache in dir, creating its directories (mode 0755) if
-// needed.
+// needed. What is in a cache is trusted (an image's bytes become a
+// sandbox's root file system), so the cache's directories must be real
+// directories (not symlinks) owned by the caller or by root, and writable
+// by no one else (they may be readable: root's cache is shared read-only);
+// Open refuses any other, with an error wrapping *privdir.Error, so that
+// another user who made the directory first cannot plant objects in it.
 func Open(dir string) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("cache: empty directory name")
@@ -40,6 +46,9 @@ func Open(dir string) (*Cache, error) {
 	for _, d := range []string{abs, filepath.Join(abs, objectsDir), filepath.Join(abs, locksDir), filepath.Join(abs, tmpDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
+		}
+		if err := (privdir.Want{Root: true}).Check(d); err != nil {
+			return nil, fmt.Errorf("cache: %w; what is in a cache is trusted: remove it, or use a cache directory of your own", err)
 		}
 	}
 	return &Cache{dir: abs}, nil

@@ -1,9 +1,11 @@
 """HTTP/1.1 over a unix socket or TCP, with the standard library only."""
 
+import errno
 import http.client
 import json
 import os
 import socket
+import stat
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple, Union
 from urllib.parse import urlencode, urlsplit
 
@@ -13,20 +15,49 @@ Body = Union[None, bytes, Iterable[bytes], Any]
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: Optional[float]):
+    """HTTP over the unix socket path. With private set (rungv serve's
+    default socket), the socket's directory is checked first (check_private_dir)
+    and the socket reached through that open directory, so what is checked is
+    what is connected to."""
+
+    def __init__(self, path: str, timeout: Optional[float], private: Optional[bool] = None):
         super().__init__("localhost", timeout=timeout)
         self._path = path
+        self._private = private
 
     def connect(self) -> None:
+        dfd = None
+        addr = self._path
+        if self._private is not None:
+            dfd = check_private_dir(os.path.dirname(self._path), exact=self._private)
+            if os.path.isdir("/proc/self/fd"):
+                addr = "/proc/self/fd/%d/%s" % (dfd, os.path.basename(self._path))
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if self.timeout is not None:
             s.settimeout(self.timeout)
         try:
-            s.connect(self._path)
+            s.connect(addr)
         except OSError:
             s.close()
             raise
+        finally:
+            if dfd is not None:
+                os.close(dfd)
         self.sock = s
+
+
+def default_state_dir() -> Tuple[str, bool]:
+    """rungv serve's default state directory, and whether it is the fallback
+    in the shared temporary directory (which must be mode 0700 exactly):
+    $XDG_RUNTIME_DIR/gvx-serve, else /run/gvx for root, else
+    $TMPDIR/gvx-serve-UID."""
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return os.path.join(run, "gvx-serve"), False
+    if os.geteuid() == 0:
+        return "/run/gvx", False
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(tmp, "gvx-serve-%d" % os.geteuid()), True
 
 
 def default_socket() -> str:
@@ -35,9 +66,36 @@ def default_socket() -> str:
     env = os.environ.get("GVX_SERVE_SOCKET")
     if env:
         return env
-    run = os.environ.get("XDG_RUNTIME_DIR")
-    state = os.path.join(run, "gvx-serve") if run else os.path.join("/tmp", "gvx-serve-%d" % os.getuid())
-    return os.path.join(state, "serve.sock")
+    return os.path.join(default_state_dir()[0], "serve.sock")
+
+
+def check_private_dir(path: str, exact: bool = False) -> int:
+    """Opens directory path without following a symlink and refuses it
+    (GvxError) unless it is this user's and writable by no one else (mode
+    0700 exactly with exact): another local user who made rungv serve's
+    default directory first would get every request sent to a socket of
+    theirs, env and all. Returns the open directory (the caller closes it).
+    A missing directory raises FileNotFoundError (no server there)."""
+    fix = ("remove it (rungv serve makes it again), or give the client the "
+           "socket of a directory of your own (socket_path, $GVX_SERVE_SOCKET, "
+           "rungv serve --state-dir, or set XDG_RUNTIME_DIR)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise GvxError(0, f"default socket directory {path} is a symlink or not a directory: "
+                              f"the server's directory must be a real one; {fix}") from e
+        raise
+    st = os.fstat(fd)
+    perm = stat.S_IMODE(st.st_mode)
+    me = os.geteuid()
+    ok = stat.S_ISDIR(st.st_mode) and st.st_uid == me and (perm == 0o700 if exact else perm & 0o022 == 0)
+    if not ok:
+        os.close(fd)
+        rule = "mode 0700 exactly" if exact else "not writable by others"
+        raise GvxError(0, f"default socket directory {path} is owned by uid {st.st_uid}, mode {perm:04o}: "
+                          f"it must be yours (uid {me}) and {rule}; {fix}")
+    return fd
 
 
 class Transport:
@@ -50,6 +108,12 @@ class Transport:
             raise ValueError("gvx: give socket_path or url, not both")
         self.url = url
         self.socket_path = None if url else (socket_path or default_socket())
+        # rungv serve's default socket (no path given, none in the
+        # environment): its directory is checked before each connect, and
+        # whether it is the fallback that must be 0700 exactly.
+        self._private: Optional[bool] = None
+        if not url and not socket_path and not os.environ.get("GVX_SERVE_SOCKET"):
+            self._private = default_state_dir()[1]
         self.token = token if token is not None else os.environ.get("GVX_SERVE_TOKEN")
         self.timeout = timeout
         if url:
@@ -61,7 +125,7 @@ class Transport:
     def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         t = timeout if timeout is not None else self.timeout
         if self.socket_path:
-            return _UnixConnection(self.socket_path, t)
+            return _UnixConnection(self.socket_path, t, self._private)
         return http.client.HTTPConnection(self._host, self._port, timeout=t)
 
     def request(self, method: str, path: str, query: Optional[Dict[str, Any]] = None,

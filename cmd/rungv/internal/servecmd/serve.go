@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,7 +74,7 @@ Examples:
    rungv serve --state-dir /srv/gvx --warm warm.json --warm-memory 8g
    GVX_SERVE_TOKEN=$(cat tok) rungv serve --state-dir /srv/gvx --listen 127.0.0.1:7300`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "`DIR` for the lock, episode records, clones and sockets (short path; on the golden volumes' filesystem for reflinks)"},
+		&cli.StringFlag{Name: "state-dir", Value: serve.DefaultStateDir(), Usage: "`DIR` for the lock, episode records, clones and sockets (short path; on the golden volumes' filesystem for reflinks)"},
 		&cli.StringFlag{Name: "socket", Usage: "unix socket `PATH` of the API", DefaultText: "STATE_DIR/serve.sock"},
 		&cli.StringFlag{Name: "listen", Usage: "also serve on TCP `ADDR` (127.0.0.1:7300); needs a token"},
 		&cli.DurationFlag{Name: "refill-delay", Usage: "a claimed warm episode's replacement waits `D` before it boots (-1s: not at all)", DefaultText: "250ms"},
@@ -100,13 +99,6 @@ Examples:
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no log line per episode event on stderr"},
 	},
 	Action: action,
-}
-
-func defaultStateDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "gvx-serve")
-	}
-	return filepath.Join(os.TempDir(), "gvx-serve-"+strconv.Itoa(os.Getuid()))
 }
 
 func action(c *cli.Context) error {
