@@ -94,7 +94,7 @@ _KEPT_COST = 256
 # parent directory is kept open from one entry to the next, so an archive
 # in tree order (the agent's) opens each directory about once; one that
 # jumps between deep directories on every entry is refused.
-_OPENS_PER_MEMBER = 64
+_OPENS_PER_MEMBER = 16
 
 # The member types kept (or, devices and fifos, skipped), and the extended
 # headers read for them: pax (one entry's) and GNU long names. Everything
@@ -366,7 +366,7 @@ def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX
     nabsolute = 0
     kept = 0  # bytes of links and dirs remembered (as _KEPT_COST each, plus names)
     n = seen = 0
-    walk = _Walker(root, _OPENS_PER_MEMBER * (max_members or DEFAULT_MAX_MEMBERS) + 4096)
+    walk = _Walker(root, 4096)
     checked = False  # the links were checked (and the outward ones removed)
 
     def keep(*names: str) -> None:
@@ -382,6 +382,7 @@ def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX
                 if m is None:
                     break
                 seen += 1
+                walk.budget = _OPENS_PER_MEMBER * seen + 4096
                 if max_members is not None and seen > max_members:
                     raise Refused(f"more than max_members={max_members} entries; pass a larger max_members "
                                   "to unpack it")
@@ -457,7 +458,7 @@ def unpack(src: BinaryIO, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX
             _, t, nm = bad[0]
             more = f" (and {nbad - 1} more)" if nbad > 1 else ""
             raise GvxError(0, f"archive link {nm!r} -> {t!r} points outside {local_dir}{more}; removed")
-        walk = _Walker(root, len(dirs) * _OPENS_PER_MEMBER + 4096)
+        walk = _Walker(root, _OPENS_PER_MEMBER * seen + 4096)
         for path in sorted(dirs, reverse=True):  # children before parents, a subtree at a time
             mode, mtime, name = dirs[path]
             d = walk.at(path.split("/"), False, name)

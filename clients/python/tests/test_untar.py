@@ -290,6 +290,18 @@ class TestExoticMembers(Sandbox):
         self.assertIn("max_members=10", str(cm.exception))
         self.assertEqual(unpack(io.BytesIO(data), os.path.join(self.top, "ok"), None, max_members=11), 11)
 
+    def test_deep_zigzag(self):
+        # Entries that alternate between two directories 300 deep make
+        # every entry open 300 directories: refused once the directory opens
+        # pass 16 per entry (a tree-ordered archive opens each about once).
+        a, b = "a/" * 300, "b/" * 300
+        data = archive(*[(f"{a if i % 2 else b}f{i}", "file", b"") for i in range(200)])
+        e = self.assertContained(data)
+        self.assertIn("jump between deep directories", str(e))
+        # In tree order, the same entries unpack.
+        data = archive(*sorted([(f"{a if i % 2 else b}f{i}", "file", b"") for i in range(200)]))
+        self.assertEqual(unpack(io.BytesIO(data), os.path.join(self.top, "ok")), 200)
+
     def test_repeated_directories(self):
         # A directory sent again is not made again: its last header's mode
         # and time win, and it costs nothing to remember.
