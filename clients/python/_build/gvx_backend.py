@@ -48,14 +48,15 @@ class BackendError(Exception):
 
 # --- pyproject.toml -----------------------------------------------------------
 
-def _fallback_toml_project(text):
-    """The [project] table of a pyproject.toml, for Pythons without tomllib.
+def _fallback_toml_table(text, want="project"):
+    """One top-level table of a pyproject.toml (by default [project]), for
+    Pythons without tomllib.
 
     It reads what this project's file uses: ``key = value`` lines where a
     value is a basic ("...") or literal ('...') string, true/false, an
     integer, or a one-line array or inline table of those; comments; other
-    tables are skipped. Anything else inside [project] is an error naming the
-    line (never a guess)."""
+    tables are skipped. Anything else inside the table is an error naming
+    the line (never a guess)."""
     project = None
     table = None
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -65,21 +66,23 @@ def _fallback_toml_project(text):
         if line.startswith("["):
             m = re.match(r"^\[\[?([^\]]+)\]\]?\s*(#.*)?$", line)
             if not m:
-                raise BackendError(f"pyproject.toml line {lineno}: {raw!r}: not a table header")
+                if table == want:
+                    raise BackendError(f"pyproject.toml line {lineno}: {raw!r}: not a table header")
+                continue  # a line of a multi-line value in a table that is not ours
             table = re.sub(r"[\s\"']", "", m.group(1))
-            if line.startswith("[[") and table != "project" and not table.startswith("project."):
-                table = None  # an array of tables elsewhere: not ours
-            if table == "project":
+            if line.startswith("[[") and table == want:
+                raise BackendError(f"pyproject.toml line {lineno}: [{want}] must be a table")
+            if table == want:
                 if project is not None:
-                    raise BackendError(f"pyproject.toml line {lineno}: [project] appears twice")
+                    raise BackendError(f"pyproject.toml line {lineno}: [{want}] appears twice")
                 project = {}
-            elif table is not None and table.startswith("project."):
+            elif table is not None and table.startswith(want + "."):
                 raise BackendError(
                     f"pyproject.toml line {lineno}: {line!r}: the fallback TOML reader of "
-                    "_build/gvx_backend.py (used without tomllib, Python < 3.11) does not read "
-                    "sub-tables of [project]; write it as an inline table on one line")
+                    f"_build/gvx_backend.py (used without tomllib, Python < 3.11) does not read "
+                    f"sub-tables of [{want}]; write it as an inline table on one line")
             continue
-        if table != "project":
+        if table != want:
             continue
         m = re.match(r"^([A-Za-z0-9_-]+)\s*=\s*", line)
         if not m:
@@ -97,11 +100,11 @@ def _fallback_toml_project(text):
                 "_build/gvx_backend.py, used without tomllib, takes one-line strings, "
                 "booleans, integers, arrays and inline tables)") from None
         if key in project:
-            raise BackendError(f"pyproject.toml line {lineno}: [project] key {key!r} set twice")
+            raise BackendError(f"pyproject.toml line {lineno}: [{want}] key {key!r} set twice")
         project[key] = value
     if project is None:
-        raise BackendError("pyproject.toml has no [project] table")
-    return {"project": project}
+        raise BackendError(f"pyproject.toml has no [{want}] table")
+    return project
 
 
 def _skip_ws(s, i):
@@ -180,10 +183,13 @@ def _read_pyproject(root):
     try:
         import tomllib
     except ImportError:
-        return _fallback_toml_project(data.decode("utf-8"))
+        try:
+            return {"project": _fallback_toml_table(data.decode("utf-8"), "project")}
+        except UnicodeDecodeError as e:
+            raise BackendError(f"{path}: {e}") from None
     try:
         return tomllib.loads(data.decode("utf-8"))
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise BackendError(f"{path}: {e}") from None
 
 
@@ -222,11 +228,14 @@ class Project:
             raise BackendError(
                 f"{root}/pyproject.toml: [project] keys {unknown} are not turned into metadata "
                 "by the in-tree backend; add them to _build/gvx_backend.py or remove them")
-        if "version" in proj or "version" not in proj.get("dynamic", []):
+        dynamic = proj.get("dynamic", [])
+        if not isinstance(dynamic, list):
+            raise BackendError(f"{root}/pyproject.toml: [project] dynamic must be an array")
+        if "version" in proj or "version" not in dynamic:
             raise BackendError(
                 f"{root}/pyproject.toml: the version lives in the package's __init__.py "
                 "(__version__): [project] must say dynamic = [\"version\"] and set no version")
-        extra = sorted(set(proj.get("dynamic", [])) - {"version"})
+        extra = sorted(set(map(str, dynamic)) - {"version"})
         if extra:
             raise BackendError(f"{root}/pyproject.toml: only the version can be dynamic, not {extra}")
         name = proj.get("name")
@@ -269,7 +278,7 @@ class Project:
             lines.append(("License", lic))
         elif lic is not None:
             raise BackendError(f"{self.root}/pyproject.toml: [project] license must be "
-                               "a string or {{ text = \"...\" }} for the in-tree backend")
+                               "a string or { text = \"...\" } for the in-tree backend")
         for c in self._strs("classifiers"):
             lines.append(("Classifier", c))
         rp = self._str("requires-python")
@@ -280,6 +289,9 @@ class Project:
         body = ""
         readme = self._str("readme")
         if readme is not None:
+            if os.path.isabs(readme) or os.path.normpath(readme).split(os.sep)[0] == "..":
+                raise BackendError(f"{self.root}/pyproject.toml: [project] readme {readme!r} "
+                                   "must be a file in the source tree")
             path = os.path.join(self.root, readme)
             try:
                 with open(path, encoding="utf-8") as f:
