@@ -42,8 +42,9 @@ type Config struct {
 	// answering (0: 2m).
 	ReadyTimeout time.Duration
 	// CloneMode is how golden volumes are cloned: reflink.Always (the
-	// zero value) refuses to copy; reflink.Auto falls back to a sparse
-	// copy.
+	// zero value) refuses to copy — New refuses a StateDir whose
+	// filesystem cannot reflink (reflink.Probe), at start rather than at
+	// the first create; reflink.Auto falls back to a sparse copy.
 	CloneMode reflink.Mode
 	// AgentPort is the guest port of the in-guest agent (0:
 	// agent.DefaultPort).

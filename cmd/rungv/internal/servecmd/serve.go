@@ -75,7 +75,7 @@ Examples:
 		&cli.DurationFlag{Name: "lease", Value: time.Minute, Usage: "default lease: tear an episode down when no request for it was in flight this long (0: none)"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "bound on an episode's start"},
 		&cli.DurationFlag{Name: "retry-after", Value: time.Second, Usage: "what a create refused at the cap is told to wait"},
-		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail), auto (clone, else sparse copy)"},
+		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail; a --state-dir whose filesystem cannot reflink is refused at start), auto (clone, else sparse copy)"},
 		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
 		&cli.StringFlag{Name: "warm", Usage: "keep episodes booted ahead of demand: `FILE` of [{\"count\": W, \"request\": {…}}]"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no log line per episode event on stderr"},
