@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/reflink"
 )
 
 // Server owns the episodes of one node. Its methods are safe for
@@ -62,6 +64,14 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, epDir), 0o700); err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if cfg.CloneMode == reflink.Always {
+		// At start, not at the first create: a server that answers every
+		// golden create with 500 is broken from its first minute.
+		if err := reflink.Probe(filepath.Join(cfg.StateDir, epDir)); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("serve: state dir %s cannot clone golden volumes by reflink (clone mode always): %w; put --state-dir on the golden volumes' XFS or Btrfs filesystem, or pass --clone auto (CloneMode reflink.Auto) to copy each one instead", cfg.StateDir, err)
+		}
 	}
 	if err := s.startWarm(); err != nil {
 		lock.Close()
