@@ -1,7 +1,6 @@
 package cliconv
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,11 +23,11 @@ func TestVersionFormat(t *testing.T) {
 		{nil, "", "(devel), go1.26.8"},
 	} {
 		bi.Settings = tc.settings
-		if got := Version()+fmt.Sprint(bi, tc.xrev); got != tc.want {
+		if got := version(bi, tc.xrev); got != tc.want {
 			t.Errorf("version(%v, %q) = %q, want %q", tc.settings, tc.xrev, got, tc.want)
 		}
 	}
-	if got := Version(); got != "(devel), go1.26.8, gvisor.dev/gvisor v0.0.0-x" {
+	if got := version(bi, "", "gvisor.dev/gvisor"); got != "(devel), go1.26.8, gvisor.dev/gvisor v0.0.0-x" {
 		t.Errorf("with deps: %q", got)
 	}
 }
