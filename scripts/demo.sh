@@ -164,6 +164,8 @@ import json, sys
 m = json.load(open(sys.argv[1]))["summary"]
 print(f'   {m["episodes"]} episodes, {m["failed"]} failed; claim (asked for → a ready daemon handed over) '
       f'p50 {m["claim"]["p50_ms"]:.3f} ms, max {m["claim"]["max_ms"]:.3f} ms; the boot behind it (ready) {m["ready"]["p50_ms"]:.0f} ms')
+print('   (ready: how long each replacement took to boot, in the background, off every claim\'s path: it waits out the refill')
+print('   delay and runs at low CPU priority behind the claims, several at once, so it is slower than a cold boot; no claim waits for it)')
 sys.exit(1 if m["failed"] else 0)
 PY
 echo "== golden volume after the episodes:"

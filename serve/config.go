@@ -49,9 +49,15 @@ type Config struct {
 	// answering (0: 2m).
 	ReadyTimeout time.Duration
 	// CloneMode is how golden volumes are cloned: reflink.Always (the
-	// zero value) refuses to copy; reflink.Auto falls back to a sparse
-	// copy.
+	// zero value) refuses to copy — New refuses a StateDir whose
+	// filesystem cannot reflink (reflink.Probe), at start rather than at
+	// the first create; reflink.Auto falls back to a sparse copy.
 	CloneMode reflink.Mode
+	// CloneFallback turns New's refusal of a StateDir that cannot reflink
+	// (CloneMode reflink.Always) into a logged warning and reflink.Auto:
+	// rungv serve sets it when --clone was not given, so the default
+	// state dir on a tmpfs (/run/gvx) starts, and says what it costs.
+	CloneFallback bool
 	// AgentPort is the guest port of the in-guest agent (0:
 	// agent.DefaultPort).
 	AgentPort int
