@@ -216,6 +216,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	if err != nil {
 		return nil, err
 	}
+	guestArgs := spec.Process.Args // before a relay goes in front
 	vol := 0
 	for i, m := range o.Mounts {
 		switch m.Type {
@@ -277,6 +278,11 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	}
 	if err := writeUpperTar(spec, bundle, upper); err != nil {
 		return nil, err
+	}
+	if o.RestoreFrom == "" {
+		if err := lookupExec(src, guestArgs[0], spec.Process.Env, spec.Process.Cwd, shadowedBy(spec.Mounts, upper)); err != nil {
+			return nil, err
+		}
 	}
 	if hasVolume(o.Mounts) {
 		shareBindMounts(spec, o.Mounts)
