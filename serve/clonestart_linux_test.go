@@ -13,12 +13,12 @@ import (
 	"z.gfire.dev/gvx/serve"
 )
 
-// TestCloneAlwaysRefusedAtStart: a server in clone mode always (the
-// default) on a state dir whose filesystem cannot reflink (a tmpfs) is
+// TestCloneAlwaysRefusedAtStart: a server that requires reflinks
+// (RequireReflink: rungv serve --clone always) on a state dir whose filesystem cannot reflink (a tmpfs) is
 // refused by New, naming --clone auto — not started to answer 500 to its
 // first golden create; in mode auto it starts, and so it does with
-// CloneFallback (rungv serve without --clone), logging a warning that names
-// the cost and the fix.
+// the zero Config (rungv serve without --clone always), logging a warning
+// that names the cost and the fix.
 func TestCloneAlwaysRefusedAtStart(t *testing.T) {
 	dir := shortDir(t)
 	if os.Geteuid() == 0 {
@@ -30,7 +30,7 @@ func TestCloneAlwaysRefusedAtStart(t *testing.T) {
 		t.Skipf("not root (no tmpfs to mount) and %s can reflink (%v): nothing to refuse", dir, err)
 	}
 	state := filepath.Join(dir, "st")
-	srv, err := serve.New(serve.Config{StateDir: state, Rungv: "/bin/true"})
+	srv, err := serve.New(serve.Config{StateDir: state, Rungv: "/bin/true", RequireReflink: true})
 	if err == nil {
 		srv.Close()
 		t.Fatal("New with clone mode always on a tmpfs state dir started")
@@ -44,13 +44,13 @@ func TestCloneAlwaysRefusedAtStart(t *testing.T) {
 	}
 	srv.Close()
 	var logged []string
-	srv, err = serve.New(serve.Config{StateDir: state, Rungv: "/bin/true", CloneFallback: true,
+	srv, err = serve.New(serve.Config{StateDir: state, Rungv: "/bin/true",
 		Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }})
 	if err != nil {
-		t.Fatalf("New with CloneFallback: %v", err)
+		t.Fatalf("New without RequireReflink: %v", err)
 	}
 	srv.Close()
 	if w := strings.Join(logged, "\n"); !strings.Contains(w, "warning: state dir "+state+" cannot clone") || !strings.Contains(w, "--clone auto") {
-		t.Errorf("New with CloneFallback logged %q: want the warning naming the state dir and --clone auto", w)
+		t.Errorf("New without RequireReflink logged %q: want the warning naming the state dir and --clone auto", w)
 	}
 }

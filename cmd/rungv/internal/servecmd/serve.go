@@ -129,7 +129,7 @@ func action(c *cli.Context) error {
 	cfg := serve.Config{
 		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
 		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
-		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode, CloneFallback: !c.IsSet("clone"),
+		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode, RequireReflink: c.IsSet("clone") && mode == reflink.Always,
 		ReadHeaderTimeout: c.Duration("read-header-timeout"), IdleTimeout: c.Duration("idle-timeout"),
 		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), MaxConns: c.Int("max-conns"),
 	}
