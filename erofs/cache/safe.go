@@ -1,0 +1,60 @@
+package cache
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// checkDir refuses a cache directory another local user could write into:
+// one owned by someone other than the caller or root, one writable by group
+// or others, or (below the cache's own directory, which an administrator
+// may point elsewhere with a symlink) a symlink. Anyone who can write
+// there can swap the root filesystem every later episode boots from.
+func checkDir(p string, follow bool) error {
+	stat := os.Lstat
+	if follow {
+		stat = os.Stat
+	}
+	fi, err := stat(p)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	why := ""
+	uid, owner := ownerOK(fi)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		why = "is a symlink"
+	case !fi.IsDir():
+		why = "is not a directory"
+	case !owner:
+		why = fmt.Sprintf("is owned by uid %d (you are uid %d)", uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		why = fmt.Sprintf("has mode %#o (writable by group or others)", fi.Mode().Perm())
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %s %s: it must be yours or root's and writable by no one else; remove it (or chmod go-w it if it is yours), or use another cache directory (--cache-dir, $GVX_CACHE_DIR)",
+			ErrUnsafe, p, why)
+	}
+	return nil
+}
+
+// checkObject refuses an object that is not a plain file of the cache's
+// owner (or root) writable by no one else: objects are published by rename
+// and never written afterwards.
+func checkObject(name string, fi fs.FileInfo) error {
+	why := ""
+	uid, owner := ownerOK(fi)
+	switch {
+	case !fi.Mode().IsRegular():
+		why = fmt.Sprintf("is a %v, not a regular file", fi.Mode().Type())
+	case !owner:
+		why = fmt.Sprintf("is owned by uid %d", uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		why = fmt.Sprintf("has mode %#o (writable by group or others)", fi.Mode().Perm())
+	}
+	if why != "" {
+		return fmt.Errorf("%w: object %s %s; remove it: the next add builds it again", ErrUnsafe, name, why)
+	}
+	return nil
+}
