@@ -33,7 +33,7 @@ func checkDir(p string, follow bool) error {
 		why = fmt.Sprintf("has mode %#o (writable by group or others)", fi.Mode().Perm())
 	}
 	if why != "" {
-		return fmt.Errorf("%w: %s %s: it must be yours or root's and writable by no one else; remove it (or chmod go-w it if it is yours), or use another cache directory (--cache-dir, $GVX_CACHE_DIR)",
+		return fmt.Errorf("%w: %s %s: it must be yours or root's and writable by no one else; remove it (or chmod go-w it if it is yours), or use another cache directory ($GVX_CACHE_DIR; rungv --cache-dir, gvx-vol --cache)",
 			ErrUnsafe, p, why)
 	}
 	return nil

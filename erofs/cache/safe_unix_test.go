@@ -60,7 +60,7 @@ func TestOpenRefusesUnsafeDir(t *testing.T) {
 			if !errors.Is(err, ErrUnsafe) {
 				t.Fatalf("Open of a cache %s: %v; want ErrUnsafe", c.name, err)
 			}
-			for _, s := range []string{bad, "remove it", "--cache-dir"} {
+			for _, s := range []string{bad, "remove it", "$GVX_CACHE_DIR"} {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not say %q", err, s)
 				}
