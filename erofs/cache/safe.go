@@ -43,6 +43,11 @@ func checkDir(p string, follow bool) error {
 // owner (or root) writable by no one else: objects are published by rename
 // and never written afterwards.
 func checkObject(name string, fi fs.FileInfo) error {
+	return checkFile(name, fi, "remove it: the next add builds it again")
+}
+
+// checkFile is checkObject for any file of the cache, with the fix to name.
+func checkFile(name string, fi fs.FileInfo, fix string) error {
 	why := ""
 	uid, owner := ownerOK(fi)
 	switch {
@@ -54,7 +59,7 @@ func checkObject(name string, fi fs.FileInfo) error {
 		why = fmt.Sprintf("has mode %#o (writable by group or others)", fi.Mode().Perm())
 	}
 	if why != "" {
-		return fmt.Errorf("%w: object %s %s; remove it: the next add builds it again", ErrUnsafe, name, why)
+		return fmt.Errorf("%w: %s %s; %s", ErrUnsafe, name, why, fix)
 	}
 	return nil
 }

@@ -126,6 +126,34 @@ func chmod(t *testing.T, p string, mode os.FileMode) {
 	}
 }
 
+// TestUnsafeIndex: an index.json that is a symlink or writable by others
+// is refused (it names the objects episodes boot from).
+func TestUnsafeIndex(t *testing.T) {
+	for _, name := range []string{"symlink", "world-writable"} {
+		t.Run(name, func(t *testing.T) {
+			c := open(t)
+			if err := c.Update(func(ix *Index) error { ix.Entries["x"] = Entry{Objects: []string{hexA + ".erofs"}}; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(c.Dir(), indexFile)
+			if name == "symlink" {
+				theirs := filepath.Join(t.TempDir(), "index.json")
+				if err := os.Rename(p, theirs); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(theirs, p); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				chmod(t, p, 0o666)
+			}
+			if _, err := c.Index(); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("Index with a %s index.json: %v; want ErrUnsafe naming it", name, err)
+			}
+		})
+	}
+}
+
 // TestObjectsReadOnly: a published object is 0444, so an edit through a
 // hard link to it (someone's copy) fails for anyone but root.
 func TestObjectsReadOnly(t *testing.T) {
