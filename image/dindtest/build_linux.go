@@ -121,7 +121,8 @@ func cachedLayout(ctx context.Context, dir string, b builder) (string, error) {
 			return final, nil
 		}
 		// Damaged: the entry is ours (dir is), so remove it and build
-		// it again.
+		// it again (minutes: say why).
+		fmt.Fprintf(os.Stderr, "dindtest: building %s again, it is damaged: %v\n", final, bad)
 		os.Remove(marker)
 		if err := os.RemoveAll(final); err != nil {
 			return "", fmt.Errorf("%w (removing it: %v)", bad, err)
