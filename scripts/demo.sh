@@ -3,7 +3,9 @@
 #  1. build gvx-vol and rungv;
 #  2. make the images locally: a Docker daemon image (Debian bookworm +
 #     docker.io, by debootstrap from this host's apt mirror; cached in
-#     /var/tmp/gvx-test-cache after the first run) and two small workload
+#     /var/tmp/gvx-test-cache-UID after the first run, verified on every
+#     use, and copied out so that nothing done to the demo's copy reaches
+#     the cache) and two small workload
 #     images (Debian's busybox-static) as docker-archive tars;
 #  3. add the daemon image to the EROFS image cache;
 #  4. gvx-vol build-golden: run dockerd in a gVisor sandbox on a new
@@ -79,7 +81,7 @@ fi
 mkdir -p "$dest"
 
 if $root; then
-	echo "== images: the Docker daemon image (debootstrap bookworm + docker.io; minutes the first time, then cached)"
+	echo "== images: the Docker daemon image (debootstrap bookworm + docker.io; minutes the first time, then cached in ${GVX_TEST_CACHE:-/var/tmp/gvx-test-cache-$(id -u)})"
 	t=$(date +%s%N)
 	go run ./image/dindtest/mkdind -hello "$work/hello.tar" -tagged "tools:latest=$work/tools.tar" "$work/dind" >/dev/null
 	echo "   daemon image and two workload images (hello:latest, tools:latest): $(ms "$t") ms"
