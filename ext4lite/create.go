@@ -15,19 +15,6 @@ import (
 	"z.gfire.dev/gvx/sink"
 )
 
-// touch sets a directory's mtime and ctime after its entries changed.
-func (v *FS) touch(in *inode) {
-	t := v.opts.now()
-	in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(t)
-	in.d.Ctime, in.d.CtimeExtra = disk.EncodeTime(t)
-	in.dirty = true
-}
-
-func (v *FS) touchCtime(in *inode) {
-	in.d.Ctime, in.d.CtimeExtra = disk.EncodeTime(v.opts.now())
-	in.dirty = true
-}
-
 // incLinks and decLinks keep i_links_count, with dir_nlink's rule that a
 // directory past EXT4_LINK_MAX counts 1.
 func (v *FS) incLinks(in *inode) error {
