@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sort"
-	"strings"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -113,57 +112,6 @@ func (v *FS) Mkdir(h *sink.Header) error {
 		return pathErr("mkdir", h.Path, err)
 	}
 	return v.applyHeader(in, h)
-}
-
-// validLinkname reports whether a symlink may point at target: not empty,
-// shorter than a block, and no NUL. symlink(2) takes a C string, so no
-// Linux link holds one; only a hand-made lisafs request could. The kernel
-// and e2fsck take a target to end at its first NUL, so i_size would
-// disagree with it (a corrupt inode), and no tar could carry it (the
-// volume's export would fail at it).
-func (v *FS) validLinkname(target string) bool {
-	return len(target) > 0 && len(target) < v.bs && strings.IndexByte(target, 0) < 0
-}
-
-// Symlink creates a symbolic link (sink.Sink): fast (in the inode) below
-// 60 bytes, else in a data block.
-func (v *FS) Symlink(h *sink.Header) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	if err := v.checkHeaderXattrs(h); err != nil {
-		return pathErr("symlink", h.Path, err)
-	}
-	if !v.validLinkname(h.Linkname) {
-		return pathErr("symlink", h.Path, errInvalid)
-	}
-	pin, d, name, _, err := v.prepareCreate(h.Path, disk.ModeSymlink)
-	if err != nil {
-		return pathErr("symlink", h.Path, err)
-	}
-	in, err := v.newInode(disk.ModeSymlink|0o777, h.UID, h.GID, v.opts.now())
-	if err != nil {
-		return pathErr("symlink", h.Path, err)
-	}
-	in.d.LinksCount = 1
-	if len(h.Linkname) <= disk.FastSymlinkMax {
-		copy(in.d.Block[:], h.Linkname)
-		in.d.SetSize(uint64(len(h.Linkname)))
-	} else {
-		in.d.Flags |= disk.FlagExtents
-		in.ext = &extentMap{dirty: true}
-		if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
-			return pathErr("symlink", h.Path, err)
-		}
-	}
-	if err := v.link(pin, d, name, in); err != nil {
-		return pathErr("symlink", h.Path, err)
-	}
-	hh := *h
-	hh.Mode = 0o777
-	return v.applyHeader(in, &hh)
 }
 
 // Mknod creates a device, fifo or socket (sink.Sink). A whiteout is a
