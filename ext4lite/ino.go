@@ -68,17 +68,6 @@ func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
 	return in, d, err
 }
 
-// Stat returns an inode's metadata (Path empty, Ino and Nlink set).
-func (v *FS) Stat(ino Ino) (*sink.Header, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return nil, err
-	}
-	return v.header(in)
-}
-
 // CreateAt makes a new entry name in dir from h (h.Path is ignored): an
 // empty regular file, a directory, a symlink to h.Linkname, a device, fifo
 // or socket. An existing name is fs.ErrExist.
@@ -545,29 +534,6 @@ func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) e
 	}
 	in.xattrs, in.xattrDirt, in.dirty = out, true, true
 	return nil
-}
-
-// StatFS describes capacity, as statfs(2) reports it.
-type StatFS struct {
-	BlockSize          int
-	Blocks, FreeBlocks uint64
-	Inodes, FreeInodes uint64
-	NameLen            int
-}
-
-// StatFS returns the volume's capacity and free space.
-func (v *FS) StatFS() StatFS {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	s := StatFS{BlockSize: v.bs, Blocks: v.blocksCount, Inodes: uint64(v.sb.InodesCount), NameLen: disk.MaxNameLen}
-	for _, g := range v.groups {
-		s.FreeBlocks += uint64(g.desc.FreeBlocks())
-		s.FreeInodes += uint64(g.desc.FreeInodes())
-	}
-	for _, r := range v.pendingFree {
-		s.FreeBlocks += r[1]
-	}
-	return s
 }
 
 // Ref takes a reference on an inode (an open file): if its last link goes

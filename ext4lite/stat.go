@@ -344,3 +344,37 @@ func (v *FS) Removexattr(p, name string) error {
 }
 
 var _ fs.FileMode // io/fs is used by iofs.go
+
+// Stat returns an inode's metadata (Path empty, Ino and Nlink set).
+func (v *FS) Stat(ino Ino) (*sink.Header, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	return v.header(in)
+}
+
+// StatFS describes capacity, as statfs(2) reports it.
+type StatFS struct {
+	BlockSize          int
+	Blocks, FreeBlocks uint64
+	Inodes, FreeInodes uint64
+	NameLen            int
+}
+
+// StatFS returns the volume's capacity and free space.
+func (v *FS) StatFS() StatFS {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := StatFS{BlockSize: v.bs, Blocks: v.blocksCount, Inodes: uint64(v.sb.InodesCount), NameLen: disk.MaxNameLen}
+	for _, g := range v.groups {
+		s.FreeBlocks += uint64(g.desc.FreeBlocks())
+		s.FreeInodes += uint64(g.desc.FreeInodes())
+	}
+	for _, r := range v.pendingFree {
+		s.FreeBlocks += r[1]
+	}
+	return s
+}
