@@ -2,6 +2,7 @@ package ext4lite
 
 import (
 	"encoding/binary"
+	"io/fs"
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -139,4 +140,85 @@ func decodeDev(b []byte) (major, minor uint32) {
 	}
 	w := binary.LittleEndian.Uint32(b[4:])
 	return (w & 0xfff00) >> 8, w&0xff | (w>>12)&0xfff00
+}
+
+// CreateAt makes a new entry name in dir from h (h.Path is ignored): an
+// empty regular file, a directory, a symlink to h.Linkname, a device, fifo
+// or socket. An existing name is fs.ErrExist.
+func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return 0, err
+	}
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := v.checkHeaderXattrs(h); err != nil {
+		return 0, err
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := d.entries[name]; ok {
+		return 0, fs.ErrExist
+	}
+	typ := h.Mode & sink.TypeMask
+	var in *inode
+	switch typ {
+	case sink.TypeReg, sink.TypeDir, sink.TypeSymlink, sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:
+	default:
+		return 0, errInvalid
+	}
+	if typ == sink.TypeSymlink && !v.validLinkname(h.Linkname) {
+		return 0, errInvalid
+	}
+	in, err = v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return 0, err
+	}
+	in.d.LinksCount = 1
+	switch typ {
+	case sink.TypeReg:
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+	case sink.TypeDir:
+		in.d.LinksCount = 2
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+		v.newDir(in.ino, pin.ino)
+	case sink.TypeSymlink:
+		in.d.Mode = uint16(sink.TypeSymlink | 0o777)
+		if len(h.Linkname) <= disk.FastSymlinkMax {
+			copy(in.d.Block[:], h.Linkname)
+			in.d.SetSize(uint64(len(h.Linkname)))
+		} else {
+			in.d.Flags |= disk.FlagExtents
+			in.ext = &extentMap{dirty: true}
+			if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
+				v.freeInode(in.ino, false)
+				return 0, err
+			}
+		}
+	case sink.TypeChar, sink.TypeBlock:
+		encodeDev(in.d.Block[:], h.Devmajor, h.Devminor)
+	}
+	if err := v.link(pin, d, name, in); err != nil {
+		return 0, err
+	}
+	now := v.opts.now()
+	pick := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return now
+		}
+		return t
+	}
+	v.setTimes(in, pick(h.Atime), pick(h.Mtime), pick(h.Ctime), pick(h.Crtime))
+	if len(h.Xattrs) > 0 {
+		if err := v.setAllXattrs(in, h.Xattrs); err != nil {
+			return 0, err
+		}
+	}
+	return Ino(in.ino), nil
 }
