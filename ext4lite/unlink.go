@@ -204,3 +204,41 @@ func (v *FS) ownSubdir(pin, c *inode, p string, seen map[uint32]bool) error {
 	seen[c.ino] = true
 	return nil
 }
+
+// UnlinkAt removes name from dir: a directory (which must be empty) when
+// isDir, else a non-directory.
+func (v *FS) UnlinkAt(dir Ino, name string, isDir bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return err
+	}
+	de, ok := d.entries[name]
+	if !ok {
+		return fs.ErrNotExist
+	}
+	in, err := v.getInode(de.ino)
+	if err != nil {
+		return err
+	}
+	if in.isDir() != isDir {
+		if isDir {
+			return errNotDir
+		}
+		return errIsDir
+	}
+	if isDir {
+		cd, err := v.loadDir(in)
+		if err != nil {
+			return err
+		}
+		if len(cd.entries) > 0 {
+			return errNotEmpty
+		}
+	}
+	return v.unlink(pin, d, name, in)
+}
