@@ -68,32 +68,6 @@ func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
 	return in, d, err
 }
 
-// LinkAt makes a new name for the non-directory ino, with link(2)'s
-// semantics: an existing name is fs.ErrExist (Link, the sink face,
-// replaces it instead; everything else is shared, see addLink).
-func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	if err := checkName(name); err != nil {
-		return err
-	}
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return err
-	}
-	if in.isDir() {
-		return fs.ErrPermission
-	}
-	pin, d, err := v.dirLocked(dir)
-	if err != nil {
-		return err
-	}
-	return v.addLink(in, pin, d, name, false)
-}
-
 // RenameAt moves oname in odir to nname in ndir, with rename(2)'s
 // replacement rules, or as renameat2 with NoReplace or Exchange.
 func (v *FS) RenameAt(odir Ino, oname string, ndir Ino, nname string, flags RenameFlags) error {

@@ -115,3 +115,29 @@ func (v *FS) addLink(in *inode, pin *inode, d *dir, name string, replace bool) e
 	v.touchCtime(in)
 	return v.link(pin, d, name, in)
 }
+
+// LinkAt makes a new name for the non-directory ino, with link(2)'s
+// semantics: an existing name is fs.ErrExist (Link, the sink face,
+// replaces it instead; everything else is shared, see addLink).
+func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	if in.isDir() {
+		return fs.ErrPermission
+	}
+	pin, d, err := v.dirLocked(dir)
+	if err != nil {
+		return err
+	}
+	return v.addLink(in, pin, d, name, false)
+}
