@@ -22,15 +22,6 @@ type Ino uint32
 // RootIno is the root directory's inode.
 const RootIno Ino = disk.RootIno
 
-// RenameFlags select renameat2 behaviour.
-type RenameFlags uint32
-
-// Rename flags (as RENAME_NOREPLACE and RENAME_EXCHANGE).
-const (
-	RenameNoReplace RenameFlags = 1 << iota
-	RenameExchange
-)
-
 // SetAttr lists the attributes SetAttrIno changes; nil fields are kept.
 type SetAttr struct {
 	Mode         *uint32 // permission bits incl. setuid/setgid/sticky
@@ -66,111 +57,6 @@ func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
 	}
 	d, err := v.loadDir(in)
 	return in, d, err
-}
-
-// RenameAt moves oname in odir to nname in ndir, with rename(2)'s
-// replacement rules, or as renameat2 with NoReplace or Exchange.
-func (v *FS) RenameAt(odir Ino, oname string, ndir Ino, nname string, flags RenameFlags) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	if err := checkName(nname); err != nil {
-		return err
-	}
-	op, od, err := v.dirLocked(odir)
-	if err != nil {
-		return err
-	}
-	np, nd, err := v.dirLocked(ndir)
-	if err != nil {
-		return err
-	}
-	ode, ok := od.entries[oname]
-	if !ok {
-		return fs.ErrNotExist
-	}
-	nde, exists := nd.entries[nname]
-	if flags&RenameNoReplace != 0 && exists {
-		return fs.ErrExist
-	}
-	if flags&RenameExchange != 0 {
-		if !exists {
-			return fs.ErrNotExist
-		}
-		return v.exchange(op, od, oname, ode, np, nd, nname, nde)
-	}
-	return v.renameLocked(op, od, oname, np, nd, nname)
-}
-
-// exchange swaps two entries (RENAME_EXCHANGE).
-func (v *FS) exchange(op *inode, od *dir, oname string, ode dirent, np *inode, nd *dir, nname string, nde dirent) error {
-	a, err := v.getInode(ode.ino)
-	if err != nil {
-		return err
-	}
-	b, err := v.getInode(nde.ino)
-	if err != nil {
-		return err
-	}
-	for _, x := range []struct {
-		moved *inode
-		into  *inode
-	}{{a, np}, {b, op}} {
-		if x.moved.isDir() && v.isAncestor(x.moved.ino, x.into.ino) {
-			return errInvalid
-		}
-	}
-	v.forgetPaths()
-	od.entries[oname], nd.entries[nname] = nde, ode
-	od.dirty, nd.dirty = true, true
-	v.touch(op)
-	v.touch(np)
-	v.touchCtime(a)
-	v.touchCtime(b)
-	if op.ino != np.ino {
-		for _, x := range []struct {
-			moved    *inode
-			from, to *inode
-		}{{a, op, np}, {b, np, op}} {
-			if !x.moved.isDir() {
-				continue
-			}
-			md, err := v.loadDir(x.moved)
-			if err != nil {
-				return err
-			}
-			md.parent, md.dirty = x.to.ino, true
-			decLinks(x.from)
-			if err := v.incLinks(x.to); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// isAncestor reports whether dir a is dir b or above it.
-func (v *FS) isAncestor(a, b uint32) bool {
-	for cur, n := b, uint32(0); n <= v.sb.InodesCount; n++ {
-		if cur == a {
-			return true
-		}
-		if cur == disk.RootIno {
-			return false
-		}
-		in, err := v.getInode(cur)
-		if err != nil {
-			return false
-		}
-		d, err := v.loadDir(in)
-		if err != nil {
-			return false
-		}
-		cur = d.parent
-	}
-	return false
 }
 
 // ReadAtIno reads a regular file's data.
