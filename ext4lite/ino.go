@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"io/fs"
 	"sort"
-	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
-	"z.gfire.dev/gvx/sink"
 )
 
 // The inode API: what a file server (the runtime's lisafs server) needs.
@@ -20,14 +18,6 @@ type Ino uint32
 
 // RootIno is the root directory's inode.
 const RootIno Ino = disk.RootIno
-
-// SetAttr lists the attributes SetAttrIno changes; nil fields are kept.
-type SetAttr struct {
-	Mode         *uint32 // permission bits incl. setuid/setgid/sticky
-	UID, GID     *uint32
-	Size         *int64 // regular files: truncate or extend
-	Atime, Mtime *time.Time
-}
 
 func (v *FS) inoLocked(ino Ino) (*inode, error) {
 	if ino == 0 || uint32(ino) > v.sb.InodesCount {
@@ -56,56 +46,6 @@ func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
 	}
 	d, err := v.loadDir(in)
 	return in, d, err
-}
-
-// SetAttrIno changes mode, owner, size and times.
-func (v *FS) SetAttrIno(ino Ino, a SetAttr) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return err
-	}
-	if a.Size != nil {
-		if in.fileType() != disk.ModeReg {
-			if in.isDir() {
-				return errIsDir
-			}
-			return errInvalid
-		}
-		if *a.Size < 0 {
-			return errInvalid
-		}
-		if err := v.truncateData(in, uint64(*a.Size)); err != nil {
-			return err
-		}
-		t := v.opts.now()
-		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(t)
-	}
-	if a.Mode != nil {
-		in.d.Mode = uint16(in.fileType() | *a.Mode&sink.ModePerm)
-	}
-	if a.UID != nil || a.GID != nil {
-		uid, gid := in.d.UID(), in.d.GID()
-		if a.UID != nil {
-			uid = *a.UID
-		}
-		if a.GID != nil {
-			gid = *a.GID
-		}
-		in.d.SetOwner(uid, gid)
-	}
-	if a.Atime != nil {
-		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(*a.Atime)
-	}
-	if a.Mtime != nil {
-		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(*a.Mtime)
-	}
-	v.touchCtime(in)
-	return nil
 }
 
 // ReadlinkIno returns a symlink's target.
