@@ -48,20 +48,6 @@ func (v *FS) dirLocked(ino Ino) (*inode, *dir, error) {
 	return in, d, err
 }
 
-// ReadlinkIno returns a symlink's target.
-func (v *FS) ReadlinkIno(ino Ino) (string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return "", err
-	}
-	if in.fileType() != disk.ModeSymlink {
-		return "", errInvalid
-	}
-	return v.readlink(in)
-}
-
 // GetxattrIno returns one attribute (syscall.ENODATA when absent).
 func (v *FS) GetxattrIno(ino Ino, name string) ([]byte, error) {
 	v.mu.Lock()

@@ -57,3 +57,17 @@ func (v *FS) Symlink(h *sink.Header) error {
 	hh.Mode = 0o777
 	return v.applyHeader(in, &hh)
 }
+
+// ReadlinkIno returns a symlink's target.
+func (v *FS) ReadlinkIno(ino Ino) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return "", err
+	}
+	if in.fileType() != disk.ModeSymlink {
+		return "", errInvalid
+	}
+	return v.readlink(in)
+}
