@@ -32,3 +32,105 @@ func (v *FS) hasInodeXattrs(in *inode) bool {
 	return v.inodeSize > disk.GoodOldInodeSize && start+4 <= v.inodeSize &&
 		binary.LittleEndian.Uint32(in.slot[start:]) == disk.XattrMagic
 }
+
+// GetxattrIno returns one attribute (syscall.ENODATA when absent).
+func (v *FS) GetxattrIno(ino Ino, name string) ([]byte, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	return v.getxattrLocked(in, name)
+}
+
+// ListxattrIno returns the attribute names, sorted.
+func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return nil, err
+	}
+	return v.listxattrLocked(in)
+}
+
+// SetxattrIno sets (or, with remove, removes) one attribute.
+func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.beginOp(); err != nil {
+		return err
+	}
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return err
+	}
+	if err := v.setxattrLocked(in, name, value, remove); err != nil {
+		return err
+	}
+	v.touchCtime(in)
+	return nil
+}
+
+// getxattrLocked, listxattrLocked and setxattrLocked serve both the path
+// and the inode API (v.mu held).
+func (v *FS) getxattrLocked(in *inode, name string) ([]byte, error) {
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xs {
+		if x.name == name {
+			return bytes.Clone(x.value), nil
+		}
+	}
+	return nil, errNoAttr
+}
+
+func (v *FS) listxattrLocked(in *inode) ([]string, error) {
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = x.name
+	}
+	return names, nil
+}
+
+func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) error {
+	if _, _, ok := disk.XattrSplitName(name); !ok {
+		return ErrUnsupported
+	}
+	if !remove {
+		if err := v.checkXattr(name, value); err != nil {
+			return err
+		}
+	}
+	xs, err := v.loadXattrs(in)
+	if err != nil {
+		return err
+	}
+	out := append([]xattr(nil), xs...)
+	i := sort.Search(len(out), func(i int) bool { return out[i].name >= name })
+	found := i < len(out) && out[i].name == name
+	switch {
+	case remove && !found:
+		return errNoAttr
+	case remove:
+		out = append(out[:i], out[i+1:]...)
+	case found:
+		out[i].value = bytes.Clone(value)
+	default:
+		out = append(out, xattr{})
+		copy(out[i+1:], out[i:])
+		out[i] = xattr{name, bytes.Clone(value)}
+	}
+	if err := v.xattrsFit(in.d.ExtraIsize, sortedForStore(out)); err != nil {
+		return err
+	}
+	in.xattrs, in.xattrDirt, in.dirty = out, true, true
+	return nil
+}
