@@ -27,19 +27,6 @@ func (v *FS) Lstat(p string) (*sink.Header, error) {
 	return h, nil
 }
 
-// lookupFor resolves p for the path operation op, with v.mu held: ErrClosed
-// after Close, else lookup's error as a *fs.PathError naming op and p.
-func (v *FS) lookupFor(op, p string) (*inode, error) {
-	if v.closed {
-		return nil, ErrClosed
-	}
-	in, err := v.lookup(p)
-	if err != nil {
-		return nil, pathErr(op, p, err)
-	}
-	return in, nil
-}
-
 func (v *FS) header(in *inode) (*sink.Header, error) {
 	h := &sink.Header{
 		Mode:  in.mode(),
