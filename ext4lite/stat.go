@@ -67,35 +67,6 @@ func (v *FS) header(in *inode) (*sink.Header, error) {
 	return h, nil
 }
 
-func (v *FS) readlink(in *inode) (string, error) {
-	size := in.d.Size()
-	if size == 0 || size >= uint64(v.bs) {
-		return "", corruptf(-1, in.ino, "symlink of %d bytes", size)
-	}
-	if in.d.Flags&disk.FlagExtents == 0 && size <= disk.FastSymlinkMax {
-		return string(in.d.Block[:size]), nil
-	}
-	b := make([]byte, size)
-	if _, err := v.readData(in, b, 0); err != nil && err != io.EOF {
-		return "", err
-	}
-	return string(b), nil
-}
-
-// Readlink returns a symlink's target.
-func (v *FS) Readlink(p string) (string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("readlink", p)
-	if err != nil {
-		return "", err
-	}
-	if in.fileType() != disk.ModeSymlink {
-		return "", pathErr("readlink", p, errInvalid)
-	}
-	return v.readlink(in)
-}
-
 // ReadDir returns a directory's entry names, sorted (sink.Source).
 func (v *FS) ReadDir(p string) ([]string, error) {
 	v.mu.Lock()

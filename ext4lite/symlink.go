@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"io"
 	"strings"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
@@ -68,6 +69,35 @@ func (v *FS) ReadlinkIno(ino Ino) (string, error) {
 	}
 	if in.fileType() != disk.ModeSymlink {
 		return "", errInvalid
+	}
+	return v.readlink(in)
+}
+
+func (v *FS) readlink(in *inode) (string, error) {
+	size := in.d.Size()
+	if size == 0 || size >= uint64(v.bs) {
+		return "", corruptf(-1, in.ino, "symlink of %d bytes", size)
+	}
+	if in.d.Flags&disk.FlagExtents == 0 && size <= disk.FastSymlinkMax {
+		return string(in.d.Block[:size]), nil
+	}
+	b := make([]byte, size)
+	if _, err := v.readData(in, b, 0); err != nil && err != io.EOF {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Readlink returns a symlink's target.
+func (v *FS) Readlink(p string) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("readlink", p)
+	if err != nil {
+		return "", err
+	}
+	if in.fileType() != disk.ModeSymlink {
+		return "", pathErr("readlink", p, errInvalid)
 	}
 	return v.readlink(in)
 }
