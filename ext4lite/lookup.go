@@ -81,3 +81,18 @@ func typeOfFt(ft uint8) uint32 {
 	}
 	return 0
 }
+
+// ReadDir returns a directory's entry names, sorted (sink.Source).
+func (v *FS) ReadDir(p string) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := v.loadDir(in)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	return d.sortedNames(), nil
+}

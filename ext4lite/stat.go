@@ -67,21 +67,6 @@ func (v *FS) header(in *inode) (*sink.Header, error) {
 	return h, nil
 }
 
-// ReadDir returns a directory's entry names, sorted (sink.Source).
-func (v *FS) ReadDir(p string) ([]string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("readdir", p)
-	if err != nil {
-		return nil, err
-	}
-	d, err := v.loadDir(in)
-	if err != nil {
-		return nil, pathErr("readdir", p, err)
-	}
-	return d.sortedNames(), nil
-}
-
 // Open returns a reader of a regular file's contents (sink.Source).
 func (v *FS) Open(p string) (io.ReadCloser, error) {
 	f, err := v.OpenFile(p)
