@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
+	"z.gfire.dev/gvx/sink"
 )
 
 // ReadAtIno reads a regular file's data.
@@ -100,4 +101,144 @@ func (v *FS) FileExtents(ino Ino) ([]FileExtent, error) {
 		out = append(out, FileExtent{Offset: off, Length: n, VolumeAt: int64(e.Start) * bs})
 	}
 	return out, nil
+}
+
+// Open returns a reader of a regular file's contents (sink.Source).
+func (v *FS) Open(p string) (io.ReadCloser, error) {
+	f, err := v.OpenFile(p)
+	if err != nil {
+		return nil, err
+	}
+	// Seekable (and io.ReaderAt): an exporter that knows the data regions
+	// (DataRegions) seeks over holes instead of reading them.
+	return struct {
+		*io.SectionReader
+		io.Closer
+	}{io.NewSectionReader(f, 0, f.Size()), f}, nil
+}
+
+// DataRegions implements sink.DataMapper: the byte ranges of the regular
+// file at p its extent map backs with written blocks (holes and unwritten
+// extents read as zeros and are left out), clipped to its size.
+func (v *FS) DataRegions(p string) ([]sink.Region, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("open", p)
+	if err != nil {
+		return nil, err
+	}
+	if in.fileType() != disk.ModeReg {
+		return nil, pathErr("open", p, errInvalid)
+	}
+	size := int64(in.d.Size())
+	if !usesBlockData(in) || in.d.Flags&disk.FlagExtents == 0 {
+		return []sink.Region{{Off: 0, Len: size}}, nil // no map to go by: all data
+	}
+	m, err := v.loadExtents(in)
+	if err != nil {
+		return nil, pathErr("open", p, err)
+	}
+	var out []sink.Region
+	bs := int64(v.bs)
+	for _, e := range m.ext {
+		off := int64(e.Block) * bs
+		end := min(size, off+int64(e.Len)*bs)
+		if e.Uninit || off >= end {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == off {
+			out[k].Len = end - out[k].Off
+		} else {
+			out = append(out, sink.Region{Off: off, Len: end - off})
+		}
+	}
+	return out, nil
+}
+
+// File is an open regular file of a volume.
+type File struct {
+	v  *FS
+	in *inode
+}
+
+// OpenFile opens a regular file for reading and writing at offsets.
+func (v *FS) OpenFile(p string) (*File, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("open", p)
+	if err != nil {
+		return nil, err
+	}
+	if in.isDir() {
+		return nil, pathErr("open", p, errIsDir)
+	}
+	if in.fileType() != disk.ModeReg {
+		return nil, pathErr("open", p, errInvalid)
+	}
+	return &File{v: v, in: in}, nil
+}
+
+// Size is the file's current size.
+func (f *File) Size() int64 {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	return int64(f.in.d.Size())
+}
+
+// ReadAt implements io.ReaderAt.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if f.v.closed {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, errInvalid
+	}
+	return f.v.readData(f.in, p, off)
+}
+
+// WriteAt implements io.WriterAt, allocating blocks as needed.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if err := f.v.writable(); err != nil {
+		return 0, err
+	}
+	if err := f.v.reclaimFor(f.v.dataNeed(int64(len(p)))); err != nil {
+		return 0, err
+	}
+	if err := f.v.writeData(f.in, p, off, false); err != nil {
+		return 0, err
+	}
+	t := f.v.opts.now()
+	f.in.d.Mtime, f.in.d.MtimeExtra = disk.EncodeTime(t)
+	f.in.d.Ctime, f.in.d.CtimeExtra = disk.EncodeTime(t)
+	return len(p), nil
+}
+
+// Truncate changes the file's size.
+func (f *File) Truncate(size int64) error {
+	f.v.mu.Lock()
+	defer f.v.mu.Unlock()
+	if err := f.v.writable(); err != nil {
+		return err
+	}
+	if size < 0 {
+		return errInvalid
+	}
+	return f.v.truncateData(f.in, uint64(size))
+}
+
+// Close releases the handle (data stays cached until Sync or Close of the
+// volume).
+func (f *File) Close() error { return nil }
+
+// Truncate changes the size of the regular file at p.
+func (v *FS) Truncate(p string, size int64) error {
+	f, err := v.OpenFile(p)
+	if err != nil {
+		return err
+	}
+	return f.Truncate(size)
 }
