@@ -3,7 +3,6 @@ package ext4lite
 import (
 	"bytes"
 	"io/fs"
-	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -64,49 +63,6 @@ func (v *FS) header(in *inode) (*sink.Header, error) {
 		}
 	}
 	return h, nil
-}
-
-// modify runs fn on p's inode under the lock, for metadata changes.
-func (v *FS) modify(op, p string, fn func(in *inode) error) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	in, err := v.lookup(p)
-	if err != nil {
-		return pathErr(op, p, err)
-	}
-	if err := fn(in); err != nil {
-		return pathErr(op, p, err)
-	}
-	v.touchCtime(in)
-	return nil
-}
-
-// Chmod sets permission bits (incl. setuid, setgid, sticky).
-func (v *FS) Chmod(p string, mode uint32) error {
-	return v.modify("chmod", p, func(in *inode) error {
-		in.d.Mode = uint16(in.fileType() | mode&sink.ModePerm)
-		return nil
-	})
-}
-
-// Chown sets the owner.
-func (v *FS) Chown(p string, uid, gid uint32) error {
-	return v.modify("chown", p, func(in *inode) error {
-		in.d.SetOwner(uid, gid)
-		return nil
-	})
-}
-
-// Chtimes sets access and modification times.
-func (v *FS) Chtimes(p string, atime, mtime time.Time) error {
-	return v.modify("chtimes", p, func(in *inode) error {
-		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(atime)
-		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(mtime)
-		return nil
-	})
 }
 
 // Getxattr returns one attribute's value.
