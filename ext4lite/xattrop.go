@@ -134,3 +134,39 @@ func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) e
 	in.xattrs, in.xattrDirt, in.dirty = out, true, true
 	return nil
 }
+
+// Getxattr returns one attribute's value.
+func (v *FS) Getxattr(p, name string) ([]byte, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("getxattr", p)
+	if err != nil {
+		return nil, err
+	}
+	val, err := v.getxattrLocked(in, name)
+	if err != nil {
+		return nil, pathErr("getxattr", p, err)
+	}
+	return val, nil
+}
+
+// Listxattr returns the names of p's attributes, sorted.
+func (v *FS) Listxattr(p string) ([]string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.lookupFor("listxattr", p)
+	if err != nil {
+		return nil, err
+	}
+	return v.listxattrLocked(in)
+}
+
+// Setxattr creates or replaces one attribute.
+func (v *FS) Setxattr(p, name string, value []byte) error {
+	return v.modify("setxattr", p, func(in *inode) error { return v.setxattrLocked(in, name, value, false) })
+}
+
+// Removexattr deletes one attribute.
+func (v *FS) Removexattr(p, name string) error {
+	return v.modify("removexattr", p, func(in *inode) error { return v.setxattrLocked(in, name, nil, true) })
+}
