@@ -2,6 +2,7 @@ package ext4lite
 
 import (
 	"encoding/binary"
+	"errors"
 	"io/fs"
 	"time"
 
@@ -74,15 +75,8 @@ func (v *FS) Mkdir(h *sink.Header) error {
 	if old != nil {
 		return v.applyHeader(old, h)
 	}
-	in, err := v.newInode(disk.ModeDir|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	in, err := v.create(pin, d, name, disk.ModeDir, h)
 	if err != nil {
-		return pathErr("mkdir", h.Path, err)
-	}
-	in.d.LinksCount = 2
-	in.d.Flags |= disk.FlagExtents
-	in.ext = &extentMap{dirty: true}
-	v.newDir(in.ino, pin.ino)
-	if err := v.link(pin, d, name, in); err != nil {
 		return pathErr("mkdir", h.Path, err)
 	}
 	return v.applyHeader(in, h)
@@ -109,18 +103,55 @@ func (v *FS) Mknod(h *sink.Header) error {
 	if err != nil {
 		return pathErr("mknod", h.Path, err)
 	}
-	in, err := v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	in, err := v.create(pin, d, name, typ, h)
 	if err != nil {
 		return pathErr("mknod", h.Path, err)
 	}
+	return v.applyHeader(in, h)
+}
+
+// create makes the new inode of type typ for h and links it as name in
+// directory pin (d): the one place each type's first state is made, for
+// the sink face (Mkdir, WriteFile, Symlink, Mknod) and the inode face
+// (CreateAt) alike. A directory gets its "." and ".." (two links), a
+// regular file an empty extent tree, a symlink its body (writeSymlink), a
+// device its number. The mode's permission bits, owner and a time of now
+// are set; the callers set the rest. If anything fails, the inode is
+// released again: no half-made inode is left for the next flush to write.
+func (v *FS) create(pin *inode, d *dir, name string, typ uint32, h *sink.Header) (*inode, error) {
+	perm := h.Mode & sink.ModePerm
+	if typ == disk.ModeSymlink {
+		perm = 0o777 // as symlink(2): a link's own mode is never used
+	}
+	in, err := v.newInode(typ|perm, h.UID, h.GID, v.opts.now())
+	if err != nil {
+		return nil, err
+	}
 	in.d.LinksCount = 1
-	if typ == sink.TypeChar || typ == sink.TypeBlock {
+	switch typ {
+	case disk.ModeReg:
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+	case disk.ModeDir:
+		in.d.LinksCount = 2
+		in.d.Flags |= disk.FlagExtents
+		in.ext = &extentMap{dirty: true}
+		v.newDir(in.ino, pin.ino)
+	case disk.ModeSymlink:
+		err = v.writeSymlink(in, h.Linkname)
+	case disk.ModeChar, disk.ModeBlock:
 		encodeDev(in.d.Block[:], h.Devmajor, h.Devminor)
 	}
-	if err := v.link(pin, d, name, in); err != nil {
-		return pathErr("mknod", h.Path, err)
+	if err == nil {
+		err = v.link(pin, d, name, in)
 	}
-	return v.applyHeader(in, h)
+	if err != nil {
+		if rerr := v.release(in); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	return in, nil
 }
 
 // encodeDev stores a device number in i_block as the kernel does: the old
@@ -165,7 +196,6 @@ func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
 		return 0, fs.ErrExist
 	}
 	typ := h.Mode & sink.TypeMask
-	var in *inode
 	switch typ {
 	case sink.TypeReg, sink.TypeDir, sink.TypeSymlink, sink.TypeChar, sink.TypeBlock, sink.TypeFifo, sink.TypeSocket:
 	default:
@@ -174,37 +204,8 @@ func (v *FS) CreateAt(dir Ino, name string, h *sink.Header) (Ino, error) {
 	if typ == sink.TypeSymlink && !v.validLinkname(h.Linkname) {
 		return 0, errInvalid
 	}
-	in, err = v.newInode(typ|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	in, err := v.create(pin, d, name, typ, h)
 	if err != nil {
-		return 0, err
-	}
-	in.d.LinksCount = 1
-	switch typ {
-	case sink.TypeReg:
-		in.d.Flags |= disk.FlagExtents
-		in.ext = &extentMap{dirty: true}
-	case sink.TypeDir:
-		in.d.LinksCount = 2
-		in.d.Flags |= disk.FlagExtents
-		in.ext = &extentMap{dirty: true}
-		v.newDir(in.ino, pin.ino)
-	case sink.TypeSymlink:
-		in.d.Mode = uint16(sink.TypeSymlink | 0o777)
-		if len(h.Linkname) <= disk.FastSymlinkMax {
-			copy(in.d.Block[:], h.Linkname)
-			in.d.SetSize(uint64(len(h.Linkname)))
-		} else {
-			in.d.Flags |= disk.FlagExtents
-			in.ext = &extentMap{dirty: true}
-			if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
-				v.freeInode(in.ino, false)
-				return 0, err
-			}
-		}
-	case sink.TypeChar, sink.TypeBlock:
-		encodeDev(in.d.Block[:], h.Devmajor, h.Devminor)
-	}
-	if err := v.link(pin, d, name, in); err != nil {
 		return 0, err
 	}
 	now := v.opts.now()

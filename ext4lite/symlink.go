@@ -18,8 +18,24 @@ func (v *FS) validLinkname(target string) bool {
 	return len(target) > 0 && len(target) < v.bs && strings.IndexByte(target, 0) < 0
 }
 
+// writeSymlink stores target as the new symlink in's body, the one writer
+// of it: a target of up to disk.FastSymlinkMax (59) bytes is a fast
+// symlink, held in i_block itself, as the kernel writes it (its limit is
+// i_block's 60 bytes with the NUL); a longer one goes in one data block
+// mapped by an extent tree. readlink reads either back.
+func (v *FS) writeSymlink(in *inode, target string) error {
+	if len(target) <= disk.FastSymlinkMax {
+		copy(in.d.Block[:], target)
+		in.d.SetSize(uint64(len(target)))
+		return nil
+	}
+	in.d.Flags |= disk.FlagExtents
+	in.ext = &extentMap{dirty: true}
+	return v.writeData(in, []byte(target), 0, false)
+}
+
 // Symlink creates a symbolic link (sink.Sink): fast (in the inode) below
-// 60 bytes, else in a data block.
+// 60 bytes, else in a data block (writeSymlink).
 func (v *FS) Symlink(h *sink.Header) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -36,22 +52,8 @@ func (v *FS) Symlink(h *sink.Header) error {
 	if err != nil {
 		return pathErr("symlink", h.Path, err)
 	}
-	in, err := v.newInode(disk.ModeSymlink|0o777, h.UID, h.GID, v.opts.now())
+	in, err := v.create(pin, d, name, disk.ModeSymlink, h)
 	if err != nil {
-		return pathErr("symlink", h.Path, err)
-	}
-	in.d.LinksCount = 1
-	if len(h.Linkname) <= disk.FastSymlinkMax {
-		copy(in.d.Block[:], h.Linkname)
-		in.d.SetSize(uint64(len(h.Linkname)))
-	} else {
-		in.d.Flags |= disk.FlagExtents
-		in.ext = &extentMap{dirty: true}
-		if err := v.writeData(in, []byte(h.Linkname), 0, false); err != nil {
-			return pathErr("symlink", h.Path, err)
-		}
-	}
-	if err := v.link(pin, d, name, in); err != nil {
 		return pathErr("symlink", h.Path, err)
 	}
 	hh := *h

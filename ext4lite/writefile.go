@@ -37,14 +37,8 @@ func (v *FS) WriteFile(h *sink.Header, r io.Reader) error {
 	if err != nil {
 		return pathErr("write", h.Path, err)
 	}
-	in, err := v.newInode(disk.ModeReg|h.Mode&sink.ModePerm, h.UID, h.GID, v.opts.now())
+	in, err := v.create(pin, d, name, disk.ModeReg, h)
 	if err != nil {
-		return pathErr("write", h.Path, err)
-	}
-	in.d.LinksCount = 1
-	in.d.Flags |= disk.FlagExtents
-	in.ext = &extentMap{dirty: true}
-	if err := v.link(pin, d, name, in); err != nil {
 		return pathErr("write", h.Path, err)
 	}
 	if err := v.fill(in, h, r); err != nil {
