@@ -28,17 +28,15 @@ type SetAttr struct {
 	Atime, Mtime *time.Time
 }
 
-// SetAttrIno changes mode, owner, size and times.
+// SetAttrIno changes mode, owner, size and times (the inode face of
+// Chmod, Chown, Chtimes and Truncate; all set attributes through setAttr).
 func (v *FS) SetAttrIno(ino Ino, a SetAttr) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return err
-	}
+	return v.modifyIno(ino, func(in *inode) error { return v.setAttr(in, a) })
+}
+
+// setAttr changes what a names on in, the one implementation behind
+// SetAttrIno, Chmod, Chown and Chtimes (v.mu held; the caller sets ctime).
+func (v *FS) setAttr(in *inode, a SetAttr) error {
 	if a.Size != nil {
 		if in.fileType() != disk.ModeReg {
 			if in.isDir() {
@@ -74,49 +72,62 @@ func (v *FS) SetAttrIno(ino Ino, a SetAttr) error {
 	if a.Mtime != nil {
 		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(*a.Mtime)
 	}
-	v.touchCtime(in)
 	return nil
 }
 
-// modify runs fn on p's inode under the lock, for metadata changes.
-func (v *FS) modify(op, p string, fn func(in *inode) error) error {
+// change runs fn on the inode resolve finds, under the lock, as one
+// metadata change: beginOp before it, a new ctime after. modify (the path
+// face) and modifyIno (the inode face) are change with their resolve.
+func (v *FS) change(resolve func() (*inode, error), fn func(in *inode) error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.beginOp(); err != nil {
 		return err
 	}
-	in, err := v.lookup(p)
+	in, err := resolve()
 	if err != nil {
-		return pathErr(op, p, err)
+		return err
 	}
 	if err := fn(in); err != nil {
-		return pathErr(op, p, err)
+		return err
 	}
 	v.touchCtime(in)
 	return nil
 }
 
-// Chmod sets permission bits (incl. setuid, setgid, sticky).
-func (v *FS) Chmod(p string, mode uint32) error {
-	return v.modify("chmod", p, func(in *inode) error {
-		in.d.Mode = uint16(in.fileType() | mode&sink.ModePerm)
+// modify runs fn on p's inode under the lock, for metadata changes; its
+// errors are *fs.PathError naming op and p.
+func (v *FS) modify(op, p string, fn func(in *inode) error) error {
+	return v.change(func() (*inode, error) {
+		in, err := v.lookup(p)
+		if err != nil {
+			return nil, pathErr(op, p, err)
+		}
+		return in, nil
+	}, func(in *inode) error {
+		if err := fn(in); err != nil {
+			return pathErr(op, p, err)
+		}
 		return nil
 	})
+}
+
+// modifyIno runs fn on inode ino under the lock, for metadata changes.
+func (v *FS) modifyIno(ino Ino, fn func(in *inode) error) error {
+	return v.change(func() (*inode, error) { return v.inoLocked(ino) }, fn)
+}
+
+// Chmod sets permission bits (incl. setuid, setgid, sticky).
+func (v *FS) Chmod(p string, mode uint32) error {
+	return v.modify("chmod", p, func(in *inode) error { return v.setAttr(in, SetAttr{Mode: &mode}) })
 }
 
 // Chown sets the owner.
 func (v *FS) Chown(p string, uid, gid uint32) error {
-	return v.modify("chown", p, func(in *inode) error {
-		in.d.SetOwner(uid, gid)
-		return nil
-	})
+	return v.modify("chown", p, func(in *inode) error { return v.setAttr(in, SetAttr{UID: &uid, GID: &gid}) })
 }
 
 // Chtimes sets access and modification times.
 func (v *FS) Chtimes(p string, atime, mtime time.Time) error {
-	return v.modify("chtimes", p, func(in *inode) error {
-		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(atime)
-		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(mtime)
-		return nil
-	})
+	return v.modify("chtimes", p, func(in *inode) error { return v.setAttr(in, SetAttr{Atime: &atime, Mtime: &mtime}) })
 }

@@ -55,26 +55,20 @@ func (v *FS) ListxattrIno(ino Ino) ([]string, error) {
 	return v.listxattrLocked(in)
 }
 
-// SetxattrIno sets (or, with remove, removes) one attribute.
-func (v *FS) SetxattrIno(ino Ino, name string, value []byte, remove bool) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	in, err := v.inoLocked(ino)
-	if err != nil {
-		return err
-	}
-	if err := v.setxattrLocked(in, name, value, remove); err != nil {
-		return err
-	}
-	v.touchCtime(in)
-	return nil
+// SetxattrIno creates or replaces one attribute (the inode face of
+// Setxattr).
+func (v *FS) SetxattrIno(ino Ino, name string, value []byte) error {
+	return v.modifyIno(ino, func(in *inode) error { return v.editXattr(in, name, value, false) })
 }
 
-// getxattrLocked, listxattrLocked and setxattrLocked serve both the path
-// and the inode API (v.mu held).
+// RemovexattrIno deletes one attribute (syscall.ENODATA when absent; the
+// inode face of Removexattr).
+func (v *FS) RemovexattrIno(ino Ino, name string) error {
+	return v.modifyIno(ino, func(in *inode) error { return v.editXattr(in, name, nil, true) })
+}
+
+// getxattrLocked, listxattrLocked and editXattr serve both the path and
+// the inode API (v.mu held).
 func (v *FS) getxattrLocked(in *inode, name string) ([]byte, error) {
 	xs, err := v.loadXattrs(in)
 	if err != nil {
@@ -100,7 +94,10 @@ func (v *FS) listxattrLocked(in *inode) ([]string, error) {
 	return names, nil
 }
 
-func (v *FS) setxattrLocked(in *inode, name string, value []byte, remove bool) error {
+// editXattr sets name to value in in's attributes, or with remove deletes
+// it: the one implementation of Setxattr, SetxattrIno, Removexattr and
+// RemovexattrIno.
+func (v *FS) editXattr(in *inode, name string, value []byte, remove bool) error {
 	if _, _, ok := disk.XattrSplitName(name); !ok {
 		return ErrUnsupported
 	}
@@ -163,10 +160,10 @@ func (v *FS) Listxattr(p string) ([]string, error) {
 
 // Setxattr creates or replaces one attribute.
 func (v *FS) Setxattr(p, name string, value []byte) error {
-	return v.modify("setxattr", p, func(in *inode) error { return v.setxattrLocked(in, name, value, false) })
+	return v.modify("setxattr", p, func(in *inode) error { return v.editXattr(in, name, value, false) })
 }
 
 // Removexattr deletes one attribute.
 func (v *FS) Removexattr(p, name string) error {
-	return v.modify("removexattr", p, func(in *inode) error { return v.setxattrLocked(in, name, nil, true) })
+	return v.modify("removexattr", p, func(in *inode) error { return v.editXattr(in, name, nil, true) })
 }
