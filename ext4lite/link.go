@@ -132,9 +132,6 @@ func (v *FS) LinkAt(ino Ino, dir Ino, name string) error {
 	if err != nil {
 		return err
 	}
-	if in.isDir() {
-		return fs.ErrPermission
-	}
 	pin, d, err := v.dirLocked(dir)
 	if err != nil {
 		return err

@@ -47,6 +47,14 @@ func (v *FS) WriteAtIno(ino Ino, p []byte, off int64) (int, error) {
 	if max := v.maxFileSize(); uint64(off) < max && uint64(off)+uint64(len(p)) > max {
 		p = p[:max-uint64(off)]
 	}
+	return v.writeAtLocked(in, p, off)
+}
+
+// writeAtLocked writes p at off in the regular file in and stamps its
+// mtime and ctime: the one write of WriteAtIno and File.WriteAt (v.mu
+// held). Blocks freed by the last operations are reclaimed first when the
+// write needs them.
+func (v *FS) writeAtLocked(in *inode, p []byte, off int64) (int, error) {
 	if err := v.reclaimFor(v.dataNeed(int64(len(p)))); err != nil {
 		return 0, err
 	}
@@ -205,16 +213,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.v.writable(); err != nil {
 		return 0, err
 	}
-	if err := f.v.reclaimFor(f.v.dataNeed(int64(len(p)))); err != nil {
-		return 0, err
-	}
-	if err := f.v.writeData(f.in, p, off, false); err != nil {
-		return 0, err
-	}
-	t := f.v.opts.now()
-	f.in.d.Mtime, f.in.d.MtimeExtra = disk.EncodeTime(t)
-	f.in.d.Ctime, f.in.d.CtimeExtra = disk.EncodeTime(t)
-	return len(p), nil
+	return f.v.writeAtLocked(f.in, p, off)
 }
 
 // Truncate changes the file's size.

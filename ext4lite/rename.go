@@ -55,14 +55,9 @@ func (v *FS) renameLocked(op *inode, od *dir, oname string, np *inode, nd *dir, 
 			return errIsDir
 		case !dst.isDir() && src.isDir():
 			return errNotDir
-		case dst.isDir():
-			dd, err := v.loadDir(dst)
-			if err != nil {
-				return err
-			}
-			if len(dd.entries) > 0 {
-				return errNotEmpty
-			}
+		}
+		if err := v.checkEmpty(dst); err != nil {
+			return err
 		}
 		if err := v.unlink(np, nd, nname, dst); err != nil {
 			return err

@@ -26,6 +26,23 @@ func (v *FS) unlink(pin *inode, d *dir, name string, child *inode) error {
 	return nil
 }
 
+// checkEmpty is errNotEmpty for a directory with entries, nil for an empty
+// one or a non-directory: what Remove, UnlinkAt and a rename over a
+// directory ask before the name goes.
+func (v *FS) checkEmpty(in *inode) error {
+	if !in.isDir() {
+		return nil
+	}
+	d, err := v.loadDir(in)
+	if err != nil {
+		return err
+	}
+	if len(d.entries) > 0 {
+		return errNotEmpty
+	}
+	return nil
+}
+
 // release frees an inode with no links: data, extent tree, xattr block and
 // the inode itself.
 func (v *FS) release(in *inode) error {
@@ -95,14 +112,8 @@ func (v *FS) Remove(p string) error {
 	if err != nil {
 		return err
 	}
-	if in.isDir() {
-		cd, err := v.loadDir(in)
-		if err != nil {
-			return err
-		}
-		if len(cd.entries) > 0 {
-			return pathErr("remove", p, errNotEmpty)
-		}
+	if err := v.checkEmpty(in); err != nil {
+		return pathErr("remove", p, err)
 	}
 	return v.unlink(pin, d, name, in)
 }
@@ -231,14 +242,8 @@ func (v *FS) UnlinkAt(dir Ino, name string, isDir bool) error {
 		}
 		return errIsDir
 	}
-	if isDir {
-		cd, err := v.loadDir(in)
-		if err != nil {
-			return err
-		}
-		if len(cd.entries) > 0 {
-			return errNotEmpty
-		}
+	if err := v.checkEmpty(in); err != nil {
+		return err
 	}
 	return v.unlink(pin, d, name, in)
 }
