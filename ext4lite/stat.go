@@ -2,7 +2,6 @@ package ext4lite
 
 import (
 	"bytes"
-	"io/fs"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -25,6 +24,8 @@ func (v *FS) Lstat(p string) (*sink.Header, error) {
 	return h, nil
 }
 
+// header is in's metadata as a sink.Header (Path empty): the one
+// implementation behind Lstat (the path face) and Stat (the inode face).
 func (v *FS) header(in *inode) (*sink.Header, error) {
 	h := &sink.Header{
 		Mode:  in.mode(),
@@ -64,8 +65,6 @@ func (v *FS) header(in *inode) (*sink.Header, error) {
 	}
 	return h, nil
 }
-
-var _ fs.FileMode // io/fs is used by iofs.go
 
 // Stat returns an inode's metadata (Path empty, Ino and Nlink set).
 func (v *FS) Stat(ino Ino) (*sink.Header, error) {
