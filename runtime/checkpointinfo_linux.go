@@ -42,4 +42,3 @@ func (ci *CheckpointInfo) validate() error {
 	}
 	return nil
 }
-
