@@ -1,6 +1,8 @@
 """The app service: counts hits in Redis, answers on :8000."""
 import http.server
 import json
+import signal
+import sys
 
 from app import kv
 
@@ -25,4 +27,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
+    # PID 1 ignores SIGTERM without a handler: docker would wait 10 s to kill it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     http.server.ThreadingHTTPServer(("0.0.0.0", 8000), Handler).serve_forever()

@@ -121,3 +121,9 @@ def test_wrong_type(r, ns):
     r.set("q:" + ns, "x")
     with pytest.raises(redis.ResponseError):
         kv.pop(r, ns)
+
+
+@pytest.mark.parametrize("by", [1, 7, -3])
+def test_incr_by(r, ns, by):
+    assert kv.incr(r, ns, by) == by
+    assert kv.incr(r, ns, by) == 2 * by
