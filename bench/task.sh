@@ -93,11 +93,13 @@ truncate -s 64G "$work/xfs.img"
 mkfs.xfs -q -m reflink=1 "$work/xfs.img"
 mkdir "$mnt"
 mount -o loop,nosuid,nodev "$work/xfs.img" "$mnt"
-echo "== golden volume: sid dockerd + taskbench/pybase:1 + taskbench/redis:1"
-"$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/pybase.tar" --load "$work/tars/redis.tar" \
-	--daemon-arg=--iptables=false --daemon-arg=--ip6tables=false --size 16G "$mnt/golden.ext4"
-gstat() { stat -c '%s %Y.%y %Z.%z %i' "$mnt/golden.ext4"; } # a write changes mtime/ctime (hashing 16 GiB took minutes)
-sum0=$(gstat)
+if [[ " $sides " == *" gvx "* ]]; then
+	echo "== golden volume: sid dockerd + taskbench/pybase:1 + taskbench/redis:1"
+	"$gvx" build-golden -q --daemon-image "$image" --load "$work/tars/pybase.tar" --load "$work/tars/redis.tar" \
+		--daemon-arg=--iptables=false --daemon-arg=--ip6tables=false --size 16G "$mnt/golden.ext4"
+	gstat() { stat -c '%s %Y.%y %Z.%z %i' "$mnt/golden.ext4"; } # a write changes mtime/ctime (hashing 16 GiB took minutes)
+	sum0=$(gstat)
+fi
 mkdir "$cg_gvx" "$cg_host" "$mnt/st" "$mnt/host"
 # join CG CMD...: runs CMD in cgroup CG (its children stay there)
 join() { local cg=$1; shift; sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"; }
