@@ -173,7 +173,7 @@ if [ "${PROFILE:-0}" = 1 ] && [[ " $sides " == *" gvx "* ]]; then
 	if command -v perf >/dev/null && perf record -o "$work/perf.probe" -a -- sleep 0.1 >/dev/null 2>&1; then
 		perf record -q -o "$work/perf.data" -a -g -F 499 -- python3 bench/taskbench.py gvx --n 1 --project bench/taskproject \
 			--cgroup "$cg_gvx" --socket "$sock" --image "$image" --golden "$mnt/golden.ext4" >"$work/profiled.json" 2>"$work/perf.log" || true
-		perf report -i "$work/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep . | head -15 || true
+		perf report -i "$work/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null | grep -v '^#' | grep . | head -15 || true
 		perf report -i "$work/perf.data" --no-children --sort comm,dso,sym --stdio -g none 2>/dev/null | grep -v '^#' | grep . | head -40 || true
 	else
 		echo "   skipped: perf cannot record here ($(perf --version 2>&1 | head -1), kernel $(uname -r))"
