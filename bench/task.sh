@@ -68,9 +68,15 @@ cleanup() {
 	# what the host dockerd's containers left: mounts under the scratch
 	# dir, cgroups under ours in every hierarchy
 	grep -o " $work/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
-	for d in /sys/fs/cgroup/*/"$tag"-*; do
-		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+	for _ in $(seq 50); do # the last processes may take a moment to leave
+		left=
+		for d in /sys/fs/cgroup/*/"$tag"-*; do
+			[ -d "$d" ] && { find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null; [ -d "$d" ] && left=$d; }
+		done
+		[ -z "$left" ] && break
+		sleep 0.1
 	done
+	[ -z "$left" ] || echo "bench/task.sh: cgroup $left still has processes: $(cat "$left/cgroup.procs" | tr '\n' ' ')" >&2
 	umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
 	rm -rf "$work"
 }
@@ -101,11 +107,13 @@ if [[ " $sides " == *" gvx "* ]]; then
 	sum0=$(gstat)
 fi
 mkdir "$cg_gvx" "$cg_host" "$mnt/st" "$mnt/host"
-# join CG CMD...: runs CMD in cgroup CG (its children stay there)
-join() { local cg=$1; shift; sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"; }
+# $join CG CMD...: runs CMD in cgroup CG (its children stay there). Not
+# a function: `f … &` forks a subshell, and $! would name it, not CMD
+# (cleanup then killed the subshell and left the daemons running).
+join=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"')
 
 if [[ " $sides " == *" gvx "* ]]; then
-	join "$cg_gvx" "$rungv" serve --state-dir "$mnt/st" --clone auto --max-episodes 99 --ttl 2h -q >"$work/hello" 2>"$work/serve.log" &
+	"${join[@]}" "$cg_gvx" "$rungv" serve --state-dir "$mnt/st" --clone auto --max-episodes 99 --ttl 2h -q >"$work/hello" 2>"$work/serve.log" &
 	serve_pid=$!
 	for _ in $(seq 300); do [ -s "$work/hello" ] && break; sleep 0.1; done
 	sock=$(jq -r .socket "$work/hello")
@@ -129,12 +137,12 @@ if [[ " $sides " == *" host "* ]]; then
 		[metrics]
 		  address = ""
 	EOF
-	join "$cg_host" containerd --config "$h/containerd.toml" >"$h/containerd.log" 2>&1 &
+	"${join[@]}" "$cg_host" containerd --config "$h/containerd.toml" >"$h/containerd.log" 2>&1 &
 	containerd_pid=$!
 	for _ in $(seq 300); do [ -S "$h/containerd.sock" ] && break; sleep 0.1; done
 	# dockerd in a network namespace of its own: its bridges and its
 	# containers' networks never touch the host's.
-	join "$cg_host" unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
+	"${join[@]}" "$cg_host" unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
 		dockerd --config-file "$h/daemon.json" --containerd "$h/containerd.sock" \
 		--data-root "$h/data" --exec-root "$h/exec" --pidfile "$h/docker.pid" -H "unix://$h/docker.sock" \
 		--iptables=false --ip6tables=false --bridge=none --cgroup-parent "/$tag-host" >"$h/dockerd.log" 2>&1 &
