@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""bench/task.sh's driver: N episodes of the task at once, one side.
+
+  taskbench.py gvx  --socket S --image IMG --golden G --project DIR --n N --cgroup CG
+  taskbench.py host --docker-host unix://S --cli-dir D --project DIR --n N --cgroup CG
+
+Per episode, the phases (seconds, wall, each as the client sees it):
+  create   gvx: POST /v1/episodes from the golden clone until dockerd answers
+           `docker info` inside; host: nothing (the daemon is shared, its
+           images loaded before)
+  upload   the project into the episode (gvx: Episode.upload; host: a copy)
+  up       docker compose up -d --build (builds the app image; redis must be
+           healthy before app starts: depends_on service_healthy)
+  healthy  docker compose up -d --wait: until every service is healthy
+  test1    docker compose run --rm app python3 -m pytest (30 tests)
+  rebuild  edit app/kv.py, docker compose up -d --build --wait
+  test2    the tests again, which now expect the edit
+  logs     docker compose logs
+  close    gvx: Episode.close; host: docker compose down -v --rmi local
+  whole    create → close
+CPU: the cgroup CG's cpuacct.usage before and after the round (every
+process the side runs: rungv serve and its episodes; dockerd, containerd,
+shims, containers and the docker CLI). Prints one JSON object.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PYTEST = "python3 -m pytest -q -p no:cacheprovider tests"
+EDIT = "sed -i 's/^VERSION = \"v1\"$/VERSION = \"v2\"/' app/kv.py && grep -q '^VERSION = \"v2\"$' app/kv.py"
+NTESTS = 30
+TIMEOUT = float(os.environ.get("TASK_PHASE_TIMEOUT", "900"))
+
+
+def phases(p):
+    """The shell line of each step for compose project p, run in the project directory."""
+    dc = f"docker compose -p {p}"
+    return [
+        ("up", f"{dc} up -d --build --quiet-pull 2>&1"),
+        ("healthy", f"{dc} up -d --wait 2>&1"),
+        ("test1", f"{dc} run --rm -T app {PYTEST} 2>&1"),
+        ("rebuild", f"{EDIT} && {dc} up -d --build --wait 2>&1"),
+        ("test2", f"{dc} run --rm -T -e EXPECT_VERSION=v2 app {PYTEST} 2>&1"),
+        ("logs", f"{dc} logs --no-color 2>&1 | tail -n 5"),
+    ]
+
+
+def check(name, code, out):
+    if code != 0:
+        raise RuntimeError(f"{name}: exit {code}: {out[-3000:]}")
+    if name.startswith("test") and f"{NTESTS} passed" not in out:
+        raise RuntimeError(f"{name}: want '{NTESTS} passed': {out[-3000:]}")
+
+
+def cpu_ns(cg):
+    with open(os.path.join(cg, "cpuacct.usage")) as f:
+        return int(f.read())
+
+
+def run_gvx(a, i, rec):
+    import gvx
+    c = gvx.Client(socket_path=a.socket)
+    t0 = time.monotonic()
+    ep = c.create(a.image, golden=a.golden, docker=True, service=["dockerd-entrypoint.sh"],
+                  env={"DOCKER_TLS_CERTDIR": ""}, ttl=7200, wait_for_capacity=600)
+    try:
+        r = ep.exec("i=0; until docker info >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 2400 ] || exit 1; sleep 0.05; done",
+                    timeout=TIMEOUT)
+        check("create", r.exit_code, r.output)
+        rec["create"] = time.monotonic() - t0
+        t = time.monotonic()
+        ep.upload(a.project, "/work")
+        rec["upload"] = time.monotonic() - t
+        wd = "/work/" + os.path.basename(a.project.rstrip("/"))
+        for name, line in phases(f"ep{i}"):
+            t = time.monotonic()
+            r = ep.exec(line, workdir=wd, timeout=TIMEOUT)
+            rec[name] = time.monotonic() - t
+            check(name, r.exit_code, r.output)
+    finally:
+        t = time.monotonic()
+        ep.close()
+        rec["close"] = time.monotonic() - t
+        c.close()
+    rec["whole"] = time.monotonic() - t0
+
+
+def run_host(a, i, rec):
+    env = dict(os.environ, DOCKER_HOST=a.docker_host, DOCKER_CONFIG=os.path.join(a.cli_dir, "config"),
+               PATH=a.cli_dir + ":" + os.environ["PATH"])
+    # Every command joins the side's cgroup first: its CPU is the side's.
+    join = f'echo $$ > {a.cgroup}/cgroup.procs && exec sh -c "$0"'
+
+    def sh(line, cwd):
+        p = subprocess.run(["sh", "-c", join, line], cwd=cwd, env=env, capture_output=True, timeout=TIMEOUT)
+        return p.returncode, (p.stdout + p.stderr).decode(errors="replace")
+
+    t0 = time.monotonic()
+    rec["create"] = 0.0
+    d = tempfile.mkdtemp(prefix=f"ep{i}-", dir=a.scratch)
+    p = f"ep{i}"
+    try:
+        t = time.monotonic()
+        wd = os.path.join(d, os.path.basename(a.project.rstrip("/")))
+        shutil.copytree(a.project, wd)
+        rec["upload"] = time.monotonic() - t
+        for name, line in phases(p):
+            t = time.monotonic()
+            code, out = sh(line, wd)
+            rec[name] = time.monotonic() - t
+            check(name, code, out)
+    finally:
+        t = time.monotonic()
+        code, out = sh(f"docker compose -p {p} down -v --rmi local 2>&1", d)
+        shutil.rmtree(d, ignore_errors=True)
+        rec["close"] = time.monotonic() - t
+        if code != 0:
+            rec.setdefault("error", f"close: exit {code}: {out[-2000:]}")
+    rec["whole"] = time.monotonic() - t0
+
+
+PHASES = ["create", "upload", "up", "healthy", "test1", "rebuild", "test2", "logs", "close", "whole"]
+
+
+def p50(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def table(lines):
+    """The side-by-side table of the rounds (JSON lines) on stdin."""
+    rounds = [json.loads(l) for l in lines if l.strip()]
+    by = {(r["side"], r["n"]): r for r in rounds}
+    fmt = "%-3s %-22s %10s %10s %9s"
+    print("\n== p50 over the episodes of a round, seconds (ratio gvx/host)")
+    print(fmt % ("N", "phase", "gvx", "host", "gvx/host"))
+    for n in sorted({r["n"] for r in rounds}):
+        g, h = by.get(("gvx", n)), by.get(("host", n))
+
+        def val(r, ph):
+            if r is None:
+                return None
+            return p50([e[ph] for e in r["episodes"] if ph in e and "error" not in e])
+
+        rows = [(ph, val(g, ph), val(h, ph)) for ph in PHASES]
+        rows.append(("CPU s per episode", g and g["cpu_per_episode_s"], h and h["cpu_per_episode_s"]))
+        rows.append(("round wall", g and g["wall_s"], h and h["wall_s"]))
+        for ph, a, b in rows:
+            ratio = "%.1fx" % (a / b) if a is not None and b else "-"
+            print(fmt % (n, ph, "-" if a is None else "%.2f" % a, "-" if b is None else "%.2f" % b, ratio))
+        print(fmt % (n, "failed episodes", g["failed"] if g else "-", h["failed"] if h else "-", ""))
+
+
+def main():
+    if sys.argv[1:] == ["table"]:
+        table(sys.stdin)
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("side", choices=["gvx", "host"])
+    ap.add_argument("--n", type=int, default=1)
+    ap.add_argument("--project", required=True)
+    ap.add_argument("--cgroup", required=True, help="cpuacct cgroup directory holding the side's processes")
+    ap.add_argument("--socket")
+    ap.add_argument("--image")
+    ap.add_argument("--golden")
+    ap.add_argument("--docker-host")
+    ap.add_argument("--cli-dir")
+    ap.add_argument("--scratch", default=tempfile.gettempdir())
+    a = ap.parse_args()
+    fn = run_gvx if a.side == "gvx" else run_host
+    recs = [{} for _ in range(a.n)]
+
+    def one(i):
+        try:
+            fn(a, i, recs[i])
+        except Exception as e:  # recorded: a failed episode is a result too
+            recs[i]["error"] = f"{type(e).__name__}: {e}"[:4000]
+
+    c0, t0 = cpu_ns(a.cgroup), time.monotonic()
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(a.n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall, cpu = time.monotonic() - t0, (cpu_ns(a.cgroup) - c0) / 1e9
+    json.dump({"side": a.side, "n": a.n, "wall_s": wall, "cpu_s": cpu, "cpu_per_episode_s": cpu / a.n,
+               "episodes": recs, "failed": sum(1 for r in recs if "error" in r)}, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
