@@ -32,9 +32,10 @@ func (s *Server) Handler(token string) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"episodes": s.List()})
 	})
 	mux.HandleFunc("GET /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) {
-		in, err := s.Get(r.PathValue("id"))
+		in, err := s.describe(r.Context(), r.PathValue("id"))
 		s.reply(w, in, err)
 	})
+	mux.HandleFunc("GET /v1/episodes/{id}/service/log", s.handleServiceLog)
 	mux.HandleFunc("DELETE /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.Delete(r.PathValue("id")); err != nil {
 			s.writeError(w, err)
@@ -155,9 +156,9 @@ func errorStatus(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrCapacity):
 		return http.StatusTooManyRequests
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrImageNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNotRunning):
+	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNotForkable):
 		return http.StatusConflict
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable

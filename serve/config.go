@@ -46,7 +46,8 @@ type Config struct {
 	// means no lease by default (TTL only).
 	DefaultLease time.Duration
 	// ReadyTimeout bounds an episode's start, from its clone to its agent
-	// answering (0: 2m).
+	// answering and, when the create waits for it (CreateRequest.Wait),
+	// its Docker daemon (0: 2m).
 	ReadyTimeout time.Duration
 	// CloneMode is how golden volumes are cloned: reflink.Always (the
 	// zero value) clones only; reflink.Auto falls back to a sparse copy.

@@ -64,15 +64,22 @@ type episode struct {
 	forkable, forked bool
 	parent           string
 	volTarget        string // where vol is mounted in the guest
+	// waitDocker: the create answers once Docker answers too
+	// (CreateRequest.Wait).
+	waitDocker bool
 
-	mu       sync.Mutex
-	state    string
-	sb       *gvx.Sandbox
-	lastSeen time.Time
-	inflight int
-	runErr   error
-	exitCode int
-	runDone  chan struct{} // closed when the sandbox's Run returned
+	mu    sync.Mutex
+	state string
+	// service is the service's state (nil: the episode has none);
+	// dockerReady says Docker answered (waitDocker).
+	service     *ServiceInfo
+	dockerReady bool
+	sb          *gvx.Sandbox
+	lastSeen    time.Time
+	inflight    int
+	runErr      error
+	exitCode    int
+	runDone     chan struct{} // closed when the sandbox's Run returned
 	// unnice puts a warm boot's processes back at the server's priority
 	// (Config.RefillNice); nil: not niced.
 	unnice  func() error
@@ -100,6 +107,14 @@ func (e *episode) info() EpisodeInfo {
 		ResetSeconds: e.reset.Seconds(), ReadySeconds: e.ready.Seconds(),
 		Warm: e.warm, ClaimSeconds: e.claim.Seconds(), IdleMemoryBytes: max(e.idleMemory, 0),
 		Forkable: e.forkable && !e.forked, Parent: e.parent}
+	if sv := e.service; sv != nil {
+		c := *sv
+		if sv.ExitCode != nil {
+			code := *sv.ExitCode
+			c.ExitCode = &code
+		}
+		in.Service = &c
+	}
 	if e.lease > 0 && e.inflight == 0 {
 		in.LeaseExpiresAt = e.lastSeen.Add(e.lease)
 	}
@@ -209,6 +224,9 @@ func (s *Server) checkRequest(req *CreateRequest) error {
 			return fmt.Errorf("%w: a forkable episode publishes only the agent's and Docker's sockets (its children get their own): drop spec.ports", ErrBadRequest)
 		}
 	}
+	if err := checkWait(req); err != nil {
+		return err
+	}
 	if req.TTL < 0 || req.DockerPort < 0 || req.DockerPort > 65535 {
 		return fmt.Errorf("%w: negative ttl or bad docker_port", ErrBadRequest)
 	}
@@ -293,6 +311,10 @@ func (s *Server) newEpisode(req *CreateRequest, t0 time.Time) *episode {
 	if req.Docker {
 		e.dockerSock = filepath.Join(dir, dockerSock)
 	}
+	if argv := serviceArgv(req); len(argv) > 0 {
+		e.service = &ServiceInfo{Argv: argv, State: ServiceStarting}
+	}
+	e.waitDocker = waitsForDocker(req)
 	return e
 }
 
@@ -370,8 +392,14 @@ func (s *Server) launch(ctx context.Context, e *episode, sb *gvx.Sandbox, rec *r
 	if err := writeRecord(e.dir, rec); err != nil {
 		return err
 	}
-	e.agent = agentClient(filepath.Join(e.dir, agentSock))
+	ac := agentClient(filepath.Join(e.dir, agentSock))
+	e.mu.Lock()
+	e.agent = ac
+	e.mu.Unlock()
 	if err := waitAgent(ctx, e); err != nil {
+		return err
+	}
+	if err := s.waitService(ctx, e); err != nil {
 		return err
 	}
 	e.ready = time.Since(t)
@@ -416,7 +444,21 @@ func (e *episode) startError(what string) error {
 	if out := strings.TrimSpace(e.output.String()); out != "" && !strings.Contains(msg, out) {
 		msg += "; its output ends: " + strconv.Quote(out) // the guest's: one line, no escapes
 	}
+	if err != nil && imageMissing(err.Error()) {
+		// rungv's own words (its error pipe, not the guest's output).
+		if !strings.Contains(msg, "gvx-vol image ls") {
+			msg += " (`gvx-vol image ls` lists the images in the cache; `gvx-vol image add SOURCE` adds one)"
+		}
+		return &kindError{ErrImageNotFound, fmt.Sprintf("image %q not found: %s", e.image, msg)}
+	}
 	return errors.New(msg)
+}
+
+// imageMissing says whether rungv's error says the episode's image is
+// neither where its reference points nor in the cache (package image's
+// ErrNotFound and ErrNotCached, as rungv run words them).
+func imageMissing(msg string) bool {
+	return strings.Contains(msg, "image: not found") || strings.Contains(msg, "is not in the image cache")
 }
 
 // waitAgent polls the agent's health until it answers, the episode exits
@@ -496,11 +538,14 @@ func (s *Server) teardown(e *episode, reason string) {
 	s.cfg.Logf("episode %s: torn down (%s) in %v", e.id, reason, time.Since(t))
 }
 
-// tail keeps the last limit bytes written to it.
+// tail keeps the last limit bytes written to it, and lets readers follow
+// what comes after (since).
 type tail struct {
 	mu    sync.Mutex
 	buf   []byte
 	limit int
+	total int64         // bytes ever written; buf holds the last len(buf) of them
+	more  chan struct{} // closed (and replaced) by the next write; nil: none asked
 }
 
 // Write keeps at least the last limit bytes written, in at most twice
@@ -510,6 +555,11 @@ type tail struct {
 func (t *tail) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.total += int64(len(b))
+	if t.more != nil {
+		close(t.more)
+		t.more = nil
+	}
 	if len(b) >= t.limit {
 		t.buf = append(t.buf[:0], b[len(b)-t.limit:]...)
 		return len(b), nil
@@ -530,4 +580,28 @@ func (t *tail) String() string {
 		b = b[len(b)-show:]
 	}
 	return string(b)
+}
+
+// since returns a copy of what was written from offset off on (off < 0:
+// the last limit bytes kept), at most most bytes of it (from its start),
+// the offset after it, how many bytes before it are lost (written, but no
+// longer kept) and a channel closed by the next write.
+func (t *tail) since(off int64, most int) (b []byte, next, lost int64, more <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := t.total - int64(len(t.buf)) // the offset of buf[0]
+	if off < 0 {
+		off = max(t.total-int64(t.limit), first)
+	}
+	if off < first {
+		lost, off = first-off, first
+	}
+	b = t.buf[off-first:]
+	if len(b) > most {
+		b = b[:most]
+	}
+	if t.more == nil {
+		t.more = make(chan struct{})
+	}
+	return append([]byte(nil), b...), off + int64(len(b)), lost, t.more
 }

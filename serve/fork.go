@@ -36,21 +36,21 @@ func (s *Server) Fork(ctx context.Context, id string, req ForkRequest) ([]Episod
 	done := p.touch()
 	defer done()
 	p.mu.Lock()
-	sb, why := p.sb, ""
+	sb := p.sb
+	var refused error
 	switch {
 	case !p.forkable:
-		why = "was not created forkable (CreateRequest.forkable)"
+		refused = &kindError{ErrNotForkable, fmt.Sprintf("episode %s is not forkable: create it with \"forkable\": true (forkable=True in Python)", id)}
 	case p.forked:
-		why = "was forked already (an episode is forked once: fork one of its children)"
+		refused = &kindError{ErrNotForkable, fmt.Sprintf("episode %s is not forkable: it was forked already (an episode forks once: fork one of its children, made with \"forkable\": true, for a later state)", id)}
 	case p.state != StateRunning:
-		why = "is " + p.state
-	}
-	if why == "" {
+		refused = &kindError{ErrNotRunning, fmt.Sprintf("episode %s is %s: fork it while it runs", id, p.state)}
+	default:
 		p.forked = true
 	}
 	p.mu.Unlock()
-	if why != "" {
-		return nil, fmt.Errorf("%w: fork: episode %s %s", ErrNotRunning, id, why)
+	if refused != nil {
+		return nil, refused
 	}
 
 	t0 := time.Now()
@@ -60,6 +60,9 @@ func (s *Server) Fork(ctx context.Context, id string, req ForkRequest) ([]Episod
 		creq := CreateRequest{Spec: &spec.Spec{Image: p.image}, Docker: p.dockerSock != "", TTL: req.TTL, Lease: req.Lease}
 		k := s.newEpisode(&creq, t0)
 		k.parent = p.id
+		if p.service != nil {
+			k.service = &ServiceInfo{Argv: p.service.Argv, State: ServiceStarting}
+		}
 		kctx[i], k.cancelStart = context.WithCancel(ctx)
 		defer k.cancelStart()
 		if err := s.admit(k); err != nil {

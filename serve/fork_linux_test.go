@@ -104,10 +104,10 @@ func TestFork(t *testing.T) {
 		}
 	}
 
-	if _, raw := a.fork(p.ID, 1, http.StatusConflict); !strings.Contains(raw, "forked already") {
+	if _, raw := a.fork(p.ID, 1, http.StatusConflict); !strings.Contains(raw, "is not forkable: it was forked already") {
 		t.Errorf("second fork: %s", raw)
 	}
-	if _, raw := a.fork(kids[0].ID, 1, http.StatusConflict); !strings.Contains(raw, "not created forkable") {
+	if _, raw := a.fork(kids[0].ID, 1, http.StatusConflict); !strings.Contains(raw, "is not forkable: create it with") {
 		t.Errorf("fork of a non-forkable child: %s", raw)
 	}
 	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"image": env.ImageRef, "isolation": "namespaces"}, "forkable": true})
@@ -151,8 +151,8 @@ func TestForkBadRequests(t *testing.T) {
 		{in.ID, `{"n":2,"ttl":` + strings.Repeat("1", 1<<20) + `}`, 413, "too large"},
 		{in.ID, `{`, 400, "bad request"},
 		{"0000000000000000", `{"n":2}`, 404, ""},
-		{in.ID, `{"n":2}`, 409, "was not created forkable"},
-		{in.ID, `{"n":64}`, 409, "was not created forkable"},
+		{in.ID, `{"n":2}`, 409, "episode " + in.ID + " is not forkable: create it with \"forkable\": true"},
+		{in.ID, `{"n":64}`, 409, "is not forkable: create it with"},
 	} {
 		var e map[string]string
 		code, _ := a.do("POST", "/v1/episodes/"+tc.id+"/fork", strings.NewReader(tc.body), &e)

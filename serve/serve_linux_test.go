@@ -313,7 +313,9 @@ func TestBadRequests(t *testing.T) {
 		{`{"spec":{"image":"x"},"bogus":1}`, 400, "bogus"},
 		{`{"spec":{"image":"x"}} {"spec":{"image":"y"}}`, 400, "more than one JSON value"},
 		{`{"spec":{"image":"x"},"golden":"` + strings.Repeat("a", 1<<20) + `"}`, 413, "too large"},
-		{`{"spec":{"image":"oci:/no/such/layout"}}`, 500, "/no/such/layout"},
+		{`{"spec":{"image":"oci:/no/such/layout"}}`, 404, `image "oci:/no/such/layout" not found`},
+		{`{"spec":{"image":"oci:/no/such/layout"}}`, 404, "gvx-vol image ls"},
+		{`{"spec":{"image":"docker-archive:/no/such.tar"}}`, 404, "/no/such.tar"},
 	} {
 		var e map[string]string
 		code, _ := a.do("POST", "/v1/episodes", strings.NewReader(tc.body), &e)

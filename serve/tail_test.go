@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,49 @@ func BenchmarkTailByteWrites(b *testing.B) {
 				tl.Write(p)
 			}
 		})
+	}
+}
+
+// TestTailSince: a reader that follows the tail gets every byte once, in
+// order, while it keeps up; one that fell behind gets what is kept and
+// is told how much it lost; the channel is closed by the next write.
+func TestTailSince(t *testing.T) {
+	tl := &tail{limit: 16}
+	b, off, lost, more := tl.since(-1, 64)
+	if len(b) != 0 || off != 0 || lost != 0 {
+		t.Fatalf("empty tail: %q %d %d", b, off, lost)
+	}
+	tl.Write([]byte("hello "))
+	select {
+	case <-more:
+	default:
+		t.Fatal("a write did not wake the reader")
+	}
+	var got []byte
+	for _, w := range []string{"world", "!", "0123456789"} {
+		b, off, lost, _ = tl.since(off, 4) // small reads: more than one per write
+		got = append(got, b...)
+		for len(b) > 0 {
+			b, off, _, _ = tl.since(off, 4)
+			got = append(got, b...)
+		}
+		if lost != 0 {
+			t.Fatalf("a reader that kept up lost %d", lost)
+		}
+		tl.Write([]byte(w))
+	}
+	for b, off, _, _ = tl.since(off, 4); len(b) > 0; b, off, _, _ = tl.since(off, 4) {
+		got = append(got, b...)
+	}
+	if string(got) != "hello world!0123456789" {
+		t.Fatalf("followed %q", got)
+	}
+	tl.Write(bytes.Repeat([]byte("x"), 40))
+	b, next, lost, _ := tl.since(off, 64)
+	if lost != 40-16 || string(b) != strings.Repeat("x", 16) || next != off+40 {
+		t.Fatalf("behind by 40 with 16 kept: %q, lost %d, next %d (from %d)", b, lost, next, off)
+	}
+	if b, _, _, _ := tl.since(-1, 64); string(b) != strings.Repeat("x", 16) {
+		t.Fatalf("the tail from the start: %q", b)
 	}
 }

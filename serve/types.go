@@ -47,7 +47,19 @@ type CreateRequest struct {
 	// only mode with checkpoints; a namespaced spec is refused) and may
 	// publish no ports of its own beyond the agent's and Docker's.
 	Forkable bool `json:"forkable,omitempty"`
+	// Wait says when the create answers: WaitAgent once the agent
+	// answers; WaitDocker once the episode's Docker daemon answers GET
+	// /info through DockerSocket too (what `docker info` asks). "" is
+	// WaitDocker for a create with Docker and a service (Spec's
+	// entrypoint), else WaitAgent. Both within the server's ready timeout.
+	Wait string `json:"wait,omitempty"`
 }
+
+// CreateRequest.Wait's values.
+const (
+	WaitAgent  = "agent"
+	WaitDocker = "docker"
+)
 
 // ForkRequest is POST /v1/episodes/{id}/fork's body: N new episodes that
 // continue from the episode's current state (files, processes, memory).
@@ -106,6 +118,35 @@ type EpisodeInfo struct {
 	// child continues.
 	Forkable bool   `json:"forkable,omitempty"`
 	Parent   string `json:"parent,omitempty"`
+	// Service is the state of the episode's service (CreateRequest.Spec's
+	// entrypoint and args, dockerd say), when it has one. Its output is
+	// GET /v1/episodes/{id}/service/log.
+	Service *ServiceInfo `json:"service,omitempty"`
+}
+
+// Service states (ServiceInfo.State).
+const (
+	// ServiceStarting: the agent has not said yet that the service runs,
+	// or the create waits for its Docker daemon to answer (WaitDocker).
+	ServiceStarting = "starting"
+	// ServiceRunning: it runs; nothing probes whether it is ready.
+	ServiceRunning = "running"
+	// ServiceReady: it runs and its Docker daemon answered GET /info.
+	ServiceReady = "ready"
+	// ServiceExited: it ended (ServiceInfo.ExitCode: its status, 128+N
+	// for signal N).
+	ServiceExited = "exited"
+	// ServiceFailed: it could not be started (ServiceInfo.Error).
+	ServiceFailed = "failed"
+)
+
+// ServiceInfo is how an episode's service is doing, as the in-guest agent
+// that runs it reports (the guest's word) and the server's Docker probe.
+type ServiceInfo struct {
+	Argv     []string `json:"argv"`
+	State    string   `json:"state"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // Errors of the server, each with its HTTP status (errorStatus).
@@ -120,4 +161,20 @@ var (
 	ErrBadRequest = errors.New("serve: bad request")
 	// ErrNotRunning: the episode is starting or closing (HTTP 409).
 	ErrNotRunning = errors.New("serve: episode is not running")
+	// ErrNotForkable: a fork of an episode not created forkable, or
+	// forked already (HTTP 409).
+	ErrNotForkable = errors.New("serve: episode is not forkable")
+	// ErrImageNotFound: the create's image is neither where its reference
+	// says nor in the image cache (HTTP 404).
+	ErrImageNotFound = errors.New("serve: image not found")
 )
+
+// kindError is an error of one of the kinds above (its status) with a
+// message of its own, without the kind's words.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }

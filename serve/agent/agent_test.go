@@ -286,3 +286,72 @@ func TestDaemonServiceTLS(t *testing.T) {
 		t.Errorf("Command's service: %q %v, want %q", plain, err, svc)
 	}
 }
+
+// TestExecWorkdir: an exec whose workdir is missing, or is a file, is
+// refused with 400 naming the directory, not with the start's own error,
+// which blames the program ("fork/exec /bin/sh: no such file or
+// directory"); a workdir that exists is the command's directory.
+func TestExecWorkdir(t *testing.T) {
+	ts := newAgent(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ workdir, want string }{
+		{filepath.Join(dir, "nope"), "workdir " + filepath.Join(dir, "nope") + ": no such directory"},
+		{file, "workdir " + file + ": not a directory"},
+	} {
+		for _, req := range []ExecRequest{{Shell: "true", Workdir: tc.workdir}, {Argv: []string{"true"}, Workdir: tc.workdir}} {
+			code, b, _ := do(t, "POST", ts.URL+"/exec", strings.NewReader(mustJSON(req)))
+			var e map[string]string
+			_ = json.Unmarshal(b, &e)
+			if code != 400 || !strings.Contains(e["error"], tc.want) || strings.Contains(e["error"], "/bin/sh") {
+				t.Errorf("exec %+v: %d %s, want 400 with %q", req, code, b, tc.want)
+			}
+		}
+	}
+	code, evs := execEvents(t, ts, ExecRequest{Shell: "pwd", Workdir: dir})
+	if out, _, exit := collect(evs); code != 200 || out != dir+"\n" || exit == nil || *exit.ExitCode != 0 {
+		t.Errorf("exec in %s: %d %q %+v", dir, code, out, exit)
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// TestFileModeBits: GET /file's X-Gvx-Mode has the file's setuid, setgid
+// and sticky bits as well as its permissions, as chmod takes them.
+func TestFileModeBits(t *testing.T) {
+	ts := newAgent(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o640, "0640"},
+		{0o755 | os.ModeSetuid, "04755"},
+		{0o750 | os.ModeSetgid, "02750"},
+		{0o700 | os.ModeSticky | os.ModeSetuid, "05700"},
+	} {
+		p := filepath.Join(dir, tc.want)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := os.Stat(p); st.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != tc.mode {
+			t.Skipf("the filesystem of %s keeps mode %v as %v", dir, tc.mode, st.Mode())
+		}
+		code, b, h := do(t, "GET", ts.URL+"/file?path="+url.QueryEscape(p), nil)
+		if code != 200 || string(b) != "x" || h.Get("X-Gvx-Mode") != tc.want {
+			t.Errorf("%v: %d %q, X-Gvx-Mode %q, want %q", tc.mode, code, b, h.Get("X-Gvx-Mode"), tc.want)
+		}
+	}
+}

@@ -29,6 +29,10 @@ func (a *Agent) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := checkWorkdir(req.Workdir); err != nil {
+		writeError(w, err)
+		return
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), req.Env...)
 	cmd.Dir = req.Workdir
@@ -59,6 +63,9 @@ func (a *Agent) exec(w http.ResponseWriter, r *http.Request) {
 		code := http.StatusBadRequest
 		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
 			code = http.StatusInternalServerError
+		}
+		if werr := checkWorkdir(req.Workdir); werr != nil {
+			err, code = werr, http.StatusBadRequest // it went between the check and the start
 		}
 		writeError(w, errorf(code, "exec %s: %v", argv[0], err))
 		return
@@ -108,6 +115,25 @@ func (a *Agent) exec(w http.ResponseWriter, r *http.Request) {
 	errR.Close()
 	code := exitStatus(cmd.ProcessState)
 	s.send(Event{Type: EventExit, ExitCode: &code, TimedOut: timedOut, Seconds: time.Since(t0).Seconds()})
+}
+
+// checkWorkdir refuses an exec's workdir that is not an existing
+// directory, naming it: the start's own error (chdir fails in the child)
+// blames the program ("fork/exec /bin/sh: no such file or directory").
+func checkWorkdir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errorf(http.StatusBadRequest, "workdir %s: no such directory in the episode (make it first, or give another)", dir)
+	case err != nil:
+		return errorf(http.StatusBadRequest, "workdir %s: %v", dir, err)
+	case !st.IsDir():
+		return errorf(http.StatusBadRequest, "workdir %s: not a directory", dir)
+	}
+	return nil
 }
 
 // argv is the command line the request asks for.

@@ -31,7 +31,7 @@ func (a *Agent) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
-	w.Header().Set("X-Gvx-Mode", "0"+strconv.FormatUint(uint64(st.Mode().Perm()), 8))
+	w.Header().Set("X-Gvx-Mode", unixMode(st.Mode()))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f)
 }
@@ -77,4 +77,20 @@ func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
 		err = cerr
 	}
 	return n, err
+}
+
+// unixMode is m's permission bits, setuid, setgid and sticky included, in
+// octal as chmod takes them ("0644", "04755").
+func unixMode(m os.FileMode) string {
+	v := uint64(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return "0" + strconv.FormatUint(v, 8)
 }

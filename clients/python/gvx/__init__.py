@@ -16,14 +16,14 @@ Example::
 from ._http import DEFAULT_MAX_JSON
 from ._untar import DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_MEMBERS
 from .aio import AsyncClient, AsyncEpisode
-from .client import Client, Episode, ExecResult, untar
-from .errors import CapacityError, ExecError, GvxError, NotFoundError
+from .client import Client, Episode, ExecResult, FileBytes, untar
+from .errors import CapacityError, ConflictError, ExecError, GvxError, NotFoundError
 from .gym import GymEnv
 from .swerex import SweRexRuntime
 
 __all__ = [
-    "AsyncClient", "AsyncEpisode", "CapacityError", "DEFAULT_MAX_DOWNLOAD", "DEFAULT_MAX_JSON",
-    "DEFAULT_MAX_MEMBERS", "Client", "Episode", "ExecError", "ExecResult",
+    "AsyncClient", "AsyncEpisode", "CapacityError", "ConflictError", "DEFAULT_MAX_DOWNLOAD", "DEFAULT_MAX_JSON",
+    "DEFAULT_MAX_MEMBERS", "Client", "Episode", "ExecError", "ExecResult", "FileBytes",
     "GvxError", "GymEnv", "NotFoundError", "SweRexRuntime", "untar",
 ]
 __version__ = "0.1.0"

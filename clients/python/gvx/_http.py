@@ -6,10 +6,10 @@ import json
 import os
 import socket
 import stat
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 from urllib.parse import urlencode, urlsplit
 
-from .errors import CapacityError, GvxError, NotFoundError
+from .errors import CapacityError, ConflictError, GvxError, NotFoundError
 
 Body = Union[None, bytes, Iterable[bytes], Any]
 
@@ -215,9 +215,14 @@ class Transport:
             conn.close()
         return _decode(raw, what) if raw else None
 
-    def lines(self, method: str, path: str, **kw: Any) -> Iterator[dict]:
-        """A request whose answer is NDJSON: yields each line's object."""
+    def lines(self, method: str, path: str, on_open: Optional[Callable[[http.client.HTTPConnection], None]] = None,
+              **kw: Any) -> Iterator[dict]:
+        """A request whose answer is NDJSON: yields each line's object.
+        on_open, if given, is passed the connection once the answer's
+        status is read (to cut it from another thread)."""
         resp, conn = self.request(method, path, **kw)
+        if on_open is not None:
+            on_open(conn)
         try:
             while True:
                 line = resp.readline(MAX_EVENT_LINE + 1)
@@ -254,4 +259,6 @@ def _error(resp: http.client.HTTPResponse, raw: bytes) -> GvxError:
         return CapacityError(resp.status, msg, after)
     if resp.status == 404:
         return NotFoundError(resp.status, msg)
+    if resp.status == 409:
+        return ConflictError(resp.status, msg)
     return GvxError(resp.status, msg)

@@ -10,10 +10,91 @@ thread.
 import asyncio
 import concurrent.futures
 import functools
-from typing import Any, Callable, Dict, List, Optional
+import inspect
+import socket
+import threading
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional
 
 from ._http import DEFAULT_MAX_JSON
-from .client import Client, Episode, ExecResult
+from .client import DEFAULT_MAX_OUTPUT, Client, Episode, ExecResult, FileBytes, Fold, exec_request
+
+# How many events (or log chunks) a stream holds ahead of its consumer:
+# the thread reading the connection waits beyond it.
+_STREAM_AHEAD = 64
+_END = object()
+
+
+async def _stream(run: Callable[..., Any], open_iter: Callable[[Callable[[Any], None]], Iterator[Any]]) -> AsyncIterator[Any]:
+    """Yields, on the event loop, what a blocking iterator yields on one of
+    the client's threads (run). open_iter(on_open) makes the iterator and
+    passes on_open its connection, which is cut when the consumer stops
+    early (aclose, break, cancellation), so the thread ends too."""
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue = asyncio.Queue(_STREAM_AHEAD)
+    stop = threading.Event()
+    conns: List[Any] = []
+
+    def on_open(conn: Any) -> None:
+        conns.append(conn)
+        if stop.is_set():
+            _cut(conn)
+
+    def put(item: Any) -> bool:
+        if stop.is_set():
+            return False
+        fut = asyncio.run_coroutine_threadsafe(q.put(item), loop)
+        while True:
+            try:
+                fut.result(0.25)
+                return True
+            except concurrent.futures.TimeoutError:
+                if stop.is_set():
+                    fut.cancel()
+                    return False
+
+    def pump() -> None:
+        it = None
+        try:
+            it = open_iter(on_open)
+            for item in it:
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as e:  # noqa: B902 - handed to the consumer
+            put(e)
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    task = asyncio.ensure_future(run(pump))
+    try:
+        while True:
+            item = await q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        for c in conns:
+            _cut(c)
+        try:
+            await asyncio.shield(task)
+        except Exception:
+            pass
+
+
+def _cut(conn: Any) -> None:
+    """Shuts a connection's socket down from another thread: a read in
+    progress on it returns."""
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class AsyncEpisode:
@@ -36,13 +117,63 @@ class AsyncEpisode:
     def __repr__(self) -> str:
         return f"<gvx.AsyncEpisode {self.id}>"
 
-    async def exec(self, cmd: Any, **kw: Any) -> ExecResult:
-        """As Episode.exec."""
-        return await self._run(self.episode.exec, cmd, **kw)
+    def exec_stream(self, cmd: Any, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                    timeout: Optional[float] = None, stdin: Any = None) -> AsyncIterator[dict]:
+        """As Episode.exec_stream, an async iterator: ``async for ev in
+        ep.exec_stream("make")`` yields the events as they come, on the
+        event loop. Leaving the loop early closes the connection (the
+        command is then killed by the server)."""
+        req = exec_request(cmd, env, workdir, timeout, stdin)
+        t = self.episode._t
+        path = f"/v1/episodes/{self.id}/exec"
+        return _stream(self._run, lambda on_open: t.lines("POST", path, body=req, on_open=on_open))
 
-    async def read_file(self, path: str, **kw: Any) -> bytes:
-        """As Episode.read_file (max_bytes)."""
+    async def exec(self, cmd: Any, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None,
+                   timeout: Optional[float] = None, stdin: Any = None,
+                   on_output: Optional[Callable[[str, bytes], Any]] = None,
+                   max_output: Optional[int] = DEFAULT_MAX_OUTPUT) -> ExecResult:
+        """As Episode.exec; on_output(stream, bytes) is called on the event
+        loop (a coroutine function is awaited), never on a worker thread."""
+        f = Fold(max_output)
+        async for ev in self.exec_stream(cmd, env, workdir, timeout, stdin):
+            out = f.add(ev)
+            if out is not None and on_output is not None:
+                r = on_output(*out)
+                if inspect.isawaitable(r):
+                    await r
+            if f.result is not None:
+                break
+        return f.end()
+
+    async def read_file(self, path: str, **kw: Any) -> FileBytes:
+        """As Episode.read_file (max_bytes): bytes with ``mode``."""
         return await self._run(self.episode.read_file, path, **kw)
+
+    async def service(self) -> Optional[Dict[str, Any]]:
+        """As Episode.service."""
+        return await self._run(self.episode.service)
+
+    async def service_log(self, **kw: Any) -> bytes:
+        """As Episode.service_log."""
+        return await self._run(self.episode.service_log, **kw)
+
+    def service_log_stream(self) -> AsyncIterator[bytes]:
+        """As Episode.service_log_stream, an async iterator on the loop."""
+        t = self.episode._t
+        path = f"/v1/episodes/{self.id}/service/log"
+
+        def chunks(on_open: Callable[[Any], None]) -> Iterator[bytes]:
+            resp, conn = t.request("GET", path, query={"follow": "1"})
+            on_open(conn)
+            try:
+                while True:
+                    b = resp.read1(64 << 10)
+                    if not b:
+                        return
+                    yield b
+            finally:
+                conn.close()
+        return _stream(self._run, chunks)
 
     async def write_file(self, path: str, data: Any, mode: int = 0o644) -> None:
         return await self._run(self.episode.write_file, path, data, mode)

@@ -7,7 +7,7 @@ import tarfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._http import DEFAULT_MAX_JSON, Transport
 from ._untar import DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_MEMBERS, CappedReader, unpack
@@ -71,34 +71,83 @@ DEFAULT_MAX_OUTPUT = 64 << 20
 # What read_file and download_tar read into memory at most by default.
 DEFAULT_MAX_READ = 1 << 30
 
+# The most of a service log (not followed) read: the server keeps 64 KiB.
+DEFAULT_MAX_SERVICE_LOG = 16 << 20
+
 # The most of /metrics read.
 MAX_METRICS = 64 << 20
+
+
+class Fold:
+    """Folds an exec's events, one at a time, into an ExecResult, keeping
+    at most max_output bytes of each stream (None: all)."""
+
+    def __init__(self, max_output: Optional[int] = DEFAULT_MAX_OUTPUT):
+        self.max_output = max_output
+        self.out, self.err = bytearray(), bytearray()
+        self.truncated = False
+        self.result: Optional[ExecResult] = None
+
+    def add(self, ev: dict) -> Optional[Tuple[str, bytes]]:
+        """Takes one event; returns (stream, bytes) for output, else None
+        (self.result is set by the exit; an error event raises ExecError)."""
+        t = ev.get("type")
+        if t in ("stdout", "stderr"):
+            data = base64.b64decode(ev.get("data", ""))
+            buf = self.out if t == "stdout" else self.err
+            if self.max_output is not None and len(buf) + len(data) > self.max_output:
+                buf.extend(data[:max(0, self.max_output - len(buf))])
+                self.truncated = True
+            else:
+                buf.extend(data)
+            return t, data
+        if t == "exit":
+            self.result = ExecResult(int(ev.get("exit_code", -1)), bytes(self.out), bytes(self.err),
+                                     bool(ev.get("timed_out", False)), float(ev.get("seconds", 0.0)),
+                                     self.truncated)
+        elif t == "error":
+            raise ExecError(0, ev.get("error", "exec failed"))
+        return None
+
+    def end(self) -> ExecResult:
+        """The result; ExecError if the stream ended before the exit."""
+        if self.result is None:
+            raise ExecError(0, "the exec stream ended before the command's exit (the episode went away?)")
+        return self.result
 
 
 def collect(events: Iterator[dict], on_output: Optional[Callable[[str, bytes], None]] = None,
             max_output: Optional[int] = DEFAULT_MAX_OUTPUT) -> ExecResult:
     """Folds an exec's event stream into an ExecResult, keeping at most
     max_output bytes of each stream (None: all; on_output still sees all)."""
-    out, err = bytearray(), bytearray()
-    truncated = False
+    f = Fold(max_output)
     for ev in events:
-        t = ev.get("type")
-        if t in ("stdout", "stderr"):
-            data = base64.b64decode(ev.get("data", ""))
-            buf = out if t == "stdout" else err
-            if max_output is not None and len(buf) + len(data) > max_output:
-                buf.extend(data[:max(0, max_output - len(buf))])
-                truncated = True
-            else:
-                buf.extend(data)
-            if on_output:
-                on_output(t, data)
-        elif t == "exit":
-            return ExecResult(int(ev.get("exit_code", -1)), bytes(out), bytes(err),
-                              bool(ev.get("timed_out", False)), float(ev.get("seconds", 0.0)), truncated)
-        elif t == "error":
-            raise ExecError(0, ev.get("error", "exec failed"))
-    raise ExecError(0, "the exec stream ended before the command's exit (the episode went away?)")
+        out = f.add(ev)
+        if out is not None and on_output:
+            on_output(*out)
+        if f.result is not None:
+            break
+    return f.end()
+
+
+class FileBytes(bytes):
+    """A guest file's bytes (read_file), with its permission bits as chmod
+    takes them (0o644, 0o4755) in ``mode``; None when the server did not
+    say."""
+
+    mode: Optional[int] = None
+
+    def __new__(cls, data: bytes, mode: Optional[int] = None) -> "FileBytes":
+        b = super().__new__(cls, data)
+        b.mode = mode
+        return b
+
+
+def parse_mode(v: Optional[str]) -> Optional[int]:
+    """X-Gvx-Mode's value as an int, or None (absent or not octal)."""
+    if not v or len(v) > 5 or any(c not in "01234567" for c in v):
+        return None
+    return int(v, 8)
 
 
 def tar_paths(local_path: str, arcname: Optional[str] = None) -> bytes:
@@ -207,12 +256,45 @@ class Episode:
         MiB; None: all); past it the result says truncated."""
         return collect(self.exec_stream(cmd, env, workdir, timeout, stdin), on_output, max_output)
 
-    def read_file(self, path: str, max_bytes: Optional[int] = DEFAULT_MAX_READ) -> bytes:
-        """The bytes of the guest file path; a file over max_bytes (1 GiB;
-        None: no cap) is an error rather than a giant allocation."""
+    def read_file(self, path: str, max_bytes: Optional[int] = DEFAULT_MAX_READ) -> FileBytes:
+        """The bytes of the guest file path, as FileBytes: bytes whose
+        ``mode`` is the file's permission bits (0o644; None if the server
+        did not say). A file over max_bytes (1 GiB; None: no cap) is an
+        error rather than a giant allocation."""
         resp, conn = self._t.request("GET", self._path("files"), query={"path": path})
         try:
-            return CappedReader(resp, max_bytes, f"the guest file {path}").read()
+            data = CappedReader(resp, max_bytes, f"the guest file {path}").read()
+            return FileBytes(data, parse_mode(resp.getheader("X-Gvx-Mode")))
+        finally:
+            conn.close()
+
+    def service(self) -> Optional[Dict[str, Any]]:
+        """The state of the episode's service (create(service=...)), as the
+        server sees it now: {"argv": [...], "state": "starting" | "running"
+        | "ready" | "exited" | "failed", "exit_code": N, "error": "..."};
+        None when the episode has no service."""
+        return self.describe().get("service")
+
+    def service_log(self, max_bytes: Optional[int] = DEFAULT_MAX_SERVICE_LOG) -> bytes:
+        """The tail of the service's output the server keeps (its last 64
+        KiB, with the agent's and rungv's own lines)."""
+        resp, conn = self._t.request("GET", self._path("service/log"))
+        try:
+            return CappedReader(resp, max_bytes, "the service's log").read()
+        finally:
+            conn.close()
+
+    def service_log_stream(self, chunk: int = 64 << 10) -> Iterator[bytes]:
+        """Yields the tail of the service's output, then what it writes
+        after, as it comes, until the episode ends (or the iterator is
+        closed)."""
+        resp, conn = self._t.request("GET", self._path("service/log"), query={"follow": "1"})
+        try:
+            while True:
+                b = resp.read1(chunk) if hasattr(resp, "read1") else resp.read(1)
+                if not b:
+                    return
+                yield b
         finally:
             conn.close()
 
@@ -331,7 +413,7 @@ class Client:
                mounts: Optional[List[Dict[str, Any]]] = None, network: Optional[str] = None,
                egress: Optional[List[str]] = None, ttl: Optional[float] = None, lease: Optional[float] = None,
                privileged: Optional[bool] = None, spec: Optional[Dict[str, Any]] = None, keepalive: bool = True,
-               wait_for_capacity: float = 0.0, forkable: bool = False) -> Episode:
+               wait_for_capacity: float = 0.0, forkable: bool = False, wait: Optional[str] = None) -> Episode:
         """Creates an episode and returns it once its agent answers.
 
         image: as rungv takes it (oci:DIR, docker-archive:TAR, a cached name).
@@ -348,6 +430,11 @@ class Client:
         up to this many seconds (0: raise CapacityError at once).
         forkable: the episode can be forked once (Episode.fork); it runs in
         the seccomp-only isolation mode, the one with checkpoints.
+        wait: when the create returns: "docker" once the episode's Docker
+        daemon answers (the default with docker=True and a service),
+        "agent" once the episode can exec. A daemon that exits, or does
+        not answer within the server's ready timeout, fails the create
+        with a GvxError whose message ends with the service's log.
         """
         sp: Dict[str, Any] = dict(spec or {})
         sp.setdefault("version", 1)
@@ -382,6 +469,8 @@ class Client:
             req["docker"] = True
         if forkable:
             req["forkable"] = True
+        if wait:
+            req["wait"] = wait
         deadline = time.monotonic() + wait_for_capacity
         while True:
             try:

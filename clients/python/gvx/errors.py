@@ -28,5 +28,10 @@ class NotFoundError(GvxError):
     """No such episode (it was closed, or its TTL or lease ran out), or no such file (HTTP 404)."""
 
 
+class ConflictError(GvxError):
+    """The episode cannot do that now (HTTP 409): it is starting or closing,
+    or it is not forkable (the message says why and what to do)."""
+
+
 class ExecError(GvxError):
     """An exec stream broke or reported an error before the command's exit."""

@@ -10,9 +10,18 @@ this module's dataclasses, with SWE-ReX's field names.
 
 Sessions are emulated, not a live bash: each session keeps its working
 directory and exported variables in the guest (under /tmp/.gvx-sessions)
-and every command runs in a fresh /bin/sh that restores them; output is
-stdout and stderr merged, as a SWE-ReX session shows it. Interactive
-programs (is_interactive_command, expect) are not supported.
+and every command runs in a fresh shell that restores them (bash where the
+image has it, as SWE-ReX's sessions are; else sh); output is stdout and
+stderr merged, as a SWE-ReX session shows it. Interactive programs
+(is_interactive_command, expect) are not supported.
+
+Failures are raised as SWE-ReX raises them, with its exception names
+(this module's classes, GvxErrors too): a command past its timeout raises
+CommandTimeoutError (a TimeoutError) from execute and run_in_session alike,
+whatever check says; a non-zero exit under check raises
+NonZeroExitCodeError; a session that exists already SessionExistsError,
+one that does not SessionDoesNotExistError (both ValueErrors). The
+timeout's exception carries what the command printed (``.result``).
 """
 
 import os
@@ -41,6 +50,7 @@ class Action:
     session: str = "default"
     timeout: Optional[float] = None
     check: str = "raise"  # "raise", "silent" or "ignore", as SWE-ReX's BashAction
+    error_msg: str = ""
 
 
 @dataclass
@@ -69,6 +79,8 @@ class Command:
     check: bool = False
     env: Optional[dict] = None
     cwd: Optional[str] = None
+    error_msg: str = ""
+    merge_output_streams: bool = False
 
 
 @dataclass
@@ -125,10 +137,33 @@ class CloseResponse:
 
 
 class SessionError(GvxError):
-    """A session that does not exist, exists already, or a command that failed under check="raise"."""
+    """What this runtime raises (SWE-ReX's SwerexException): a session that
+    does not exist, exists already, a command that failed under check, or
+    one that timed out."""
 
     def __init__(self, message: str):
         super().__init__(0, message)
+
+
+class NonZeroExitCodeError(SessionError, RuntimeError):
+    """A command exited non-zero under check (SWE-ReX's)."""
+
+
+class CommandTimeoutError(SessionError, RuntimeError, TimeoutError):
+    """A command ran past its timeout and was killed (SWE-ReX's).
+    ``result`` is the gvx ExecResult: what it printed until then."""
+
+    def __init__(self, message: str, result: Any = None):
+        super().__init__(message)
+        self.result = result
+
+
+class SessionExistsError(SessionError, ValueError):
+    """create_session of a name in use (SWE-ReX's)."""
+
+
+class SessionDoesNotExistError(SessionError, ValueError):
+    """A session not created, or closed (SWE-ReX's)."""
 
 
 _SESSIONS = "/tmp/.gvx-sessions"
@@ -155,6 +190,16 @@ class SweRexRuntime:
     def __init__(self, episode: AsyncEpisode):
         self.episode = episode
         self._sessions: set = set()
+        self._shell: Optional[str] = None
+
+    async def _session_shell(self) -> str:
+        """bash where the image has it (SWE-ReX's sessions are bash), else sh."""
+        if self._shell is None:
+            from .gym import _WHICH
+            r = await self.episode.exec(["sh", "-c", _WHICH, "sh", "bash"])
+            path = r.stdout.decode(errors="replace").strip()
+            self._shell = path if r.exit_code == 0 and path.startswith("/") else "sh"
+        return self._shell
 
     @classmethod
     async def start(cls, client: AsyncClient, **create: Any) -> "SweRexRuntime":
@@ -171,12 +216,13 @@ class SweRexRuntime:
     async def create_session(self, request: Any = None) -> CreateSessionResponse:
         name = getattr(request, "session", "default") if request is not None else "default"
         if name in self._sessions:
-            raise SessionError(f"session {name!r} exists already")
+            raise SessionExistsError(f"session {name} already exists")
         d = _session_dir(name)
+        shell = await self._session_shell()
         script = f"rm -rf {d} && mkdir -p {d} && pwd > {d}/cwd && : > {d}/env"
         out = ""
         for src in getattr(request, "startup_source", None) or []:
-            script += f" && {self._wrap(name, '. ' + shlex.quote(src))}"
+            script += f" && {self._wrap(name, '. ' + shlex.quote(src), shell)}"
         r = await self.episode.exec(script)
         out = r.output
         if r.exit_code != 0:
@@ -185,7 +231,7 @@ class SweRexRuntime:
         return CreateSessionResponse(output=out)
 
     @staticmethod
-    def _wrap(name: str, command: str) -> str:
+    def _wrap(name: str, command: str, shell: str = "sh") -> str:
         """command run in the session's directory and environment, which it
         may change: both are saved when its shell exits (an exit in the
         command included), and its status kept."""
@@ -195,19 +241,23 @@ class SweRexRuntime:
             f'cd "$(cat {d}/cwd)" 2>/dev/null; . {d}/env\n'
             f"{command}\n"
         )
-        return "sh -c " + shlex.quote(body) + " 2>&1"
+        return shlex.quote(shell) + " -c " + shlex.quote(body) + " 2>&1"
 
     async def run_in_session(self, action: Any) -> Observation:
         name = getattr(action, "session", "default")
         if name not in self._sessions:
-            raise SessionError(f"session {name!r} does not exist (create_session first)")
-        r = await self.episode.exec(self._wrap(name, action.command), timeout=getattr(action, "timeout", None))
-        obs = Observation(output=r.output, exit_code=r.exit_code)
+            raise SessionDoesNotExistError(f"session {name!r} does not exist")
+        timeout = getattr(action, "timeout", None)
+        r = await self.episode.exec(self._wrap(name, action.command, await self._session_shell()), timeout=timeout)
         if r.timed_out:
-            obs.failure_reason = f"timed out after {action.timeout}s"
+            raise CommandTimeoutError(f"timeout after {timeout} seconds while running command {action.command!r}", r)
+        obs = Observation(output=r.output, exit_code=r.exit_code)
         check = getattr(action, "check", "raise")
-        if check == "raise" and (r.exit_code != 0 or r.timed_out):
-            raise SessionError(f"command {action.command!r} exited {r.exit_code}: {obs.output[-2000:]}")
+        if check == "raise" and r.exit_code != 0:
+            msg = f"Command {action.command!r} failed with exit code {r.exit_code}. Here is the output:\n{obs.output[-2000:]!r}"
+            if getattr(action, "error_msg", ""):
+                msg = f"{action.error_msg}: {msg}"
+            raise NonZeroExitCodeError(msg)
         if check == "ignore":
             obs.exit_code = None
         return obs
@@ -215,7 +265,7 @@ class SweRexRuntime:
     async def close_session(self, request: Any = None) -> CloseSessionResponse:
         name = getattr(request, "session", "default") if request is not None else "default"
         if name not in self._sessions:
-            raise SessionError(f"session {name!r} does not exist")
+            raise SessionDoesNotExistError(f"session {name!r} does not exist")
         self._sessions.discard(name)
         await self.episode.exec(["rm", "-rf", _session_dir(name)])
         return CloseSessionResponse()
@@ -226,12 +276,22 @@ class SweRexRuntime:
             cmd = " ".join(cmd)
         elif not getattr(command, "shell", False) and isinstance(cmd, str):
             cmd = shlex.split(cmd)
-        r = await self.episode.exec(cmd, timeout=getattr(command, "timeout", None),
-                                    env=getattr(command, "env", None), workdir=getattr(command, "cwd", None))
-        resp = CommandResponse(stdout=r.stdout.decode(errors="replace"), stderr=r.stderr.decode(errors="replace"),
-                               exit_code=r.exit_code)
+        timeout = getattr(command, "timeout", None)
+        if getattr(command, "merge_output_streams", False):
+            argv = ["sh", "-c", 'exec "$@" 2>&1', "sh"] + (["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd))
+            cmd = argv
+        r = await self.episode.exec(cmd, timeout=timeout, env=getattr(command, "env", None),
+                                    workdir=getattr(command, "cwd", None))
+        if r.timed_out:
+            raise CommandTimeoutError(f"Timeout ({timeout}s) exceeded while running command", r)
+        resp = CommandResponse(stdout=r.stdout.decode(errors="backslashreplace"),
+                               stderr=r.stderr.decode(errors="backslashreplace"), exit_code=r.exit_code)
         if getattr(command, "check", False) and r.exit_code != 0:
-            raise SessionError(f"command {command.command!r} exited {r.exit_code}: {resp.stderr[-2000:]}")
+            msg = (f"Command {command.command!r} failed with exit code {r.exit_code}. "
+                   f"Stdout:\n{resp.stdout[-2000:]!r}\nStderr:\n{resp.stderr[-2000:]!r}")
+            if getattr(command, "error_msg", ""):
+                msg = f"{command.error_msg}: {msg}"
+            raise NonZeroExitCodeError(msg)
         return resp
 
     async def read_file(self, request: Any) -> ReadFileResponse:

@@ -85,7 +85,7 @@ Examples:
 		&cli.DurationFlag{Name: "ttl", Value: time.Hour, Usage: "an episode's lifetime when its create asks for none"},
 		&cli.DurationFlag{Name: "max-ttl", Value: 24 * time.Hour, Usage: "the longest lifetime a create may ask for"},
 		&cli.DurationFlag{Name: "lease", Value: time.Minute, Usage: "default lease: tear an episode down when no request for it was in flight this long (0: none)"},
-		&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "bound on an episode's start"},
+		&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "bound on an episode's start: its clone, boot, agent and (a create with docker and a service) its Docker daemon"},
 		&cli.DurationFlag{Name: "retry-after", Value: time.Second, Usage: "what a create refused at the cap is told to wait"},
 		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail: given here, a --state-dir whose filesystem cannot reflink is refused at start; by default the server then copies, with a warning), auto (clone, else sparse copy)"},
 		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
