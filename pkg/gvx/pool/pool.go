@@ -71,6 +71,12 @@ type Ops[T comparable] struct {
 	Discard func(item T, why error)
 }
 
+// DefaultRefillDelay is about what a burst of docker info claims at 8 on
+// 2 CPUs takes (docs/runtime.md, "Warm pools"): a replacement's boot is
+// ~2 s of CPU, so the wait costs its refill ~10 %. gvx.PoolConfig and
+// serve.Config default to it.
+const DefaultRefillDelay = 250 * time.Millisecond
+
 // Config is one Set's.
 type Config struct {
 	// Count is how many items the Set keeps ready or booting (fewer under
