@@ -5,18 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
 	"time"
 
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/pkg/gvx/pool"
+	"z.gfire.dev/gvx/spec"
 )
 
 // WarmSpec asks the server to keep Count episodes of Request booted ahead
 // of demand (Config.Warm): cloned, started, the agent answering and, with
 // Request.Docker, the Docker daemon answering GET /info through the
-// episode's socket. A create whose request is the same as Request (but
-// for its TTL and lease) is then a claim: it takes a warm episode at once,
-// and the server boots its replacement.
+// episode's socket. A create whose request boots the same episode as
+// Request (it may differ in TTL, lease and defaults spelled out: see
+// warmKey) is then a claim: it takes a warm episode at once, and the
+// server boots its replacement.
 type WarmSpec struct {
 	Count   int           `json:"count"`
 	Request CreateRequest `json:"request"`
@@ -32,10 +36,43 @@ type warmSet struct {
 	set *pool.Set[*episode]
 }
 
-// warmKey is what a create must match to claim from a warm set: the
-// request without its TTL and lease, as canonical JSON.
-func warmKey(req CreateRequest) (string, error) {
+// warmKey is what a create must match to claim from a warm set: what
+// changes the booted episode, as canonical JSON: the spec as the server
+// boots it (Version and the default memory limit filled in, an empty
+// entrypoint the same as none), the golden volume and where it is
+// mounted, Docker and its port (defaults filled in, dropped without a
+// golden or Docker), Forkable. TTL and Lease are left out: a claim gives
+// the episode its own request's, from the claim on; so is everything a
+// client sends with each exec (its env, workdir). req has passed
+// checkRequest.
+func (s *Server) warmKey(req CreateRequest) (string, error) {
 	req.TTL, req.Lease = 0, 0
+	if req.Spec != nil {
+		sp := req.Spec.Clone()
+		if sp.Version == 0 {
+			sp.Version = spec.Version
+		}
+		if len(sp.Entrypoint) == 0 {
+			sp.Entrypoint = nil
+		}
+		s.defaultLimits(&sp.Limits)
+		req.Spec = sp
+	}
+	switch {
+	case req.Golden == "":
+		req.GoldenTarget = ""
+	case req.GoldenTarget == "":
+		req.GoldenTarget = DefaultGoldenTarget
+	}
+	if req.Golden != "" {
+		req.Golden, req.GoldenTarget = filepath.Clean(req.Golden), path.Clean(req.GoldenTarget)
+	}
+	switch {
+	case !req.Docker:
+		req.DockerPort = 0
+	case req.DockerPort == 0:
+		req.DockerPort = DefaultDockerPort
+	}
 	b, err := json.Marshal(req)
 	return string(b), err
 }
@@ -58,7 +95,7 @@ func (s *Server) startWarm() error {
 		if err := s.checkRequest(&req); err != nil {
 			return fmt.Errorf("serve: Config.Warm[%d]: %w", i, err)
 		}
-		key, err := warmKey(req)
+		key, err := s.warmKey(req)
 		if err != nil {
 			return err
 		}
@@ -145,7 +182,7 @@ func (s *Server) discardWarm(e *episode, why error) {
 // and the set's refill starts at once. The episode is admitted (the cap
 // holds) with req's TTL and lease, from now.
 func (s *Server) claimWarm(req *CreateRequest, t0 time.Time) (*episode, error) {
-	key, err := warmKey(*req)
+	key, err := s.warmKey(*req)
 	if err != nil {
 		return nil, nil
 	}
