@@ -13,7 +13,7 @@ import (
 // 0.0.4, written by hand: no client library).
 type metrics struct {
 	live, created, createFailures, rejected, reapedAtStart, execs atomic.Int64
-	warmReady, warmClaims                                         atomic.Int64
+	warmClaims                                                    atomic.Int64
 	conns, connsRefused                                           atomic.Int64
 	teardowns                                                     labelled
 	reset, ready, create, teardown, claim                         *histogram
@@ -107,7 +107,7 @@ func (s *Server) WriteMetrics(w io.Writer) {
 	m.ready.write(w, "gvx_serve_ready_seconds", "Sandbox start to the agent answering.")
 	m.create.write(w, "gvx_serve_create_seconds", "Whole create: request to ready.")
 	m.teardown.write(w, "gvx_serve_teardown_seconds", "Kill, wait, and removal of the episode's files.")
-	gauge("gvx_serve_warm_ready", "Warm episodes booted ahead of demand, waiting for a claim.", m.warmReady.Load())
+	gauge("gvx_serve_warm_ready", "Warm episodes booted ahead of demand, waiting for a claim.", s.warmReady())
 	counter("gvx_serve_warm_claims_total", "Creates that claimed a warm episode.", m.warmClaims.Load())
 	m.claim.write(w, "gvx_serve_claim_seconds", "Create of a warm episode: request to handed over (its boot is in the ready and reset figures).")
 	gauge("gvx_serve_warm_memory_bytes", "Idle memory of the warm episodes waiting (PSS where readable, else RSS).", s.warmMemory())

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/internal/privdir"
+	"z.gfire.dev/gvx/pkg/gvx/pool"
 	"z.gfire.dev/gvx/reflink"
 )
 
@@ -29,11 +30,10 @@ type Server struct {
 	ended  map[string]string // recently ended episodes: why (bounded)
 	order  []string          // ended's keys, oldest first
 	closed bool
-	// The warm sets (warm.go), by request key, and the warm episodes
-	// booting (for Close to cut their start short).
+	// The warm sets (warm.go), by request key, in the warm-pool engine's
+	// group (whose Stop cuts the warm boots' start short).
 	warm      map[string]*warmSet
-	warming   map[*episode]struct{}
-	warmBoots sync.WaitGroup
+	warmGroup *pool.Group[*episode]
 
 	stop chan struct{}
 	done chan struct{}
@@ -56,7 +56,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, lock: lock, metrics: newMetrics(), eps: map[string]*episode{}, ended: map[string]string{},
-		stop: make(chan struct{}), done: make(chan struct{}), warming: map[*episode]struct{}{}}
+		stop: make(chan struct{}), done: make(chan struct{})}
 	eps := filepath.Join(cfg.StateDir, epDir)
 	if err := privdir.Ensure(eps); err != nil {
 		lock.Close()
@@ -243,13 +243,11 @@ func (s *Server) Close() error {
 	for _, e := range s.eps {
 		eps = append(eps, e)
 	}
-	for e := range s.warming {
-		e.cancelStart()
-	}
 	s.mu.Unlock()
+	s.warmGroup.Stop()
 	close(s.stop)
 	<-s.done
-	eps = append(eps, s.stopWarm()...)
+	eps = append(eps, s.warmGroup.Wait()...)
 	var wg sync.WaitGroup
 	for _, e := range eps {
 		wg.Add(1)
@@ -275,9 +273,6 @@ func (s *Server) reaper() {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			if len(s.warm) > 0 {
-				s.fillWarm()
-			}
 			s.mu.Lock()
 			var due []*episode
 			var why []string

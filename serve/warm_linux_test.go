@@ -228,3 +228,37 @@ func TestWarmRefillDelay(t *testing.T) {
 	}
 	a.waitMetric("gvx_serve_warm_ready", 1)
 }
+
+// TestWarmClaimByBootedState: a create claims a warm episode when it would
+// boot the same one, though its JSON differs from the warm request in
+// TTL, lease and defaults spelled out (golden_target, spec version); the
+// claimed episode has the create's TTL and lease. One that differs in a
+// limit (what the episode boots with) is created cold. Before, only TTL
+// and lease could differ.
+func TestWarmClaimByBootedState(t *testing.T) {
+	need(t)
+	reqJSON := fmt.Sprintf(`{"spec": {"image": %q}, "golden": %q}`, env.ImageRef, golden)
+	var warmReq serve.CreateRequest
+	if err := json.Unmarshal([]byte(reqJSON), &warmReq); err != nil {
+		t.Fatal(err)
+	}
+	_, a := startServer(t, serve.Config{Warm: []serve.WarmSpec{{Count: 1, Request: warmReq}}})
+	a.waitMetric("gvx_serve_warm_ready", 1)
+	same := map[string]any{"spec": map[string]any{"version": 1, "image": env.ImageRef}, "golden": golden,
+		"golden_target": serve.DefaultGoldenTarget, "ttl": 300, "lease": 45}
+	in := a.create(same)
+	if !in.Warm || in.LeaseSeconds != 45 || in.ExpiresAt.Sub(in.Created) != 300*time.Second {
+		t.Errorf("a create that boots the same episode: %+v (want claimed warm, lease 45 s, TTL 300 s)", in)
+	}
+	if r := a.exec(in.ID, agent.ExecRequest{Shell: "cat /var/lib/docker/golden.txt"}); r.stdout != "gv\n" {
+		t.Errorf("claimed episode's golden: %+v", r)
+	}
+	a.waitMetric("gvx_serve_warm_ready", 1) // the replacement
+	other := map[string]any{"spec": map[string]any{"image": env.ImageRef, "limits": map[string]any{"memory_bytes": 1 << 30}}, "golden": golden}
+	if in := a.create(other); in.Warm {
+		t.Errorf("a create with other limits claimed the warm episode: %+v", in)
+	}
+	if n := a.metric("gvx_serve_warm_claims_total"); n != 1 {
+		t.Errorf("%d warm claims, want 1", n)
+	}
+}

@@ -36,6 +36,8 @@
 // tears every one down. With PoolConfig.Checkpoint the pool starts its
 // episodes by restoring a checkpoint (below) instead of booting them: a
 // warm pool then refills at a fraction of a cold boot's CPU.
+// The warm pool is package pool's engine (pkg/gvx/pool), the one rungv
+// serve's warm sets use too.
 //
 // A Sandbox prepared with EnableCheckpoint (before Run; seccomp-only
 // isolation) can be saved once: Checkpoint ends it and keeps a checkpoint

@@ -260,7 +260,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		p.prio = newTreePriority(cfg.RefillNice) // nil if the pool already runs at it
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.warm.init()
+	p.warm.init(p)
 	if _, err := os.Stat(scratch); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(scratch, 0o700); err != nil {
 			return nil, fmt.Errorf("gvx: scratch dir: %w", err)
@@ -324,8 +324,10 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
-	p.warm.changed()
 	p.mu.Unlock()
+	if p.warm.group != nil {
+		p.warm.group.Stop() // no new boots; claimers waiting get ErrPoolClosed
+	}
 	p.letStartersSettle()
 	p.cancel()
 	p.stopWarm()

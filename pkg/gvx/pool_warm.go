@@ -4,55 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+
+	"z.gfire.dev/gvx/pkg/gvx/pool"
 )
 
-// The warm pool (PoolConfig.Warm): episodes booted ahead of demand.
+// The warm pool (PoolConfig.Warm): episodes booted ahead of demand, kept
+// by the warm-pool engine (package pool) in a Set of the Pool's own; the
+// Pool boots, measures and tears down its episodes for it.
 //
-// Every field of warmState is guarded by Pool.mu. An episode is in exactly
-// one of: booting (counted), ready (in the list), handed out (its handed
-// flag set, by the one claimer that took it from the list under mu), or
-// torn down. Taking from the list under mu is what makes a handover
-// exclusive; the flag is the check that it stayed so.
+// An episode is in exactly one of: booting, ready (on the Set's list),
+// handed out (its handed flag set, by the one claimer the engine gave it
+// to), or torn down. The engine's handover under its lock is what makes a
+// handover exclusive; the flag is the check that it stayed so.
 type warmState struct {
-	ready   []*Episode
-	booting int
+	group *pool.Group[*Episode]
+	set   *pool.Set[*Episode] // nil without Warm
+
+	// Guarded by Pool.mu.
+	//
 	// live is every episode the pool started for Claim and the warm
 	// list, not yet torn down: what Close must tear down.
 	live map[*Episode]struct{}
-	// wake is closed (and replaced) whenever the state changes, for
-	// claimers waiting for a warm episode.
-	wake chan struct{}
-	// estimate is the largest idle memory measured (for WarmMemory).
-	estimate int64
-	// failures counts warm boots failed in a row (for the backoff), err
-	// is the last one's error (cleared by a success).
-	failures int
-	err      error
-	boots    sync.WaitGroup
-	next     int // the next warm episode's ID
 	// starting are the episodes of boots whose rungv has started.
 	starting map[*Episode]struct{}
-	// hurry is closed to end the RefillDelay of the boots waiting it
-	// (a claimer found no warm episode ready); nil when none waits.
-	hurry chan struct{}
-	// urgent is closed to end RefillNice for the boots in flight (a
-	// claimer waits for one); nil until a boot takes it.
-	urgent chan struct{}
+	next     int            // the next warm or claimed episode's ID
+	boots    sync.WaitGroup // cold Claims' boots
 }
 
-func (w *warmState) init() {
+// init makes the warm pool of p (NewPool); it boots nothing yet.
+func (w *warmState) init(p *Pool) {
 	w.live = map[*Episode]struct{}{}
 	w.starting = map[*Episode]struct{}{}
-	w.wake = make(chan struct{})
-}
-
-// changed wakes the waiting claimers.
-func (w *warmState) changed() {
-	close(w.wake)
-	w.wake = make(chan struct{})
+	if p.cfg.Warm == 0 {
+		return
+	}
+	w.group = pool.NewGroup[*Episode](p.cfg.WarmMemory)
+	w.set = w.group.Add(pool.Config{Count: p.cfg.Warm, RefillDelay: p.cfg.RefillDelay}, pool.Ops[*Episode]{
+		Boot:    p.bootWarm,
+		Memory:  func(ep *Episode) int64 { return ep.Metrics().IdleMemory },
+		Done:    (*Episode).Done,
+		Discard: func(ep *Episode, _ error) { p.release(ep) },
+	})
 }
 
 // WarmStats is a snapshot of the warm pool.
@@ -66,234 +60,95 @@ type WarmStats struct {
 	// ReadyMemory is the idle memory of the Ready ones together (bytes,
 	// as Metrics.IdleMemory); MaxEpisodeMemory the largest one measured.
 	ReadyMemory, MaxEpisodeMemory int64
-	// Err is the last warm boot's error, if it failed.
+	// Err is the last warm boot's error, if it failed, or why no warm
+	// episode fits WarmMemory.
 	Err error
 }
 
 // WarmStats returns what the warm pool holds now.
 func (p *Pool) WarmStats() WarmStats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w := &p.warm
-	return WarmStats{Ready: len(w.ready), Booting: w.booting, Target: p.warmTarget(),
-		ReadyMemory: p.readyMemory(), MaxEpisodeMemory: w.estimate, Err: w.err}
+	if p.warm.set == nil {
+		return WarmStats{}
+	}
+	st := p.warm.set.Stats()
+	return WarmStats{Ready: st.Ready, Booting: st.Booting, Target: st.Target,
+		ReadyMemory: st.ReadyMemory, MaxEpisodeMemory: st.MaxMemory, Err: st.Err}
 }
 
 // WaitWarm waits until the warm pool holds its target of ready episodes
 // (WarmStats.Target), or fails with the last warm boot's error once a boot
 // failed and none is ready or booting.
 func (p *Pool) WaitWarm(ctx context.Context) error {
-	p.fillWarm()
-	for {
+	if p.warm.set == nil {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		if p.closed {
-			p.mu.Unlock()
 			return ErrPoolClosed
 		}
-		w := &p.warm
-		if len(w.ready) >= p.warmTarget() && w.booting == 0 {
-			p.mu.Unlock()
-			return nil
-		}
-		if w.err != nil && len(w.ready) == 0 {
-			err := w.err
-			p.mu.Unlock()
-			return fmt.Errorf("gvx: warm episode did not boot: %w", err)
-		}
-		wake := w.wake
-		p.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return nil
 	}
+	return p.warmErr(p.warm.set.Wait(ctx))
 }
 
-// warmTarget is how many warm episodes the pool keeps now. Call with mu.
-func (p *Pool) warmTarget() int {
-	w, n := &p.warm, p.cfg.Warm
-	if p.cfg.WarmMemory > 0 {
-		switch {
-		case w.estimate > 0:
-			n = min(n, int(p.cfg.WarmMemory/w.estimate))
-		case len(w.ready)+w.booting > 0:
-			n = min(n, 1) // learn the cost of one first
+// warmErr is the engine's error in the pool's words.
+func (p *Pool) warmErr(err error) error {
+	var boot *pool.BootError
+	var mem *pool.MemoryError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pool.ErrClosed):
+		return ErrPoolClosed
+	case errors.As(err, &mem):
+		return fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold", mem.Cap, mem.Measured)
+	case errors.Is(err, pool.ErrNoneFits):
+		st := p.warm.set.Stats()
+		if errors.Is(err, pool.ErrUnmeasured) {
+			return errors.New("gvx: no warm episode fits PoolConfig.WarmMemory: cannot measure a warm episode's memory here (PoolConfig.WarmMemory needs Linux's /proc and a Ready); keeping none warm")
 		}
+		return fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold", p.cfg.WarmMemory, st.MaxMemory)
+	case errors.As(err, &boot):
+		return fmt.Errorf("gvx: warm episode did not boot: %w", boot.Err)
 	}
-	return n
+	return err
 }
-
-func (p *Pool) readyMemory() int64 {
-	var sum int64
-	for _, ep := range p.warm.ready {
-		sum += max(ep.m.IdleMemory, 0)
-	}
-	return sum
-}
-
-// Defaults of PoolConfig.RefillDelay and RefillNice.
-const (
-	// DefaultRefillDelay is about what a burst of docker info claims at 8
-	// on 2 CPUs takes (docs/runtime.md, "Warm pools"): a replacement's
-	// boot is ~2 s of CPU, so the wait costs its refill ~10 %.
-	DefaultRefillDelay = 250 * time.Millisecond
-	// DefaultRefillNice gives a booting replacement about a tenth of a
-	// CPU the claimed episodes want (kernel weights 110 against 1024).
-	DefaultRefillNice = 10
-)
-
-// refillNiceFor bounds how long a warm boot runs niced: long enough for a
-// burst of claims' first requests (a GET /info each, tens of ms) to have
-// the CPUs, short enough that a pool whose claimed episodes keep the CPUs
-// busy still refills in time for the next claim. Without the bound the
-// demo's second pass (8 claims from 4 warm, -j 4, 2 CPUs) waited 1.2 s p50
-// for replacements starved by the running episodes, against 0.02 ms with
-// none niced.
-var refillNiceFor = time.Second // a variable for the tests
 
 // fillWarm starts warm boots up to the target.
 func (p *Pool) fillWarm() {
+	if p.warm.set != nil {
+		p.warm.set.Fill()
+	}
+}
+
+// bootWarm boots one warm episode for the engine, at RefillNice until
+// urgent is closed or its Ready passes. Its sandbox runs under the pool's
+// context, not the engine's: Close lets boots under way finish before it
+// kills them (letStartersSettle).
+func (p *Pool) bootWarm(_ context.Context, urgent <-chan struct{}) (*Episode, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fillWarmLocked()
-}
-
-func (p *Pool) fillWarmLocked() { p.fillWarmAfter(0) }
-
-// fillWarmAfter starts warm boots up to the target, each after delay (a
-// claim's replacement: RefillDelay) unless hurried. Call with mu.
-func (p *Pool) fillWarmAfter(delay time.Duration) {
-	w := &p.warm
-	for !p.closed && len(w.ready)+w.booting < p.warmTarget() {
-		w.booting++
-		w.boots.Add(1)
-		id := w.next
-		w.next++
-		p.seq.Lock()
-		seq := p.next
-		p.next++
-		p.seq.Unlock()
-		backoff := time.Duration(0)
-		if w.failures > 0 {
-			backoff = min(100*time.Millisecond<<min(w.failures, 7), 10*time.Second)
-		}
-		var hurry chan struct{}
-		if delay > 0 {
-			if w.hurry == nil {
-				w.hurry = make(chan struct{})
-			}
-			hurry = w.hurry
-		}
-		if w.urgent == nil {
-			w.urgent = make(chan struct{})
-		}
-		go p.bootWarm(id, seq, backoff, delay, hurry, w.urgent)
-	}
-}
-
-// hurryLocked ends the RefillDelay of the boots waiting it, and the
-// RefillNice of those in flight: a claimer waits for them. Call with mu.
-func (w *warmState) hurryLocked() {
-	if w.hurry != nil {
-		close(w.hurry)
-		w.hurry = nil
-	}
-	if w.urgent != nil {
-		close(w.urgent)
-		w.urgent = nil
-	}
-}
-
-// bootWarm boots one warm episode after backoff and then delay (which
-// hurry ends early), and puts it on the ready list, or tears it down when
-// it failed or does not fit WarmMemory.
-func (p *Pool) bootWarm(id, seq int, backoff, delay time.Duration, hurry, urgent <-chan struct{}) {
-	defer p.warm.boots.Done()
-	select {
-	case <-time.After(backoff):
-	case <-p.ctx.Done():
-	}
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-hurry:
-		case <-p.ctx.Done():
-		}
-		t.Stop()
-	}
+	id := p.warm.next
+	p.warm.next++
+	p.mu.Unlock()
+	p.seq.Lock()
+	seq := p.next
+	p.next++
+	p.seq.Unlock()
 	ctx, cancel := p.ctx, context.CancelFunc(func() {})
 	if p.cfg.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.Timeout)
 	}
-	var ep *Episode
-	var err error
-	if err = p.ctx.Err(); err == nil {
-		ep, err = p.boot(p.ctx, ctx, id, seq, &warmBoot{urgent: urgent})
+	defer cancel()
+	if err := p.ctx.Err(); err != nil {
+		return nil, err
 	}
-	cancel()
+	ep, err := p.boot(p.ctx, ctx, id, seq, &warmBoot{urgent: urgent})
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	w := &p.warm
-	w.booting--
-	defer w.changed()
-	switch {
-	case err != nil:
-		if !p.closed {
-			w.failures++
-			w.err = err
-			p.fillWarmLocked()
-		}
-		return
-	case p.closed:
-		p.teardown(ep)
-		return
-	}
-	w.failures, w.err = 0, nil
-	w.estimate = max(w.estimate, ep.m.IdleMemory)
-	if p.cfg.WarmMemory > 0 {
-		m := ep.m.IdleMemory
-		if m < 0 {
-			w.err = errors.New("gvx: cannot measure a warm episode's memory here (PoolConfig.WarmMemory needs Linux's /proc and a Ready); keeping none warm")
-			w.failures++
-			p.discardLocked(ep)
-			return
-		}
-		if p.readyMemory()+m > p.cfg.WarmMemory {
-			p.discardLocked(ep) // over the cap: the target shrinks below
-			p.fillWarmLocked()
-			return
-		}
-	}
-	w.ready = append(w.ready, ep)
-	w.live[ep] = struct{}{}
-	// A warm episode that dies while it waits leaves the list.
-	go func() {
-		<-ep.done
-		p.mu.Lock()
-		i := slices.Index(p.warm.ready, ep)
-		if i >= 0 {
-			p.warm.ready = slices.Delete(p.warm.ready, i, i+1)
-			p.warm.changed()
-		}
-		p.mu.Unlock()
-		if i >= 0 {
-			p.release(ep)
-			p.fillWarm()
-		}
-	}()
-	p.fillWarmLocked()
-}
-
-// discardLocked tears ep down in the background; Close waits for it.
-// Call with mu, from a boot (so the WaitGroup is not at zero).
-func (p *Pool) discardLocked(ep *Episode) {
-	p.warm.boots.Add(1)
-	go func() {
-		defer p.warm.boots.Done()
-		p.teardown(ep)
-	}()
+	p.warm.live[ep] = struct{}{}
+	p.mu.Unlock()
+	return ep, nil
 }
 
 // release tears ep down and forgets it.
@@ -329,13 +184,15 @@ func (p *Pool) letStartersSettle() {
 // stopWarm (Close, after the pool's context is cancelled) waits for the
 // boots and tears down every episode left.
 func (p *Pool) stopWarm() {
+	if p.warm.group != nil {
+		p.warm.group.Wait() // the ready ones left are in live
+	}
 	p.warm.boots.Wait()
 	p.mu.Lock()
 	left := make([]*Episode, 0, len(p.warm.live))
 	for ep := range p.warm.live {
 		left = append(left, ep)
 	}
-	p.warm.ready = nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ep := range left {
@@ -364,12 +221,7 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 	}
 	if p.cfg.Warm > 0 {
 		p.mu.Unlock()
-		ep, err := p.claimWarm(ctx, t0)
-		if err != nil {
-			return nil, err
-		}
-		ep.setClaim(time.Since(t0), true)
-		return ep, nil
+		return p.claimWarm(ctx, t0)
 	}
 	p.warm.boots.Add(1) // Close waits for a boot in progress
 	id := p.warm.next
@@ -399,53 +251,15 @@ func (p *Pool) Claim(ctx context.Context) (*Episode, error) {
 
 // claimWarm takes the oldest ready warm episode whose guest still runs.
 func (p *Pool) claimWarm(ctx context.Context, t0 time.Time) (*Episode, error) {
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, ErrPoolClosed
-		}
-		w := &p.warm
-		if len(w.ready) > 0 {
-			ep := w.ready[0]
-			w.ready = w.ready[1:]
-			p.fillWarmAfter(p.cfg.RefillDelay)
-			p.mu.Unlock()
-			select {
-			case <-ep.done: // it died while it waited
-				p.release(ep)
-				continue
-			default:
-			}
-			if !ep.handed.CompareAndSwap(false, true) {
-				return nil, ErrHandedOut
-			}
-			ep.setClaim(time.Since(t0), true)
-			return ep, nil
-		}
-		p.fillWarmLocked()
-		w.hurryLocked() // a claimer waits: no replacement waits for it
-		if p.warmTarget() == 0 && w.booting == 0 {
-			err, one := w.err, w.estimate
-			p.mu.Unlock()
-			if err != nil {
-				return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory: %w", err)
-			}
-			return nil, fmt.Errorf("gvx: no warm episode fits PoolConfig.WarmMemory (%d bytes; one measured %d): raise it, or set Warm 0 to boot cold", p.cfg.WarmMemory, one)
-		}
-		if w.err != nil { // the last boot failed: say why now, retries go on
-			err := w.err
-			p.mu.Unlock()
-			return nil, fmt.Errorf("gvx: warm episode did not boot: %w", err)
-		}
-		wake := w.wake
-		p.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	ep, err := p.warm.set.Claim(ctx)
+	if err != nil {
+		return nil, p.warmErr(err)
 	}
+	if !ep.handed.CompareAndSwap(false, true) {
+		return nil, ErrHandedOut
+	}
+	ep.setClaim(time.Since(t0), true)
+	return ep, nil
 }
 
 // setClaim records the handover (Close may be tearing ep down meanwhile).
@@ -482,99 +296,4 @@ func (e *Episode) Metrics() Metrics {
 	e.mmu.Lock() // the pool's Close may be tearing it down
 	defer e.mmu.Unlock()
 	return e.m
-}
-
-// How often a warm boot's processes are looked at while it boots: new
-// processes inherit their creator's autogroup unless they start a session
-// (runsc's sandbox and gofer do), so a pass that finds a new autogroup, or
-// one not yet at the boot's nice, comes again after refillNiceFirst, and
-// one that finds neither waits twice as long as the last, up to
-// refillNiceMost (a boot's later processes are systrap's stubs, in the
-// Sentry's session). refillNiceBack bounds the return to the
-// pool's priority (unprivileged autogroup writes wait 100 ms for each
-// other, host-wide).
-const (
-	refillNiceFirst = 5 * time.Millisecond
-	refillNiceMost  = 400 * time.Millisecond
-	refillNiceBack  = 10 * time.Second
-)
-
-// background keeps the autogroups of sb's processes (a warm boot; call it
-// before sb runs) at the boot's nice until restore, which puts them back
-// at the pool's own: restore returns once every one has it, or an error
-// naming what refused (the episode must not be handed over niced). done
-// is closed when sb has exited; urgent when a claimer waits for this
-// boot, which then goes on at the pool's priority at once.
-func (tp *treePriority) background(sb *Sandbox, done, urgent <-chan struct{}) (restore func() error) {
-	w := tp.walk()
-	stop, ended := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ended)
-		seen := map[string]bool{}
-		every := refillNiceFirst
-		enough := time.NewTimer(refillNiceFor)
-		defer enough.Stop()
-		select {
-		case <-urgent:
-			return // a claimer waits for it already: never niced
-		default:
-		}
-		for {
-			if pid := sb.Pid(); pid > 0 {
-				w.update(pid)
-				// An autogroup that refuses stays at the pool's priority (restore reports it).
-				settled, grew, _ := w.set(true, seen)
-				if !settled || grew {
-					every = refillNiceFirst
-				} else {
-					every = min(every*2, refillNiceMost)
-				}
-			}
-			t := time.NewTimer(every)
-			select {
-			case <-stop:
-			case <-done:
-			case <-urgent: // a claimer waits for it: not niced from now on
-				_ = w.back(sb, done) // restore reports what refuses
-			case <-enough.C: // the claims it waited behind are served
-				_ = w.back(sb, done)
-			case <-t.C:
-				continue
-			}
-			t.Stop()
-			return
-		}
-	}()
-	return func() error {
-		close(stop)
-		<-ended
-		return w.back(sb, done)
-	}
-}
-
-// back puts the autogroups the walk lowered back at the pool's nice: it
-// returns once every one has it, or an error naming what refused.
-func (w *treeWalk) back(sb *Sandbox, done <-chan struct{}) error {
-	pid := sb.Pid()
-	if pid <= 0 {
-		return nil
-	}
-	deadline := time.Now().Add(refillNiceBack)
-	for {
-		w.update(pid)
-		settled, _, err := w.set(false, map[string]bool{})
-		switch {
-		case err != nil:
-			return err
-		case settled:
-			return nil
-		case time.Now().After(deadline):
-			return fmt.Errorf("gvx: a warm episode's processes were not all back at the pool's priority after %v (PoolConfig.RefillNice -1 leaves boots at it)", refillNiceBack)
-		}
-		select {
-		case <-done:
-			return nil
-		case <-time.After(refillNiceFirst):
-		}
-	}
 }
