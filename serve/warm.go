@@ -46,7 +46,9 @@ type warmSet struct {
 // client sends with each exec (its env, workdir). req has passed
 // checkRequest.
 func (s *Server) warmKey(req CreateRequest) (string, error) {
-	req.TTL, req.Lease = 0, 0
+	// When the create answers changes nothing booted: a warm episode is
+	// claimed ready (its daemon answering, with docker).
+	req.TTL, req.Lease, req.Wait = 0, 0, ""
 	if req.Spec != nil {
 		sp := req.Spec.Clone()
 		if sp.Version == 0 {

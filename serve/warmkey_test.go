@@ -47,6 +47,7 @@ func TestWarmKey(t *testing.T) {
 		"empty entrypoint":     `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "entrypoint": []}, "golden": "` + golden + `", "docker": true}`,
 		"default memory":       `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 1073741824` + bestEffort() + `}}, "golden": "` + golden + `", "docker": true}`,
 		"golden path spelling": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + dir + `/./golden.ext4", "docker": true}`,
+		"wait":                 `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "wait": "agent"}`,
 	}
 	for name, js := range same {
 		if k := key(js); k != warm {
