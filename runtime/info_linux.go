@@ -48,6 +48,9 @@ type HostInfo struct {
 	// Leftovers counts what dead episodes of this user left (state
 	// directories, sockets, cgroups) that rungv gc would remove.
 	Leftovers int `json:"leftovers"`
+	// GVisorPatches is gvx's gVisor patch series: which this binary has,
+	// and what it lacks without the others (docs/gvisor-patches.md).
+	GVisorPatches []GVisorPatch `json:"gvisor_patches"`
 }
 
 // Info probes the host. dir, if not "", is where volumes would live (its
@@ -55,6 +58,7 @@ type HostInfo struct {
 func Info(dir, cacheDir string) HostInfo {
 	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: landlockABI(), PtraceScope: -1}
 	h.SystrapMode = systrapMode()
+	h.GVisorPatches = GVisorPatches()
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 		h.PtraceScope, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		if h.PtraceScope >= 2 {

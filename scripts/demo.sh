@@ -56,6 +56,9 @@ trap cleanup EXIT
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 export GVX_CACHE=$work/cache
 
+# gvx's gVisor patches (docs/gvisor-patches.md): GOWORK and GOFLAGS for
+# every go build below.
+eval "$(GOWORK=off go run ./cmd/gvisorpatch env)"
 echo "== building gvx-vol"
 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
 echo "== building rungv (embeds gVisor's runsc; the first build takes a minute or two)"

@@ -17,6 +17,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=0
+# Build everything below with gvx's gVisor patches (docs/gvisor-patches.md).
+eval "$(GOWORK=off go run ./cmd/gvisorpatch env)" || { echo "test.sh: cmd/gvisorpatch failed: see above" >&2; exit 1; }
 logs=${GVX_TEST_LOGS:-$PWD/.test-logs}
 mkdir -p "$logs" || exit 1
 logs=$(cd "$logs" && pwd)

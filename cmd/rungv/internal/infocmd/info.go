@@ -23,7 +23,9 @@ gVisor's systrap will wait (seccomp user notification, or the futex loop
 where a listener is refused), Yama's ptrace scope, Landlock, which host
 cgroup would enforce -m/--cpus/--pids-limit, whether the NAT can start and
 where its DNS goes, whether the image cache is usable (writable, not
-noexec), and with --dir whether volumes there reset by O(1) reflink.
+noexec), with --dir whether volumes there reset by O(1) reflink, and which
+patches of gvx's gVisor series this binary was built with (and what it
+lacks without the others: docs/gvisor-patches.md).
 
 Examples:
    rungv info
@@ -64,6 +66,13 @@ Examples:
 		fmt.Fprintf(w, "platform:         %s, stubs wait by %s\n", h.Platform, h.SystrapMode)
 		if h.PlatformNote != "" {
 			fmt.Fprintf(w, "  warning:         %s\n", h.PlatformNote)
+		}
+		for _, p := range h.GVisorPatches {
+			if p.Applied {
+				fmt.Fprintf(w, "gvisor patch:     %s: applied (%s)\n", p.Name, p.Enables)
+			} else {
+				fmt.Fprintf(w, "gvisor patch:     %s: MISSING: %s (build with scripts/build.sh: docs/gvisor-patches.md)\n", p.Name, p.Lacks)
+			}
 		}
 		fmt.Fprintf(w, "landlock:         ABI %d\n", h.Landlock)
 		fmt.Fprintf(w, "host cgroup:      %s\n", h.Cgroup)
