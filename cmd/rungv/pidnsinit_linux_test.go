@@ -68,35 +68,7 @@ func TestPIDNSInitSignals(t *testing.T) {
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Skip("no /bin/busybox (apt-get install busybox-static)")
 	}
-	out, err := exec.Command(rungvBin, "info", "--json").Output()
-	if err != nil {
-		t.Fatalf("rungv info --json: %v", err)
-	}
-	var info struct {
-		Patches []struct {
-			Name    string `json:"name"`
-			Applied bool   `json:"applied"`
-			Lacks   string `json:"lacks"`
-		} `json:"gvisor_patches"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		t.Fatalf("rungv info --json: %v\n%s", err, out)
-	}
-	var have, known bool
-	for _, p := range info.Patches {
-		if p.Name == "0001-pidns-init-signals" {
-			known, have = true, p.Applied
-			if !have {
-				t.Logf("rungv info: %s lacks: %s", p.Name, p.Lacks)
-			}
-		}
-	}
-	if !known {
-		t.Fatalf("rungv info --json does not list 0001-pidns-init-signals:\n%s", out)
-	}
-	if !have && os.Getenv("GVX_TEST_UNPATCHED") == "" {
-		t.Skip("rungv was built without gVisor patch 0001-pidns-init-signals (a plain go build): build with scripts/build.sh or eval \"$(GOWORK=off go run ./cmd/gvisorpatch env)\" (GVX_TEST_UNPATCHED=1 runs it anyway, to see it fail)")
-	}
+	needPatch(t, "0001-pidns-init-signals")
 
 	host, err := exec.Command("/bin/busybox", "sh", "-c", pidnsInitScript, "sh", "/bin/busybox").CombinedOutput()
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(host)), "done") {
@@ -126,4 +98,35 @@ func TestPIDNSInitSignals(t *testing.T) {
 		t.Fatalf("the episode disagrees with the host kernel:\nhost:\n%s\nepisode:\n%s\n%s", host, got, r.stderr)
 	}
 	t.Logf("host and episode agree:\n%s", got)
+}
+
+// needPatch skips t, saying so, when rungv was built without gVisor patch
+// name (a plain go build; GVX_TEST_UNPATCHED=1 runs it anyway, to see it
+// fail), and fails it when rungv info does not know the patch at all.
+func needPatch(t *testing.T, name string) {
+	t.Helper()
+	out, err := exec.Command(rungvBin, "info", "--json").Output()
+	if err != nil {
+		t.Fatalf("rungv info --json: %v", err)
+	}
+	var info struct {
+		Patches []struct {
+			Name    string `json:"name"`
+			Applied bool   `json:"applied"`
+			Lacks   string `json:"lacks"`
+		} `json:"gvisor_patches"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("rungv info --json: %v\n%s", err, out)
+	}
+	for _, p := range info.Patches {
+		if p.Name != name {
+			continue
+		}
+		if !p.Applied && os.Getenv("GVX_TEST_UNPATCHED") == "" {
+			t.Skipf("rungv was built without gVisor patch %s (a plain go build), so it lacks: %s; build with scripts/build.sh or eval \"$(GOWORK=off go run ./cmd/gvisorpatch env)\" (GVX_TEST_UNPATCHED=1 runs it anyway, to see it fail)", name, p.Lacks)
+		}
+		return
+	}
+	t.Fatalf("rungv info --json does not list gVisor patch %s:\n%s", name, out)
 }
