@@ -1,8 +1,0 @@
-//go:build !unix
-
-package volcore
-
-import "os"
-
-// allocatedBytes is not known on this platform.
-func allocatedBytes(fi os.FileInfo) int64 { return -1 }
