@@ -55,7 +55,7 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 export GVX_CACHE=$work/cache
 
 echo "== building gvx-vol"
-go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+go build -o "$work/" ./cmd/gvx-vol
 echo "== building rungv (embeds gVisor's runsc; the first build takes a minute or two)"
 go build -o "$work/rungv" ./cmd/rungv
 export GVX_RUNGV=$work/rungv
