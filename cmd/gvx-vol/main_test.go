@@ -370,9 +370,8 @@ func TestLinks(t *testing.T) {
 
 // TestErrorsCannotDriveTheTerminal: an error that names what a guest made
 // (here a name with an OSC sequence and a carriage return, as a volume's
-// file could be called) reaches the terminal escaped, from the fast path
-// (ls) and from the full CLI (fsck), while the messages' own newlines
-// stay.
+// file could be called) reaches the terminal escaped, from ls and fsck,
+// while the messages' own newlines stay.
 func TestErrorsCannotDriveTheTerminal(t *testing.T) {
 	bin := binary(t)
 	evil := "x\x1b]0;pwned\x07\rforged"
