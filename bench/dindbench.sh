@@ -13,7 +13,7 @@
 dind_setup() {
 	export CGO_ENABLED=0
 	go build -o "$work/rungv" ./cmd/rungv
-	go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+	go build -o "$work/" ./cmd/gvx-vol
 	mkdir "$work/tars"
 	go run ./image/dindtest/mkdind -hello "$work/tars/hello.tar" -tagged "tools:latest=$work/tars/tools.tar" "$work/dind" >/dev/null
 	rungv=$work/rungv gvx=$work/gvx-vol image=oci:$work/dind

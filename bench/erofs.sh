@@ -55,7 +55,7 @@ mount --bind "$src" "$sid$csrc"
 mount -o remount,bind,ro "$sid$csrc"
 mount --bind "$work" "$sid$cout"
 
-CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 gvx=$work/gvx-vol
 v15="erofs-utils $(dpkg-query -W -f='${Version}' erofs-utils 2>/dev/null || echo '?')"
 v19=$(chroot "$sid" mkfs.erofs --version 2>&1 | head -1)

@@ -44,7 +44,6 @@
 # env:   BENCH_TREE="dir dir…"  SIZE=4G  FLAT=20000 (0 skips)  SKIP_TREE=1
 #        TMPFS=/dev/shm (where tar -x and the tmpfs volume go)  SID=0
 #        SPARSE=64G (0 skips)  SPARSE_DATA=256M  GVX_VOL=prebuilt-binary
-#        (with its gvx-vol-tools beside it)
 #        TAR_X_ONLY=1 (of the tree, only the tar-x race and its images'
 #        checks: a few minutes, for the bench lock; use with FLAT=0 SPARSE=0)
 #        GVX_VOL_BASE=older-binary (adds its create --from and create +
@@ -79,7 +78,7 @@ mkdir "$mnt"
 gvx=${GVX_VOL:-}
 if [ -z "$gvx" ]; then
 	command -v go >/dev/null || { echo "bench/import.sh: needs go (or GVX_VOL=path)" >&2; exit 1; }
-	CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+	CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 	gvx=$work/gvx-vol
 fi
 

@@ -38,7 +38,7 @@ trap cleanup EXIT
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
 CGO_ENABLED=0 go build -o "$work/rungv" ./cmd/rungv
-CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 go run ./runtime/runtimetest/mk "$work/image"
 rungv=$work/rungv gvx=$work/gvx-vol
 image=${IMAGE:-oci:$work/image}

@@ -25,7 +25,7 @@ trap cleanup EXIT
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
 export CGO_ENABLED=0
 go build -o "$work/rungv" ./cmd/rungv
-go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+go build -o "$work/" ./cmd/gvx-vol
 go build -o "$work/servebench" ./serve/internal/servebench
 go run ./runtime/runtimetest/mk "$work/image" >/dev/null
 export GVX_CACHE_DIR=$work/cache

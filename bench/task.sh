@@ -85,7 +85,7 @@ trap cleanup EXIT
 echo "== $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
 export CGO_ENABLED=0
 go build -o "$work/rungv" ./cmd/rungv
-go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+go build -o "$work/" ./cmd/gvx-vol
 go build -o "$work/taskimg" ./bench/taskimg
 rungv=$work/rungv gvx=$work/gvx-vol
 go run ./image/dindtest/mkdind -flavour sid "$work/dind" >/dev/null

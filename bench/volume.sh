@@ -24,7 +24,7 @@ rounds=${2:-5}
 work=$(mktemp -d /var/tmp/gvx-volume-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -o "$work/rungv" ./cmd/rungv
-CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 CGO_ENABLED=0 go run ./runtime/runtimetest/mk "$work/image"
 export GVX_CACHE_DIR=$work/cache
 "$work/gvx-vol" create --size 4G "$work/vol.ext4" >/dev/null

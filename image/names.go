@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -163,8 +162,21 @@ func Tag(c *cache.Cache, src, newName string) ([]*Result, error) {
 	return tagged, nil
 }
 
-// digestRE is the form of Result.Digest.
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+// isDigest reports whether s has the form of Result.Digest,
+// sha256:[0-9a-f]{64}. (Not a package-level regexp: every gvx-vol start,
+// clone's included, would compile it.)
+func isDigest(s string) bool {
+	hex, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := range len(hex) {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Lookup returns the image the cache holds for a registry reference (a
 // local name, or a reference added before) in profile ("" is "runtime"),
@@ -197,7 +209,7 @@ func Lookup(c *cache.Cache, ref, profile string) (*Result, error) {
 		return nil, notCached("")
 	}
 	var r Result
-	if err := json.Unmarshal(e.Meta, &r); err != nil || r.Ref != s.Ref || r.Profile != prof.String() || !digestRE.MatchString(r.Digest) || !digestRE.MatchString(r.ConfigDigest) {
+	if err := json.Unmarshal(e.Meta, &r); err != nil || r.Ref != s.Ref || r.Profile != prof.String() || !isDigest(r.Digest) || !isDigest(r.ConfigDigest) {
 		return nil, fmt.Errorf("%w: index entry %q of %s: bad metadata", cache.ErrCorrupt, entryName(s.Ref, prof.String()), c.Dir())
 	}
 	if r.EROFS, err = c.Lookup(strings.TrimPrefix(r.Digest, "sha256:") + extEROFS); err != nil {

@@ -60,7 +60,7 @@ export GVX_CACHE=$work/cache
 # every go build below.
 eval "$(GOWORK=off go run ./cmd/gvisorpatch env)"
 echo "== building gvx-vol"
-go build -o "$work/" ./cmd/gvx-vol/... # gvx-vol and gvx-vol-tools beside it
+go build -o "$work/" ./cmd/gvx-vol
 echo "== building rungv (embeds gVisor's runsc; the first build takes a minute or two)"
 go build -o "$work/rungv" ./cmd/rungv
 export GVX_RUNGV=$work/rungv

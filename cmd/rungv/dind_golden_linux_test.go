@@ -27,7 +27,7 @@ func TestDindGoldenPipeline(t *testing.T) {
 	need(t, asNobody)
 	gvxVol := filepath.Join(shared, "gvx-vol")
 	if _, err := os.Stat(gvxVol); err != nil {
-		c := exec.Command("go", "build", "-o", shared+"/", "z.gfire.dev/gvx/cmd/gvx-vol/...") // and gvx-vol-tools
+		c := exec.Command("go", "build", "-o", shared+"/", "z.gfire.dev/gvx/cmd/gvx-vol")
 		c.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Fatalf("go build gvx-vol: %v\n%s", err, out)

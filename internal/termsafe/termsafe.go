@@ -4,8 +4,7 @@
 // `ls --quoting-style=c` do. Raw, an ESC or CSI sequence would drive the
 // reader's terminal (retitle it, clear it, hide the lines before) and a
 // newline or carriage return would forge lines of the host's own. It has
-// no dependencies beyond the standard library: gvx-vol's fast clone path
-// may link it.
+// no dependencies beyond the standard library.
 package termsafe
 
 import (

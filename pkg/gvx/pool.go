@@ -299,7 +299,7 @@ func (p *Pool) sweep() {
 		}
 		prefix := fmt.Sprintf("ep-%d-%04d.", pid, seq)
 		rest, ok := strings.CutPrefix(base, prefix)
-		ours := ok && (rest == "ext4" || strings.HasSuffix(rest, ".sock") && socketName.MatchString(strings.TrimSuffix(rest, ".sock")))
+		ours := ok && (rest == "ext4" || strings.HasSuffix(rest, ".sock") && isSocketName(strings.TrimSuffix(rest, ".sock")))
 		if ours && pid != os.Getpid() && processGone(pid) {
 			os.Remove(name)
 		}

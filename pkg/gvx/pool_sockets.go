@@ -4,12 +4,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 )
 
-// socketName is what PoolConfig.Sockets accepts as a name: it becomes part
-// of a file name.
-var socketName = regexp.MustCompile(`^[a-z0-9_-]{1,16}$`)
+// isSocketName reports whether name is what PoolConfig.Sockets accepts as
+// a name, 1-16 of [a-z0-9_-]: it becomes part of a file name. (Not a
+// package-level regexp: every start of a binary linking this package,
+// gvx-vol's clone included, would compile it.)
+func isSocketName(name string) bool {
+	if len(name) < 1 || len(name) > 16 {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // maxSocketPath is the longest unix socket path Linux takes (sun_path is
 // 108 bytes with its NUL).
@@ -18,7 +29,7 @@ const maxSocketPath = 107
 // checkSockets validates PoolConfig.Sockets for scratch.
 func checkSockets(socks map[string]int, scratch string) error {
 	for name, port := range socks {
-		if !socketName.MatchString(name) {
+		if !isSocketName(name) {
 			return fmt.Errorf("gvx: PoolConfig.Sockets name %q: want 1-16 of [a-z0-9_-]", name)
 		}
 		if port < 1 || port > 65535 {

@@ -75,7 +75,7 @@ class Fixture:
             with open(os.path.join(tree, "golden.txt"), "w") as f:
                 f.write("gv\n")
             cls.golden = os.path.join(cls.work, "golden.ext4")
-            cls._go("run", "./cmd/gvx-vol/gvx-vol-tools", "create", "--size", "128M", "--from", tree, cls.golden)
+            cls._go("run", "./cmd/gvx-vol", "create", "--size", "128M", "--from", tree, cls.golden)
 
     @classmethod
     def cleanup(cls) -> None:

@@ -305,7 +305,7 @@ def dind_fixture(fx):
     try:
         subprocess.run(["go", "run", "./image/dindtest/mkdind", "-hello", d + "-hello.tar", d], cwd=REPO, env=env,
                        check=True, capture_output=True, timeout=1200)
-        subprocess.run(["go", "run", "./cmd/gvx-vol/gvx-vol-tools", "build-golden", "--daemon-image", "oci:" + d,
+        subprocess.run(["go", "run", "./cmd/gvx-vol", "build-golden", "--daemon-image", "oci:" + d,
                         "--load", d + "-hello.tar", "--size", "4G", d + "-golden.ext4"], cwd=REPO, env=env,
                        check=True, capture_output=True, timeout=600)
     except subprocess.CalledProcessError as e:

@@ -1,11 +1,17 @@
-// Package app assembles gvx-vol's commands. Each noun or group of verbs lives
-// in its own package under cmd/gvx-vol/internal and contributes its
-// *cli.Command values here.
+// Package app assembles gvx-vol's command line (urfave/cli/v2), as
+// containerd's ctr does: each noun lives in its own package under
+// cmd/gvx-vol/internal and exports its *cli.Command (volcmd its top-level
+// verbs), one file per verb.
 package app
 
 import (
 	"github.com/urfave/cli/v2"
 
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecmd"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/erofscmd"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/goldencmd"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/imagecmd"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcmd"
 	"z.gfire.dev/gvx/internal/cliconv"
 )
 
@@ -34,16 +40,17 @@ Exit status: 0 success; 2 a usage error; fsck: 4 findings, 8 could not check.`,
 	return a
 }
 
-// registry is filled by register calls in this package's other files, one
-// per command group, so adding a group touches no shared list.
-var registry []func() []*cli.Command
-
-func register(f func() []*cli.Command) { registry = append(registry, f) }
-
+// commands are gvx-vol's top-level commands, in help order (the nouns, then
+// the volume verbs). Each is a copy:
+// urfave/cli's App.Setup prefixes a top-level command's HelpName with the
+// app's in place ("gvx-vol gvx-vol clone" on a second run), so an App of
+// its own per copy lets New be called again (the tests run many).
 func commands() []*cli.Command {
 	var cs []*cli.Command
-	for _, f := range registry {
-		cs = append(cs, f()...)
+	nouns := []*cli.Command{clonecmd.Command, erofscmd.Command, goldencmd.Command, imagecmd.Command}
+	for _, c := range append(nouns, volcmd.Commands...) {
+		c := *c
+		cs = append(cs, &c)
 	}
 	return cs
 }

@@ -1,26 +1,23 @@
-// Package clonecmd is gvx-vol's clone verb for the full CLI (urfave/cli, in
-// gvx-vol-tools): O(1) copy-on-write clones of golden volumes (an episode's
-// reset), one at a time or many at once. Its help text lives here; its
-// flags and its run live in package clonecore, which the gvx-vol binary's
-// fast path calls without urfave/cli. All clone logic is in package
-// reflink.
+// Package clonecmd is gvx-vol's clone verb: O(1) copy-on-write clones of
+// golden volumes (an episode's reset), one at a time or many at once. All
+// clone logic is in package reflink; this file holds the help and the
+// flags, run.go the verb.
 package clonecmd
 
 import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 )
 
-// Commands returns the clone verb.
-func Commands() []*cli.Command { return []*cli.Command{command()} }
+// Command is the clone verb.
+var Command = command()
 
 func command() *cli.Command {
 	return &cli.Command{
 		Name:      "clone",
 		Usage:     "clone a golden volume copy-on-write (an episode's reset), once or N times",
-		ArgsUsage: clonecore.ArgsUsage,
+		ArgsUsage: "SRC DST | -n N SRC PATTERN | --probe DIR...",
 		Description: `Makes DST a reflink clone of SRC: DST shares SRC's blocks until either is
 written, so a clone of a 16 GiB volume takes a few milliseconds and no
 space; only the 4 KiB blocks an episode changes cost space. This is
@@ -56,7 +53,47 @@ Examples:
 
    # can this directory clone? (exit status 1 if not)
    gvx-vol clone --probe /var/lib/gvx`,
-		Flags:  cliutil.Flags(clonecore.Flags),
-		Action: cliutil.Action(clonecore.Run),
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "reflink", Value: "always", Usage: "`WHEN` to clone: always (clone or fail), auto (clone, else sparse copy), never (sparse copy)"},
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace an existing DST (atomically)"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "make `N` clones; DST is a pattern such as ep-%04d.ext4"},
+			&cli.IntFlag{Name: "start", DefaultText: "0", Usage: "first index with --count"},
+			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsyncs (most of the latency): for scratch episode volumes only; a crash may lose DST"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON (method and latency per clone)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing on success"},
+			&cli.BoolFlag{Name: "probe", Usage: "only tell whether each DIR argument can clone"},
+		},
+		Action: func(c *cli.Context) error {
+			usage := func(format string, args ...any) error { return cliutil.Usage(c, format, args...) }
+			return run(c.App.Writer, newRequest(c), usage)
+		},
+	}
+}
+
+// Request is a parsed clone command line: the flags' values and the
+// arguments after them.
+type Request struct {
+	Reflink                    string
+	Force, NoSync, JSON, Quiet bool
+	Probe                      bool
+	Count, Start               int
+	CountSet, StartSet         bool // given on the command line
+	Args                       []string
+}
+
+// newRequest reads clone's flags and arguments from c.
+func newRequest(c *cli.Context) Request {
+	return Request{
+		Reflink:  c.String("reflink"),
+		Force:    c.Bool("force"),
+		NoSync:   c.Bool("no-sync"),
+		JSON:     c.Bool("json"),
+		Quiet:    c.Bool("quiet"),
+		Probe:    c.Bool("probe"),
+		Count:    c.Int("count"),
+		Start:    c.Int("start"),
+		CountSet: c.IsSet("count"),
+		StartSet: c.IsSet("start"),
+		Args:     c.Args().Slice(),
 	}
 }

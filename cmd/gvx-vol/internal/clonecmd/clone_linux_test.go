@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 	"z.gfire.dev/gvx/reflink/reflinktest"
 )
 
@@ -18,7 +17,7 @@ func TestCloneOnXFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res clonecore.Result
+	var res Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecore"
 )
 
 // runCLI runs "gvx-vol ARGS..." in-process with only the clone verb, and
@@ -19,7 +18,7 @@ import (
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: Commands(), Writer: &out, ErrWriter: &out,
+	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{command()}, Writer: &out, ErrWriter: &out,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	err := app.Run(append([]string{"gvx-vol"}, args...))
 	return out.String(), err
@@ -92,7 +91,7 @@ func TestCloneNeverAndCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res clonecore.Result
+	var res Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}

@@ -13,12 +13,11 @@ import (
 	"z.gfire.dev/gvx/erofs"
 )
 
-// Commands returns the erofs command group.
-func Commands() []*cli.Command {
-	return []*cli.Command{{
-		Name:  "erofs",
-		Usage: "build and inspect EROFS images (the read-only base images episodes boot from)",
-		Description: `EROFS images hold the base images every episode boots from: read-only,
+// Command is the erofs command group.
+var Command = &cli.Command{
+	Name:  "erofs",
+	Usage: "build and inspect EROFS images (the read-only base images episodes boot from)",
+	Description: `EROFS images hold the base images every episode boots from: read-only,
 shared through the host page cache, mounted natively by gVisor's Sentry and
 by Linux. gvx-vol writes them itself (no mkfs.erofs needed), byte-for-byte
 deterministic, and reads them back without mounting anything.
@@ -29,8 +28,7 @@ Examples:
    gvx-vol erofs check rootfs.erofs
    gvx-vol erofs ls -l rootfs.erofs etc
    gvx-vol erofs cat rootfs.erofs etc/os-release`,
-		Subcommands: []*cli.Command{buildCommand(), checkCommand(), lsCommand(), catCommand()},
-	}}
+	Subcommands: []*cli.Command{buildCommand(), checkCommand(), lsCommand(), catCommand()},
 }
 
 // openImage opens an image file for reading.

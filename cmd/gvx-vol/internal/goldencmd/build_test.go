@@ -16,7 +16,7 @@ import (
 // stdout, stderr and error.
 func runCLI(args ...string) (string, string, error) {
 	var out, errb bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: Commands(), Writer: &out, ErrWriter: &errb,
+	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{buildCommand()}, Writer: &out, ErrWriter: &errb,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	err := app.Run(append([]string{"gvx-vol", "build-golden"}, args...))
 	return out.String(), errb.String(), err

@@ -20,7 +20,7 @@ import (
 // (no root needed to build a golden volume).
 var nobody = []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}
 
-// buildBinaries builds rungv and gvx-vol (with gvx-vol-tools beside it)
+// buildBinaries builds rungv and gvx-vol
 // into a directory nobody may read.
 func buildBinaries(t *testing.T) (rungv, gvxVol string) {
 	t.Helper()
@@ -29,7 +29,7 @@ func buildBinaries(t *testing.T) (rungv, gvxVol string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	c := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/rungv", "z.gfire.dev/gvx/cmd/gvx-vol/...")
+	c := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/rungv", "z.gfire.dev/gvx/cmd/gvx-vol")
 	c.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("go build rungv gvx-vol: %v\n%s", err, out)

@@ -8,7 +8,5 @@
 // --rungv, $GVX_RUNGV or PATH.
 package goldencmd
 
-import "github.com/urfave/cli/v2"
-
-// Commands returns the build-golden verb.
-func Commands() []*cli.Command { return []*cli.Command{buildCommand()} }
+// Command is the build-golden verb.
+var Command = buildCommand()

@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -24,7 +23,7 @@ Example:
 			if c.NArg() != 2 {
 				return cliutil.Usage(c, "want FILE and PATH")
 			}
-			v, err := volcore.OpenVolume(c.Args().Get(0), true)
+			v, err := openVolume(c.Args().Get(0), true)
 			if err != nil {
 				return err
 			}

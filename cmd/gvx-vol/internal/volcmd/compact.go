@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -41,7 +40,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.BoolFlag{Name: "shrink", Usage: "also cut the volume down to its used size (moving blocks)"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: oneThread(func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cliutil.Usage(c, "want exactly one FILE")
 			}
@@ -51,7 +50,7 @@ Examples:
 				}
 				return cliutil.FormatSize(n)
 			}
-			v, err := volcore.OpenVolume(c.Args().First(), false)
+			v, err := openVolume(c.Args().First(), false)
 			if err != nil {
 				return err
 			}
@@ -82,6 +81,6 @@ Examples:
 			fmt.Fprintf(c.App.Writer, "%s: %s in use; %s of free space %s; file allocation %s -> %s\n",
 				c.Args().First(), size(st.UsedBytes), size(st.PunchedBytes), how, size(st.AllocatedBefore), size(st.AllocatedAfter))
 			return nil
-		},
+		}),
 	}
 }

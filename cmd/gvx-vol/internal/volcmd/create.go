@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/overlay"
 	"z.gfire.dev/gvx/sink"
@@ -46,7 +45,7 @@ Examples:
 			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace FILE if it exists"},
 			&cli.BoolFlag{Name: "json", Usage: "print the new volume's info as JSON"},
 		},
-		Action: createAction,
+		Action: oneThread(createAction),
 	}
 }
 
@@ -77,7 +76,7 @@ func createAction(c *cli.Context) error {
 		return err
 	}
 	// Info of the closed, clean volume (an open one reads "in use").
-	r, err := volcore.OpenVolume(path, true)
+	r, err := openVolume(path, true)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/overlay"
@@ -44,7 +43,7 @@ Examples:
 			if c.NArg() != 2 {
 				return cliutil.Usage(c, "want FILE and TAR (or - for standard output)")
 			}
-			v, err := volcore.OpenVolume(c.Args().Get(0), true)
+			v, err := openVolume(c.Args().Get(0), true)
 			if err != nil {
 				return err
 			}

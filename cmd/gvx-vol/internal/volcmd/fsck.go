@@ -46,7 +46,7 @@ Examples:
 			&cli.IntFlag{Name: "max", Value: 200, Usage: "stop listing after this many findings"},
 			&cli.BoolFlag{Name: "n", Usage: "never write: replay a dirty journal in memory only and check that"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: oneThread(func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cliutil.Usage(c, "want exactly one FILE")
 			}
@@ -94,7 +94,7 @@ Examples:
 				return &cliutil.ExitError{Code: fsckFindings, Err: fmt.Errorf("%s: %d problem(s) found", path, len(rep.Findings)+rep.Omitted)}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

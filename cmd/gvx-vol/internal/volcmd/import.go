@@ -4,7 +4,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/volcore"
 	"z.gfire.dev/gvx/ext4lite"
 )
 
@@ -31,11 +30,11 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dest", Value: "/", Usage: "directory in the volume to unpack into"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: oneThread(func(c *cli.Context) error {
 			if c.NArg() != 2 {
 				return cliutil.Usage(c, "want FILE and TAR (or - for standard input)")
 			}
-			v, err := volcore.OpenVolume(c.Args().Get(0), false)
+			v, err := openVolume(c.Args().Get(0), false)
 			if err != nil {
 				return err
 			}
@@ -45,6 +44,6 @@ Examples:
 			}
 			defer r.Close()
 			return closeVolume(v, importTar(v, ext4lite.CleanPath(c.String("dest")), r, size, c.Args().Get(1)))
-		},
+		}),
 	}
 }

@@ -17,13 +17,12 @@ import (
 
 const files = 3000
 
-// buildGvxVol builds the gvx-vol binary, with gvx-vol-tools (which runs
-// import) beside it.
+// buildGvxVol builds the gvx-vol binary.
 func buildGvxVol(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gvx-vol")
-	cmd := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/gvx-vol/...")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "z.gfire.dev/gvx/cmd/gvx-vol")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -1,14 +1,13 @@
 // Package volcmd holds gvx-vol's volume verbs: create, import, export, ls,
-// cat, info and fsck. Each file is one verb; all logic lives in ext4lite
-// and overlay — these parse flags, call the library and print. info and
-// ls run in package volcore, which the gvx-vol binary also calls without
-// urfave/cli; their files here hold the help.
+// cat, info, fsck and compact. Each file is one verb; all logic lives in
+// ext4lite and overlay — these parse flags, call the library and print.
 package volcmd
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -16,9 +15,19 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-// Commands returns the volume verbs.
-func Commands() []*cli.Command {
-	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
+// Commands are the volume verbs, each a top-level gvx-vol command.
+var Commands = []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
+
+// oneThread runs a verb that writes a volume on one OS thread: its write
+// order is deterministic, and per-thread tools (strace's fault injection
+// counts per thread) can target the Nth write of a run. The read-only
+// verbs and clone do without: a locked thread costs a start-up a thread
+// creation more.
+func oneThread(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		runtime.LockOSThread()
+		return action(c)
+	}
 }
 
 // closeVolume closes v and joins the error with err.

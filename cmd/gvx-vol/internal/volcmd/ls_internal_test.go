@@ -1,4 +1,4 @@
-package volcore
+package volcmd
 
 import (
 	"bytes"
@@ -10,17 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/sink"
 )
-
-type flags map[string]bool
-
-func (f flags) Bool(n string) bool   { return f[n] }
-func (f flags) Int(string) int       { return 0 }
-func (f flags) String(string) string { return "" }
-func (f flags) IsSet(n string) bool  { return f[n] }
 
 // lsVolume makes a volume whose /d holds n files of sizes 0..n-1 (so -l's
 // size column widens as it goes) plus a device and a symlink, and an empty
@@ -62,14 +55,14 @@ func lsVolume(t *testing.T, n int) string {
 // output scripts parse), for a directory, an empty one and a file.
 func TestLsJSONStreamsTheWholeArray(t *testing.T) {
 	vol := lsVolume(t, 1500)
-	v, err := OpenVolume(vol, true)
+	v, err := openVolume(vol, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
 	for _, p := range []string{"/d", "/e", "/d/f00007", "/"} {
 		var got bytes.Buffer
-		if err := Ls(&got, "ls", flags{"json": true}, []string{vol, p}); err != nil {
+		if err := ls(&got, []string{vol, p}, false, true); err != nil {
 			t.Fatal(err)
 		}
 		// The whole listing, encoded at once.
@@ -99,7 +92,7 @@ func TestLsJSONStreamsTheWholeArray(t *testing.T) {
 			all = append(all, lsEntryOf(h))
 		}
 		var whole bytes.Buffer
-		if err := clibase.PrintJSON(&whole, all); err != nil {
+		if err := cliutil.PrintJSON(&whole, all); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Bytes(), whole.Bytes()) {
@@ -117,7 +110,7 @@ func TestLsJSONStreamsTheWholeArray(t *testing.T) {
 func TestLsLongChunks(t *testing.T) {
 	vol := lsVolume(t, lsChunk+300)
 	var out bytes.Buffer
-	if err := Ls(&out, "ls", flags{"l": true}, []string{vol, "/d"}); err != nil {
+	if err := ls(&out, []string{vol, "/d"}, true, false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")

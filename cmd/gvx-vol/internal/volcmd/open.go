@@ -1,4 +1,4 @@
-package volcore
+package volcmd
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-// OpenVolume opens FILE with a hint when it is not a volume.
-func OpenVolume(path string, readOnly bool) (*ext4lite.FS, error) {
+// openVolume opens FILE with a hint when it is not a volume.
+func openVolume(path string, readOnly bool) (*ext4lite.FS, error) {
 	v, err := ext4lite.Open(path, &ext4lite.Options{ReadOnly: readOnly})
 	if err == nil {
 		return v, nil

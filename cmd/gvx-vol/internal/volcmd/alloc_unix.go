@@ -1,6 +1,6 @@
 //go:build unix
 
-package volcore
+package volcmd
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package clonecore
+package clonecmd
 
 import (
 	"errors"
@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/clibase"
-	"z.gfire.dev/gvx/cmd/gvx-vol/internal/fastflag"
+	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/reflink"
 )
@@ -38,17 +37,8 @@ type Result struct {
 	Error   string      `json:"error,omitempty"`
 }
 
-// Run runs the clone verb (a fastflag.RunFunc): its flags read through f,
-// printing to w. helpName names the verb in usage errors ("gvx-vol
-// clone"); those are *clibase.ExitError with code clibase.UsageExit.
-func Run(w io.Writer, helpName string, f fastflag.Flagger, args []string) error {
-	return run(w, helpName, newRequest(f, args))
-}
-
-func run(w io.Writer, helpName string, r Request) error {
-	usage := func(format string, args ...any) error {
-		return clibase.Usage(helpName, ArgsUsage, format, args...)
-	}
+// run runs the clone verb r, printing to w; usage makes its usage errors.
+func run(w io.Writer, r Request, usage func(string, ...any) error) error {
 	if r.Probe {
 		return probe(w, r, usage)
 	}
@@ -107,7 +97,7 @@ func run(w io.Writer, helpName string, r Request) error {
 		if cerr != nil {
 			out.Error = cerr.Error()
 		}
-		if err := clibase.PrintJSON(w, out); err != nil {
+		if err := cliutil.PrintJSON(w, out); err != nil {
 			return err
 		}
 	}
@@ -151,8 +141,8 @@ func destinations(r Request, src, dst string, usage func(string, ...any) error) 
 
 // oneIntVerb reports whether pattern (with "%%" removed) holds exactly one
 // "%" and it starts an integer verb, %[-+ 0#]*[0-9]*d: flags, a width, d.
-// (A scanner rather than a regexp: package regexp's compile at start-up
-// would be paid by every clone.)
+// (A scanner rather than a regexp: a package-level regexp is compiled at
+// every start-up, clone's included.)
 func oneIntVerb(pattern string) bool {
 	if strings.Count(pattern, "%") != 1 {
 		return false
@@ -215,7 +205,7 @@ func probe(w io.Writer, r Request, usage func(string, ...any) error) error {
 		}
 	}
 	if r.JSON {
-		if err := clibase.PrintJSON(w, res); err != nil {
+		if err := cliutil.PrintJSON(w, res); err != nil {
 			return err
 		}
 	}

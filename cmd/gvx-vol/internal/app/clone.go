@@ -1,5 +1,0 @@
-package app
-
-import "z.gfire.dev/gvx/cmd/gvx-vol/internal/clonecmd"
-
-func init() { register(clonecmd.Commands) }
