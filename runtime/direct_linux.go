@@ -68,7 +68,8 @@ import (
 // Bind mounts of host directories need a gofer and are refused.
 
 // runDirect runs the prepared episode ep with IsolationSeccompOnly.
-func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+func (ep *episode) runDirect(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+	o := &p.host
 	globals, bundle, id, err := splitRunscArgs(ep.runscArgs)
 	if err != nil {
 		return 0, err
@@ -88,7 +89,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		if restore, js, restoreInfo, err = openCheckpoint(o.RestoreFrom); err != nil {
 			return 0, err
 		}
-		if err := checkRestoreMatches(o, restoreInfo); err != nil {
+		if err := checkRestoreMatches(p, restoreInfo); err != nil {
 			return 0, err
 		}
 		// The saved kernel's tasks carry the checkpointed container's ID,
@@ -164,7 +165,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if err != nil {
 		return 0, err
 	}
-	volFiles := volumeFilesByTarget(o.Mounts, vols)
+	volFiles := volumeFilesByTarget(p.spec.Mounts, vols)
 	var conns []*lisafs.Connection
 	var volConns []*volume.Conn
 	var volTargets []string
@@ -276,7 +277,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	}
 	var ck *checkpointer
 	if o.CheckpointDir != "" {
-		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: o.Network, PassFDs: passFDs})
+		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: p.network, PassFDs: passFDs})
 		if err != nil {
 			return 0, err
 		}
@@ -365,7 +366,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	if ck != nil && o.Control != nil {
 		go ck.serve(o.Control)
 	}
-	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, o.stopGrace(), func(s unix.Signal) {
+	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, p.stopGrace(), func(s unix.Signal) {
 		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
 		if ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
 			_ = cmd.Process.Kill()
@@ -394,7 +395,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 // restored guest's relay would use whatever sits there (gVisor's Sentry
 // panics on a descriptor that is no socket). A checkpoint that recorded
 // none (made before PassFDs) is not checked.
-func checkRestorePassFDs(o *Options, info *CheckpointInfo, fds []int) error {
+func checkRestorePassFDs(o *Host, info *CheckpointInfo, fds []int) error {
 	if info == nil || info.PassFDs == nil || slices.Equal(info.PassFDs, fds) {
 		return nil
 	}
@@ -572,17 +573,6 @@ func waitChild(ctx context.Context, sigs <-chan os.Signal, cmd *exec.Cmd, done <
 // killWait is how long a Sentry asked to kill its guest (the stop
 // timeout's end) has before its process is killed.
 const killWait = time.Second
-
-// stopGrace is o's stop timeout as waitChild takes it.
-func (o *Options) stopGrace() time.Duration {
-	switch {
-	case o.StopTimeout < 0:
-		return 0
-	case o.StopTimeout == 0:
-		return StopTimeout
-	}
-	return o.StopTimeout
-}
 
 // bootStdioEnv asks a seccomp-only sandbox process to move the guest's
 // stdio off descriptors 0-2 (remapBootStdio).

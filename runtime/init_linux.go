@@ -26,7 +26,7 @@ import (
 // sandbox and gofer too.
 const initCmd = "_gvx-init"
 
-// stopTimeoutEnv passes Options.StopTimeout (a Go duration; 0: kill at
+// stopTimeoutEnv passes Host.StopTimeout (a Go duration; 0: kill at
 // once) through the supervisor to init.
 const stopTimeoutEnv = "GVX_STOP_TIMEOUT"
 
@@ -167,7 +167,7 @@ func episodeInit(args []string) int {
 		select {
 		case s := <-sigs:
 			if (s == unix.SIGTERM || s == unix.SIGINT) && stopTimeout == 0 {
-				_ = unix.Kill(sandbox, unix.SIGKILL) // at once (Options.StopTimeout)
+				_ = unix.Kill(sandbox, unix.SIGKILL) // at once (Host.StopTimeout)
 				continue
 			}
 			signalGuest(s.(syscall.Signal))

@@ -22,6 +22,7 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // forwarded are the signals rungv passes on to the guest.
@@ -32,31 +33,22 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // rungv binary (a program that calls Main first): the sandbox is run by
 // re-executing /proc/self/exe. Cancelling ctx kills the episode.
 //
-// Process tree: this process (the host side, locked down with
-// Options.Lockdown) → a supervisor in a new user and network namespace
+// s describes the episode (it is validated first: spec.Spec.Validate); h
+// is this host's side of it. The spec is not changed.
+//
+// Process tree: this process (the host side, locked down unless
+// s.Lockdown is spec.LockdownOff) → a supervisor in a new user and network namespace
 // (uid 0 there is the caller's uid; lo is brought up) → runsc run (attached:
 // its sandbox and gofer die with it). The supervisor watches a pipe from
 // this process: if this process dies, even by SIGKILL, the supervisor kills
 // the sandbox and removes the episode's state directory.
-func Run(ctx context.Context, o Options) (int, error) {
+func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	if builtWithCgo {
 		return 0, errCgo
 	}
-	if o.Network == "" {
-		o.Network = NetworkNone
-	}
-	if o.Network != NetworkNone && o.Network != NetworkNAT {
-		return 0, fmt.Errorf("%w: --network %s (none or nat)", ErrUnsupported, o.Network)
-	}
-	if err := o.checkNAT(); err != nil {
+	p, err := newPlan(s, h)
+	if err != nil {
 		return 0, err
-	}
-	var err error
-	if o.Isolation, err = resolveIsolation(o.Isolation); err != nil {
-		return 0, err
-	}
-	if (o.CheckpointDir != "" || o.RestoreFrom != "") && o.Isolation != IsolationSeccompOnly {
-		return 0, fmt.Errorf("%w: checkpoint and restore need --isolation seccomp-only (rungv serves the volumes and drives the Sentry itself there; runsc's own restore refuses --rootless, which the namespaced path uses for volumes: docs/runtime.md, \"Checkpoint, restore, fork\")", ErrUnsupported)
 	}
 	// Caught from here on, so that SIGTERM or SIGINT during the set-up
 	// does not end this process before it can remove what it made: they
@@ -74,7 +66,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer removeState(state)() // works after the lockdown too
 	defer lock.Close()
-	vols, err := openVolumes(o.Mounts)
+	vols, err := openVolumes(p.spec.Mounts)
 	if err != nil {
 		return 0, err
 	}
@@ -83,7 +75,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 			f.Close()
 		}
 	}()
-	pub, err := openPublish(o.Ports)
+	pub, err := openPublish(p.ports())
 	if err != nil {
 		return 0, err
 	}
@@ -91,12 +83,12 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
 		return 0, err
 	}
-	ep, err := prepare(ctx, &o, state, id)
+	ep, err := prepare(ctx, p, state, id)
 	if err != nil {
 		return 0, err
 	}
 	ep.lock, ep.sigs = lock, sigs
-	return ep.run(ctx, &o, pub, vols)
+	return ep.run(ctx, p, pub, vols)
 }
 
 // openVolumes opens each volume file once, for the episode's life, and
@@ -186,8 +178,9 @@ type episode struct {
 }
 
 // prepare resolves the image and writes the bundle into state.
-func prepare(ctx context.Context, o *Options, state, id string) (*episode, error) {
-	img, err := resolveImage(ctx, o.Image, o.Pull, o.CacheDir, state)
+func prepare(ctx context.Context, p *plan, state, id string) (*episode, error) {
+	o := p.spec
+	img, err := resolveImage(ctx, o.Image, o.Pull, p.host.CacheDir, state)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +189,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		return nil, err
 	}
 	defer f.Close()
-	if err := checkExecMount(f, img.RootfsPath, o.CacheDir); err != nil {
+	if err := checkExecMount(f, img.RootfsPath, p.host.CacheDir); err != nil {
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -212,7 +205,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
 		return nil, err
 	}
-	spec, err := buildSpec(o, img, src, rootDir, id)
+	oci, err := buildSpec(o, img, src, rootDir, id)
 	if err != nil {
 		return nil, err
 	}
@@ -241,9 +234,9 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 			if err := os.WriteFile(src, nil, 0o600); err != nil {
 				return nil, err
 			}
-			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
+			oci.Mounts = append(oci.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
 			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, MaxOpen: m.MaxOpen}) {
-				spec.Annotations[k] = v
+				oci.Annotations[k] = v
 			}
 		}
 	}
@@ -255,33 +248,33 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		if err != nil {
 			return nil, err
 		}
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: relay, Options: []string{"ro"}})
-		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(o.Ports)...), "--"), spec.Process.Args...)
+		oci.Mounts = append(oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: relay, Options: []string{"ro"}})
+		oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), oci.Process.Args...)
 	}
-	if o.MemoryBytes > 0 {
-		spec.Annotations[annTotalMemory] = strconv.FormatInt(o.MemoryBytes, 10)
+	if o.Limits.MemoryBytes > 0 {
+		oci.Annotations[annTotalMemory] = strconv.FormatInt(o.Limits.MemoryBytes, 10)
 	}
-	if o.CPUs > 0 {
-		n := int(o.CPUs)
-		if float64(n) < o.CPUs {
+	if o.Limits.CPUs > 0 {
+		n := int(o.Limits.CPUs)
+		if float64(n) < o.Limits.CPUs {
 			n++
 		}
-		spec.Annotations[annCPUNum] = strconv.Itoa(n)
+		oci.Annotations[annCPUNum] = strconv.Itoa(n)
 	}
 	var upper []upperFile
-	if o.Network == NetworkNAT {
+	if p.network == NetworkNAT {
 		upper = append(upper, natResolvFile)
 	}
 	if shim := dockerdShim(o, img, src); shim != nil {
 		upper = append(upper, *shim)
 	}
-	if err := writeUpperTar(spec, bundle, upper); err != nil {
+	if err := writeUpperTar(oci, bundle, upper); err != nil {
 		return nil, err
 	}
 	if hasVolume(o.Mounts) {
-		shareBindMounts(spec, o.Mounts)
+		shareBindMounts(oci, o.Mounts)
 	}
-	js, err := json.MarshalIndent(spec, "", "  ")
+	js, err := json.MarshalIndent(oci, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -292,12 +285,12 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		"--root=" + filepath.Join(state, "runsc"),
 		"--ignore-cgroups",
 	}
-	args = append(args, networkRunscFlags(o.Network)...)
+	args = append(args, networkRunscFlags(p.network)...)
 	if len(upper) > 0 {
 		args = append(args, allowRootfsTar)
 	}
 	if o.Platform != "" {
-		args = append(args, "--platform="+o.Platform)
+		args = append(args, "--platform="+string(o.Platform))
 	}
 	args = append(args, sandboxSocketFlags(o, img)...)
 	if o.AllowSUID {
@@ -306,8 +299,8 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	if hasVolume(o.Mounts) {
 		args = append(args, volumeRunscFlags...)
 	}
-	if o.DebugLogDir != "" {
-		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
+	if p.host.DebugLogDir != "" {
+		args = append(args, "--debug", "--debug-log="+filepath.Clean(p.host.DebugLogDir)+"/")
 	}
 	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
 	return &episode{id: id, state: state, runscArgs: args}, nil
@@ -335,13 +328,13 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 // keeps runsc's defaults (directfs).
 var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=false", "--rootless"}
 
-// shareBindMounts gives every host bind mount of spec a share=shared hint:
+// shareBindMounts gives every host bind mount of oci a share=shared hint:
 // with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
 // otherwise cache them as if nothing outside changed them, and a file the
 // host adds to a bind-mounted directory would stay invisible in the guest.
 // Volume mounts (binds of the volume files, at the targets of mounts) get
 // none: they must be exclusive.
-func shareBindMounts(spec *specs.Spec, mounts []Mount) {
+func shareBindMounts(oci *specs.Spec, mounts []Mount) {
 	vols := map[string]bool{}
 	for _, m := range mounts {
 		if m.Type == MountVolume {
@@ -349,15 +342,15 @@ func shareBindMounts(spec *specs.Spec, mounts []Mount) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, m := range spec.Mounts {
+	for _, m := range oci.Mounts {
 		if m.Type != "bind" || vols[m.Destination] || seen[m.Source] {
 			continue // runsc refuses two hints for one source
 		}
 		seen[m.Source] = true
 		name := "dev.gvisor.spec.mount.gvxbind" + strconv.Itoa(len(seen)) + "."
-		spec.Annotations[name+"source"] = m.Source
-		spec.Annotations[name+"type"] = "bind"
-		spec.Annotations[name+"share"] = "shared"
+		oci.Annotations[name+"source"] = m.Source
+		oci.Annotations[name+"type"] = "bind"
+		oci.Annotations[name+"share"] = "shared"
 	}
 }
 
@@ -371,35 +364,35 @@ func hasVolume(ms []Mount) bool {
 }
 
 // run starts the episode in its isolation mode and waits for it.
-func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*os.File) (int, error) {
+func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.File) (int, error) {
 	ep.ctx = ctx
 	var nat *natHost
 	var err error
-	if o.Network == NetworkNAT {
-		if nat, err = newNATHost(o.natConfig()); err != nil {
+	if p.network == NetworkNAT {
+		if nat, err = newNATHost(p.natConfig()); err != nil {
 			return 0, err
 		}
 		defer nat.Close()
 	}
-	lim, err := newEpisodeLimits(ep.id, ep.state, o)
+	lim, err := newEpisodeLimits(ep.id, ep.state, p)
 	if err != nil {
 		return 0, err
 	}
-	lim.info.Isolation = o.Isolation
-	if o.OnStart != nil {
-		o.OnStart(lim.info)
+	lim.info.Isolation = p.isolation
+	if p.host.OnStart != nil {
+		p.host.OnStart(lim.info)
 	}
-	if o.Isolation == IsolationSeccompOnly {
+	if p.isolation == IsolationSeccompOnly {
 		defer lim.cg.removeWhenEmpty()
-		return ep.runDirect(o, pub, vols, nat, lim, func(pid int) error {
+		return ep.runDirect(p, pub, vols, nat, lim, func(pid int) error {
 			if lim.cg != nil {
 				if err := lim.cg.add(pid); err != nil {
 					return fmt.Errorf("limits: host cgroup: %w", err)
 				}
 			}
-			if o.Lockdown {
+			if p.lockdown {
 				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())
-				if o.RestoreFrom != "" {
+				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
 					// the control server once restored (redialControl).
 					prof.extra = append(prof.extra, unix.SYS_CONNECT)
@@ -412,7 +405,7 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 			return nil
 		})
 	}
-	return ep.runSupervised(o, pub, vols, nat, lim)
+	return ep.runSupervised(p, pub, vols, nat, lim)
 }
 
 // hostLimits is what bounds one episode on the host, and how.
@@ -426,16 +419,14 @@ type hostLimits struct {
 
 // newEpisodeLimits makes the episode's host cgroup where it may and
 // decides who enforces each limit, refusing (ErrLimits) what nothing
-// would enforce unless o.Limits is LimitsBestEffort. The cgroup's
+// would enforce unless the spec's limits policy is LimitsBestEffort. The cgroup's
 // directories are recorded in the state directory (cgroups.json) before
 // they are made, in every isolation mode: a start after the episode was
 // killed removes them (sweepStale).
-func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
-	pids := o.PidsLimit
-	if pids == 0 {
-		pids = DefaultPidsLimit
-	}
-	cg, err := newEpisodeCgroup(id, o.MemoryBytes, o.CPUs, max(pids, 0), func(dirs []string) error {
+func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
+	o := p.spec
+	pids := p.pidsLimit()
+	cg, err := newEpisodeCgroup(id, o.Limits.MemoryBytes, o.Limits.CPUs, max(pids, 0), func(dirs []string) error {
 		return writeStateJSON(state, stateCgroups, dirs)
 	})
 	if err != nil {
@@ -447,7 +438,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 		return nil, err
 	}
 	if pids > 0 {
-		userns := o.Isolation != IsolationSeccompOnly
+		userns := p.isolation != IsolationSeccompOnly
 		if userns {
 			// RLIMIT_NPROC always (the kernel exempts only real root's
 			// tasks from it, and a cgroup holds those).
@@ -463,7 +454,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 			// count every process of the caller's uid (on the whole host,
 			// in a container without a user namespace of its own).
 			lim.info.Enforcement["pids"] = "none (seccomp-only without a host cgroup: the container's or pod's own pids limit applies)"
-		case os.Getuid() == 0 && o.Limits == LimitsBestEffort:
+		case os.Getuid() == 0 && p.limitsPolicy() == LimitsBestEffort:
 			lim.info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
 		case os.Getuid() == 0:
 			return refuse(fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits))
@@ -471,7 +462,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 			lim.info.Enforcement["pids"] = "rlimit (user namespace)"
 		}
 	}
-	if o.MemoryBytes > 0 || o.CPUs > 0 {
+	if o.Limits.MemoryBytes > 0 || o.Limits.CPUs > 0 {
 		lim.info.Limits = "sentry"
 		if cg != nil {
 			lim.info.Limits += " + " + cg.desc
@@ -480,7 +471,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 		for _, l := range []struct {
 			name, ctrl string
 			set        bool
-		}{{"memory", "memory", o.MemoryBytes > 0}, {"cpus", "cpu", o.CPUs > 0}} {
+		}{{"memory", "memory", o.Limits.MemoryBytes > 0}, {"cpus", "cpu", o.Limits.CPUs > 0}} {
 			switch {
 			case !l.set:
 			case cg.has(l.ctrl):
@@ -490,7 +481,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 				unenforced = true
 			}
 		}
-		if unenforced && o.Limits != LimitsBestEffort {
+		if unenforced && p.limitsPolicy() != LimitsBestEffort {
 			return refuse(fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits))
 		}
 	}
@@ -498,7 +489,7 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 }
 
 // setStdio gives cmd the episode's stdio.
-func setStdio(cmd *exec.Cmd, o *Options) {
+func setStdio(cmd *exec.Cmd, o *Host) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -521,7 +512,7 @@ func setStdio(cmd *exec.Cmd, o *Options) {
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
 // it.
-func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
+func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		lim.cg.remove()
@@ -529,7 +520,7 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	}
 	defer syncW.Close()
 	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
-	setStdio(cmd, o)
+	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
@@ -540,7 +531,7 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	inherit(cmd, volumeFDsEnv, vols)
 	if len(vols) > 0 {
 		var paths []string
-		for _, m := range o.Mounts {
+		for _, m := range p.spec.Mounts {
 			if m.Type == MountVolume {
 				paths = append(paths, m.Source)
 			}
@@ -556,8 +547,8 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	if lim.pidsRlimit > 0 {
 		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(lim.pidsRlimit))
 	}
-	if o.StopTimeout != 0 {
-		cmd.Env = append(cmd.Env, stopTimeoutEnv+"="+o.stopGrace().String()) // for init
+	if p.host.StopTimeout != 0 {
+		cmd.Env = append(cmd.Env, stopTimeoutEnv+"="+p.stopGrace().String()) // for init
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
@@ -589,7 +580,7 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 			return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
 		}
 	}
-	if o.Lockdown {
+	if p.lockdown {
 		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()

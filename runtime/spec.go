@@ -10,6 +10,7 @@ import (
 
 	"z.gfire.dev/gvx/runtime/dind"
 	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Annotations that make the Sentry mount the rootfs from an EROFS file with
@@ -46,10 +47,10 @@ var allCaps = []string{
 
 // processArgs merges entrypoint and command as docker run does: an
 // explicit entrypoint drops the image's Cmd; arguments replace the Cmd.
-func processArgs(o *Options, img *Image) ([]string, error) {
+func processArgs(o *spec.Spec, img *Image) ([]string, error) {
 	entry := img.Config.Entrypoint
 	cmd := img.Config.Cmd
-	if o.EntrypointSet {
+	if o.Entrypoint != nil {
 		entry = o.Entrypoint
 		cmd = nil
 	}
@@ -96,7 +97,7 @@ func isDindDaemon(args []string, privileged bool) bool {
 //
 // Both act on the Sentry's netstack only: the host sees nothing but the
 // episode's network interface, whose traffic the NAT's policy decides.
-func sandboxSocketFlags(o *Options, img *Image) []string {
+func sandboxSocketFlags(o *spec.Spec, img *Image) []string {
 	args, err := processArgs(o, img)
 	// A daemon image's episode whose command starts dockerd from a script
 	// (dockerdShim) needs the same.
@@ -147,7 +148,7 @@ func mergeEnv(imageEnv, extra []string, hostname, home string) []string {
 // buildSpec makes the OCI runtime spec of an episode. src reads the image
 // (for /etc/passwd and /etc/group); rootDir is the empty directory standing
 // in for the rootfs.
-func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
+func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
 	args, err := processArgs(o, img)
 	if err != nil {
 		return nil, err
@@ -280,7 +281,7 @@ const shimPath = "/usr/local/sbin/dockerd"
 // already, no dockerd where docker:dind and Debian keep it, or a
 // daemon.json that sets iptables itself (dockerd refuses a directive given
 // both ways).
-func dockerdShim(o *Options, img *Image, src sink.Source) *upperFile {
+func dockerdShim(o *spec.Spec, img *Image, src sink.Source) *upperFile {
 	if !o.Privileged || src == nil || !dindImage(img) {
 		return nil
 	}
