@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"os"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"z.gfire.dev/gvx/runtime/egress"
 	"z.gfire.dev/gvx/spec"
@@ -23,7 +26,41 @@ type plan struct {
 	// lockdown locks the calling process down once the episode runs
 	// (spec.Spec.Lockdown is not LockdownOff).
 	lockdown bool
+
+	// What prepare adds: the episode's bundle and what the sandbox is
+	// given. runsc's argv is made from these where runsc is started
+	// (runscGlobals), and nowhere else.
+	id, state string
+	bundle    string      // state/bundle: config.json, an empty rootfs/, rootfs-upper.tar
+	oci       *specs.Spec // the OCI spec the sandbox boots, as written to config.json
+	ociJSON   []byte      // and its bytes (a checkpoint keeps them)
+	rootfs    rootfsPlan
+	volumes   []volumePlan // the spec's volume mounts, in order
+	relay     string       // the relay's EROFS image (published ports), or ""
+	sockets   socketFlags
 }
+
+// rootfsPlan is the guest's root filesystem: an EROFS image the Sentry
+// opens itself, with a writable layer in memory.
+type rootfsPlan struct {
+	image    string // the EROFS file
+	overlay  bool   // a writable layer in memory over it
+	upperTar string // the first files of that layer (upper_linux.go), or ""
+}
+
+// volumePlan is one volume mount (spec.MountVolume) of the episode.
+type volumePlan struct {
+	field    string   // the spec's name of the mount ("mounts[2]"), for errors
+	target   string   // guest path
+	source   string   // the caller's path of the volume file
+	bind     string   // where init binds the opened file (volumeBindPath), the OCI mount's source
+	readOnly bool     //
+	maxOpen  int64    // 0: volume.DefaultMaxOpen
+	file     *os.File // the file openVolumes opened and locked; owned by Run
+}
+
+// socketFlags are the sandbox's socket permissions (sandboxSocketFlags).
+type socketFlags struct{ netRaw, packetWrite bool }
 
 // newPlan validates s (spec.Spec.Validate: every error names its field)
 // and resolves what the spec leaves to the host: the isolation mode
@@ -91,4 +128,25 @@ func (p *plan) stopGrace() time.Duration {
 		return StopTimeout
 	}
 	return p.host.StopTimeout
+}
+
+// volumeAt is the plan's volume mounted at target.
+func (p *plan) volumeAt(target string) (volumePlan, bool) {
+	for _, v := range p.volumes {
+		if v.target == target {
+			return v, true
+		}
+	}
+	return volumePlan{}, false
+}
+
+// mountField is the spec's name of the mount at target ("mounts[2]
+// (/data)"), for errors; target alone when no mount of the spec is there.
+func (p *plan) mountField(target string) string {
+	for i, m := range p.spec.Mounts {
+		if m.Target == target {
+			return fmt.Sprintf("mounts[%d] (%s)", i, target)
+		}
+	}
+	return target
 }

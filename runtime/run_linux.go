@@ -83,7 +83,7 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
 		return 0, err
 	}
-	ep, err := prepare(ctx, p, state, id)
+	ep, err := prepare(ctx, p, state, id, vols)
 	if err != nil {
 		return 0, err
 	}
@@ -167,19 +167,21 @@ func openVolume(m Mount) (*os.File, error) {
 	return f, nil
 }
 
-// episode is a prepared bundle.
+// episode is a prepared episode as this process runs it: the plan, and
+// the handles of the process tree.
 type episode struct {
-	id        string
-	state     string
-	lock      *os.File       // the state directory's, for the supervisor
-	sigs      chan os.Signal // rungv's signals, caught since Run began
-	runscArgs []string
-	ctx       context.Context
+	*plan
+	lock *os.File       // the state directory's, for the supervisor
+	sigs chan os.Signal // rungv's signals, caught since Run began
+	ctx  context.Context
 }
 
-// prepare resolves the image and writes the bundle into state.
-func prepare(ctx context.Context, p *plan, state, id string) (*episode, error) {
+// prepare resolves the image and fills in the plan: the rootfs, the
+// mounts, the OCI spec (written to the bundle's config.json for runsc),
+// the sandbox's settings. vols are openVolumes' files, in mount order.
+func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*episode, error) {
 	o := p.spec
+	p.id, p.state, p.bundle = id, state, filepath.Join(state, "bundle")
 	img, err := resolveImage(ctx, o.Image, o.Pull, p.host.CacheDir, state)
 	if err != nil {
 		return nil, err
@@ -200,67 +202,28 @@ func prepare(ctx context.Context, p *plan, state, id string) (*episode, error) {
 	if im, err := erofs.Open(f, st.Size()); err == nil {
 		src = im
 	}
-	bundle := filepath.Join(state, "bundle")
-	rootDir := filepath.Join(bundle, "rootfs")
+	rootDir := filepath.Join(p.bundle, "rootfs")
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
 		return nil, err
 	}
-	oci, err := buildSpec(o, img, src, rootDir, id)
-	if err != nil {
+	p.rootfs = rootfsPlan{image: img.RootfsPath, overlay: true}
+	if p.oci, err = buildSpec(o, img, src, rootDir, id); err != nil {
 		return nil, err
 	}
-	vol := 0
-	for i, m := range o.Mounts {
-		switch m.Type {
-		case MountBind:
-			if _, err := os.Stat(m.Source); err != nil {
-				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
-			}
-		case MountVolume:
-			// The spec mount binds the volume file as init bound it into the
-			// state directory (bindVolumes: the file opened by openVolumes,
-			// never the path again); the gofer mounts it at the destination
-			// in its root, where the extension opens it before locking down,
-			// and serves the filesystem inside it.
-			opt := "rw"
-			if m.ReadOnly {
-				opt = "ro"
-			}
-			src := volumeBindPath(state, vol)
-			vol++
-			if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(src, nil, 0o600); err != nil {
-				return nil, err
-			}
-			oci.Mounts = append(oci.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
-			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, MaxOpen: m.MaxOpen}) {
-				oci.Annotations[k] = v
-			}
-		}
+	if err := p.planMounts(vols); err != nil {
+		return nil, err
 	}
 	if len(o.Ports) > 0 {
 		// The relay is this binary, copied into a read-only EROFS image of
 		// its own (relayimage.go); the ports' descriptors are donated at
 		// start (publish_linux.go).
-		relay, err := relayImage(img.cache)
-		if err != nil {
+		if p.relay, err = relayImage(img.cache); err != nil {
 			return nil, err
 		}
-		oci.Mounts = append(oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: relay, Options: []string{"ro"}})
-		oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), oci.Process.Args...)
+		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
+		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), p.oci.Process.Args...)
 	}
-	if o.Limits.MemoryBytes > 0 {
-		oci.Annotations[annTotalMemory] = strconv.FormatInt(o.Limits.MemoryBytes, 10)
-	}
-	if o.Limits.CPUs > 0 {
-		n := int(o.Limits.CPUs)
-		if float64(n) < o.Limits.CPUs {
-			n++
-		}
-		oci.Annotations[annCPUNum] = strconv.Itoa(n)
-	}
+	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
 	if p.network == NetworkNAT {
 		upper = append(upper, natResolvFile)
@@ -268,42 +231,133 @@ func prepare(ctx context.Context, p *plan, state, id string) (*episode, error) {
 	if shim := dockerdShim(o, img, src); shim != nil {
 		upper = append(upper, *shim)
 	}
-	if err := writeUpperTar(oci, bundle, upper); err != nil {
+	if p.rootfs.upperTar, err = writeUpperTar(p.bundle, upper); err != nil {
 		return nil, err
 	}
-	if hasVolume(o.Mounts) {
-		shareBindMounts(oci, o.Mounts)
+	if err := p.writeBundle(); err != nil {
+		return nil, err
 	}
-	js, err := json.MarshalIndent(oci, "", "  ")
+	return &episode{plan: p}, nil
+}
+
+// planMounts adds the spec's bind and volume mounts to the plan (buildSpec
+// made the others). A volume's OCI mount binds the volume file as init
+// bound it into the state directory (bindVolumes: the file opened by
+// openVolumes, never the path again); runsc's gofer mounts it at the
+// destination in its root, where the extension opens it before locking
+// down, and serves the filesystem inside it. The seccomp-only path serves
+// the opened file itself (runDirect).
+func (p *plan) planMounts(vols []*os.File) error {
+	for i, m := range p.spec.Mounts {
+		field := fmt.Sprintf("mounts[%d]", i)
+		switch m.Type {
+		case MountBind:
+			if _, err := os.Stat(m.Source); err != nil {
+				return fmt.Errorf("%s.source: %w", field, err)
+			}
+		case MountVolume:
+			n := len(p.volumes)
+			if n >= len(vols) {
+				return fmt.Errorf("rungv: internal: %s: no open volume file", field)
+			}
+			v := volumePlan{field: field, target: m.Target, source: m.Source, bind: volumeBindPath(p.state, n),
+				readOnly: m.ReadOnly, maxOpen: m.MaxOpen, file: vols[n]}
+			if err := os.MkdirAll(filepath.Dir(v.bind), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(v.bind, nil, 0o600); err != nil {
+				return err
+			}
+			opt := "rw"
+			if v.readOnly {
+				opt = "ro"
+			}
+			p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: v.target, Type: "bind", Source: v.bind, Options: []string{opt, "rbind"}})
+			p.volumes = append(p.volumes, v)
+		}
+	}
+	return nil
+}
+
+// writeBundle writes the OCI spec into the bundle, for runsc, with the
+// annotations runsc's processes read there (the Sentry its rootfs and
+// first files, the gofer's extension its volumes, the sandbox's boot its
+// memory and CPUs: patchBootArgs). Nothing in this process reads them
+// back: it has the plan.
+func (p *plan) writeBundle() error {
+	a := p.oci.Annotations
+	a[annRootfsSource], a[annRootfsType] = p.rootfs.image, "erofs"
+	a[annRootfsOverlay] = "none"
+	if p.rootfs.overlay {
+		a[annRootfsOverlay] = "memory"
+	}
+	if p.rootfs.upperTar != "" {
+		a[annRootfsUpperTar] = p.rootfs.upperTar
+	}
+	for i, v := range p.volumes {
+		for k, val := range volume.Annotations(i, p.volumeSpec(v)) {
+			a[k] = val
+		}
+	}
+	if l := p.spec.Limits; l.MemoryBytes > 0 {
+		a[annTotalMemory] = strconv.FormatInt(l.MemoryBytes, 10)
+	}
+	if n := p.cpuNum(); n > 0 {
+		a[annCPUNum] = strconv.Itoa(n)
+	}
+	if len(p.volumes) > 0 {
+		shareBindMounts(p.oci, p.volumes)
+	}
+	js, err := json.MarshalIndent(p.oci, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
-		return nil, err
+	p.ociJSON = js
+	return os.WriteFile(filepath.Join(p.bundle, "config.json"), js, 0o644)
+}
+
+// volumeSpec is how package volume takes v.
+func (p *plan) volumeSpec(v volumePlan) volume.Spec {
+	return volume.Spec{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen}
+}
+
+// cpuNum is the number of CPUs the guest sees: the spec's limits.cpus
+// rounded up; 0 for the host's.
+func (p *plan) cpuNum() int {
+	c := p.spec.Limits.CPUs
+	n := int(c)
+	if float64(n) < c {
+		n++
 	}
+	return n
+}
+
+// runscGlobals are runsc's global flags for the plan: the one place where
+// the plan becomes runsc's command line, for the namespaced path's runsc
+// run (runSupervised) and the seccomp-only path's runsc boot (runDirect).
+func (p *plan) runscGlobals() []string {
 	args := []string{
-		"--root=" + filepath.Join(state, "runsc"),
+		"--root=" + filepath.Join(p.state, "runsc"),
 		"--ignore-cgroups",
 	}
 	args = append(args, networkRunscFlags(p.network)...)
-	if len(upper) > 0 {
+	if p.rootfs.upperTar != "" {
 		args = append(args, allowRootfsTar)
 	}
-	if o.Platform != "" {
-		args = append(args, "--platform="+string(o.Platform))
+	if p.spec.Platform != "" {
+		args = append(args, "--platform="+string(p.spec.Platform))
 	}
-	args = append(args, sandboxSocketFlags(o, img)...)
-	if o.AllowSUID {
+	args = append(args, p.sockets.flags()...)
+	if p.spec.AllowSUID {
 		args = append(args, "--allow-suid")
 	}
-	if hasVolume(o.Mounts) {
+	if len(p.volumes) > 0 {
 		args = append(args, volumeRunscFlags...)
 	}
 	if p.host.DebugLogDir != "" {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(p.host.DebugLogDir)+"/")
 	}
-	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
-	return &episode{id: id, state: state, runscArgs: args}, nil
+	return args
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
@@ -332,18 +386,16 @@ var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=fa
 // with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
 // otherwise cache them as if nothing outside changed them, and a file the
 // host adds to a bind-mounted directory would stay invisible in the guest.
-// Volume mounts (binds of the volume files, at the targets of mounts) get
+// Volume mounts (binds of the volume files, at the targets of vols) get
 // none: they must be exclusive.
-func shareBindMounts(oci *specs.Spec, mounts []Mount) {
-	vols := map[string]bool{}
-	for _, m := range mounts {
-		if m.Type == MountVolume {
-			vols[m.Target] = true
-		}
+func shareBindMounts(oci *specs.Spec, vols []volumePlan) {
+	isVol := map[string]bool{}
+	for _, v := range vols {
+		isVol[v.target] = true
 	}
 	seen := map[string]bool{}
 	for _, m := range oci.Mounts {
-		if m.Type != "bind" || vols[m.Destination] || seen[m.Source] {
+		if m.Type != "bind" || isVol[m.Destination] || seen[m.Source] {
 			continue // runsc refuses two hints for one source
 		}
 		seen[m.Source] = true
@@ -352,15 +404,6 @@ func shareBindMounts(oci *specs.Spec, mounts []Mount) {
 		oci.Annotations[name+"type"] = "bind"
 		oci.Annotations[name+"share"] = "shared"
 	}
-}
-
-func hasVolume(ms []Mount) bool {
-	for _, m := range ms {
-		if m.Type == MountVolume {
-			return true
-		}
-	}
-	return false
 }
 
 // run starts the episode in its isolation mode and waits for it.
@@ -384,10 +427,10 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 	}
 	if p.isolation == IsolationSeccompOnly {
 		defer lim.cg.removeWhenEmpty()
-		return ep.runDirect(p, pub, vols, nat, lim, func(pid int) error {
+		return ep.runDirect(p, pub, nat, lim, func(pid int) error {
 			if lim.cg != nil {
 				if err := lim.cg.add(pid); err != nil {
-					return fmt.Errorf("limits: host cgroup: %w", err)
+					return fmt.Errorf("-m/--cpus: host cgroup: %w", err)
 				}
 			}
 			if p.lockdown {
@@ -430,7 +473,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 		return writeStateJSON(state, stateCgroups, dirs)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("limits: host cgroup: %w", err)
+		return nil, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
 	}
 	lim := &hostLimits{cg: cg, info: StartInfo{Enforcement: map[string]string{}}}
 	refuse := func(err error) (*hostLimits, error) {
@@ -519,7 +562,8 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		return 0, err
 	}
 	defer syncW.Close()
-	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
+	runArgs := append(p.runscGlobals(), "run", "--bundle="+p.bundle, "gvx-"+p.id)
+	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, runArgs...)...)
 	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {

@@ -80,9 +80,9 @@ func isDindDaemon(args []string, privileged bool) bool {
 	return privileged && dind.IsDaemon(args)
 }
 
-// sandboxSocketFlags are the runsc flags for the sockets o asks for
-// (NetRaw, AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets
-// both, because:
+// sandboxSocketFlags are the sockets o asks for (NetRaw,
+// AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets both,
+// because:
 //
 //   - --net-raw: in each container's network namespace dockerd runs
 //     iptables to DNAT 127.0.0.11:53 to its embedded DNS server (it does
@@ -97,16 +97,21 @@ func isDindDaemon(args []string, privileged bool) bool {
 //
 // Both act on the Sentry's netstack only: the host sees nothing but the
 // episode's network interface, whose traffic the NAT's policy decides.
-func sandboxSocketFlags(o *spec.Spec, img *Image) []string {
+func sandboxSocketFlags(o *spec.Spec, img *Image) socketFlags {
 	args, err := processArgs(o, img)
 	// A daemon image's episode whose command starts dockerd from a script
 	// (dockerdShim) needs the same.
 	dind := err == nil && (isDindDaemon(args, o.Privileged) || o.Privileged && dindImage(img))
+	return socketFlags{netRaw: o.NetRaw || dind, packetWrite: o.AllowPacketSocketWrite || dind}
+}
+
+// flags are f as runsc's flags.
+func (f socketFlags) flags() []string {
 	var flags []string
-	if o.NetRaw || dind {
+	if f.netRaw {
 		flags = append(flags, "--net-raw")
 	}
-	if o.AllowPacketSocketWrite || dind {
+	if f.packetWrite {
 		flags = append(flags, "--allow-packet-socket-write")
 	}
 	return flags
@@ -204,11 +209,7 @@ func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname stri
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		},
-		Annotations: map[string]string{
-			annRootfsSource:  img.RootfsPath,
-			annRootfsType:    "erofs",
-			annRootfsOverlay: "memory",
-		},
+		Annotations: map[string]string{}, // the plan's (writeBundle)
 		Linux: &specs.Linux{
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace},
@@ -223,13 +224,13 @@ func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname stri
 		// The Sentry's own cgroupfs (never the host's): dockerd needs it.
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev"}})
 	}
-	for _, m := range o.Mounts {
+	for i, m := range o.Mounts {
 		if m.Type == MountVolume {
-			continue // added by prepare, which knows the state directory
+			continue // added by planMounts, which knows the state directory
 		}
 		sm, err := specMount(m)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mounts[%d].type: %w", i, err)
 		}
 		s.Mounts = append(s.Mounts, sm)
 	}

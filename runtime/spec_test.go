@@ -160,7 +160,7 @@ func TestSandboxSocketFlags(t *testing.T) {
 		{"asked for packet writes", spec.Spec{AllowPacketSocketWrite: true}, shell, both[1:]},
 		{"no command", spec.Spec{Privileged: true, Entrypoint: []string{}}, dind, nil},
 	} {
-		if got := sandboxSocketFlags(&tc.o, tc.img); !reflect.DeepEqual(got, tc.want) {
+		if got := sandboxSocketFlags(&tc.o, tc.img).flags(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
