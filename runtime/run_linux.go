@@ -115,11 +115,11 @@ func openVolumes(ms []Mount) (files []*os.File, err error) {
 			files = nil
 		}
 	}()
-	for _, m := range ms {
+	for i, m := range ms {
 		if m.Type != MountVolume {
 			continue
 		}
-		f, err := openVolume(m)
+		f, err := openVolume(fmt.Sprintf("mounts[%d].source", i), m)
 		if err != nil {
 			return files, err
 		}
@@ -128,30 +128,32 @@ func openVolumes(ms []Mount) (files []*os.File, err error) {
 	return files, nil
 }
 
-func openVolume(m Mount) (*os.File, error) {
+// openVolume opens m's volume file; field is the spec's name of its
+// source ("mounts[2].source"), for errors.
+func openVolume(field string, m Mount) (*os.File, error) {
 	flag := os.O_RDWR
 	if m.ReadOnly {
 		flag = os.O_RDONLY
 	}
 	f, err := os.OpenFile(m.Source, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("--mount %s: %s is a symbolic link: name the volume file itself", m.Target, m.Source)
+		return nil, fmt.Errorf("%s: %s is a symbolic link: name the volume file itself", field, m.Source)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %s is not a regular file (an ext4 volume file)", m.Target, m.Source)
+		return nil, fmt.Errorf("%s: %s is not a regular file (an ext4 volume file)", field, m.Source)
 	}
 	if int(st.Uid) != os.Getuid() && !m.AllowForeignOwner {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %s belongs to uid %d, not to the caller (uid %d): chown it, or add allow-foreign to the --mount if it is meant to be shared", m.Target, m.Source, st.Uid, os.Getuid())
+		return nil, fmt.Errorf("%s: %s belongs to uid %d, not to the caller (uid %d): chown it, or allow it if it is meant to be shared (the mount's allow_foreign: --mount …,allow-foreign)", field, m.Source, st.Uid, os.Getuid())
 	}
 	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
 		f.Close()
@@ -160,9 +162,9 @@ func openVolume(m Mount) (*os.File, error) {
 	if err := ext4lite.LockFile(f, !m.ReadOnly); err != nil {
 		f.Close()
 		if errors.Is(err, ext4lite.ErrInUse) {
-			return nil, fmt.Errorf("--mount %s: %s is in use by another episode or a gvx-vol command", m.Target, m.Source)
+			return nil, fmt.Errorf("%s: %s is in use by another episode or a gvx-vol command", field, m.Source)
 		}
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return f, nil
 }
@@ -430,7 +432,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 		return ep.runDirect(p, pub, nat, lim, func(pid int) error {
 			if lim.cg != nil {
 				if err := lim.cg.add(pid); err != nil {
-					return fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+					return fmt.Errorf("limits: host cgroup: %w", err)
 				}
 			}
 			if p.lockdown {
@@ -473,7 +475,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 		return writeStateJSON(state, stateCgroups, dirs)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+		return nil, fmt.Errorf("limits: host cgroup: %w", err)
 	}
 	lim := &hostLimits{cg: cg, info: StartInfo{Enforcement: map[string]string{}}}
 	refuse := func(err error) (*hostLimits, error) {
@@ -500,7 +502,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 		case os.Getuid() == 0 && p.limitsPolicy() == LimitsBestEffort:
 			lim.info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
 		case os.Getuid() == 0:
-			return refuse(fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits))
+			return refuse(fmt.Errorf("%w: limits.pids: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with limits.policy best-effort (--limits best-effort), or no limit (limits.pids -1, --pids-limit -1)", ErrLimits))
 		default:
 			lim.info.Enforcement["pids"] = "rlimit (user namespace)"
 		}
@@ -525,7 +527,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 			}
 		}
 		if unenforced && p.limitsPolicy() != LimitsBestEffort {
-			return refuse(fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits))
+			return refuse(fmt.Errorf("%w: limits.memory_bytes, limits.cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with limits.policy best-effort (--limits best-effort)", ErrLimits))
 		}
 	}
 	return lim, nil
@@ -621,7 +623,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			cg.remove()
-			return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+			return 0, fmt.Errorf("limits: host cgroup: %w", err)
 		}
 	}
 	if p.lockdown {

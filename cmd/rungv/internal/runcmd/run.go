@@ -259,10 +259,10 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range s.Mounts {
+	for i, m := range s.Mounts {
 		created, err := runtime.CreateMissingVolume(m)
 		if err != nil {
-			return cli.Exit(verb+": "+err.Error(), 125)
+			return cli.Exit(fmt.Sprintf("%s: mounts[%d].source: %v", verb, i, err), 125)
 		}
 		if created {
 			size := m.Size
