@@ -302,7 +302,7 @@ func (b *directBoot) mountFD(p *plan, m specs.Mount, served map[string]bool) (st
 		return "", fmt.Errorf("%w: %s: a bind mount of a host directory needs runsc's gofer, which --isolation seccomp-only does not have: use a volume, or --isolation namespaces where the host allows user namespaces", ErrUnsupported, p.mountField(m.Destination))
 	}
 	served[m.Destination] = true
-	impl, opts, err := volume.Serve(v.file, p.volumeSpec(v), volume.DefaultSyncEvery)
+	impl, opts, err := volume.Serve(v.file, p.volumeMount(v), volume.DefaultSyncEvery)
 	if err != nil {
 		return "", fmt.Errorf("%s (%s): %w", v.field, v.source, err)
 	}

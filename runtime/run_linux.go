@@ -209,7 +209,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 		return nil, err
 	}
 	p.rootfs = rootfsPlan{image: img.RootfsPath, overlay: true}
-	if p.oci, err = buildSpec(o, img, src, rootDir, id); err != nil {
+	if p.oci, err = buildOCISpec(o, img, src, rootDir, id); err != nil {
 		return nil, err
 	}
 	if err := p.planMounts(vols); err != nil {
@@ -242,7 +242,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	return &episode{plan: p}, nil
 }
 
-// planMounts adds the spec's bind and volume mounts to the plan (buildSpec
+// planMounts adds the spec's bind and volume mounts to the plan (buildOCISpec
 // made the others). A volume's OCI mount binds the volume file as init
 // bound it into the state directory (bindVolumes: the file opened by
 // openVolumes, never the path again); runsc's gofer mounts it at the
@@ -297,7 +297,7 @@ func (p *plan) writeBundle() error {
 		a[annRootfsUpperTar] = p.rootfs.upperTar
 	}
 	for i, v := range p.volumes {
-		for k, val := range volume.Annotations(i, p.volumeSpec(v)) {
+		for k, val := range volume.Annotations(i, p.volumeMount(v)) {
 			a[k] = val
 		}
 	}
@@ -318,9 +318,9 @@ func (p *plan) writeBundle() error {
 	return os.WriteFile(filepath.Join(p.bundle, "config.json"), js, 0o644)
 }
 
-// volumeSpec is how package volume takes v.
-func (p *plan) volumeSpec(v volumePlan) volume.Spec {
-	return volume.Spec{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen}
+// volumeMount is how package volume takes v.
+func (p *plan) volumeMount(v volumePlan) volume.Mount {
+	return volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen}
 }
 
 // cpuNum is the number of CPUs the guest sees: the spec's limits.cpus

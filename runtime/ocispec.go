@@ -150,10 +150,11 @@ func mergeEnv(imageEnv, extra []string, hostname, home string) []string {
 	return out
 }
 
-// buildSpec makes the OCI runtime spec of an episode. src reads the image
+// buildOCISpec makes the OCI runtime spec of an episode (what runsc
+// boots; spec.Spec is the episode's own description). src reads the image
 // (for /etc/passwd and /etc/group); rootDir is the empty directory standing
 // in for the rootfs.
-func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
+func buildOCISpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
 	args, err := processArgs(o, img)
 	if err != nil {
 		return nil, err
@@ -228,7 +229,7 @@ func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname stri
 		if m.Type == MountVolume {
 			continue // added by planMounts, which knows the state directory
 		}
-		sm, err := specMount(m)
+		sm, err := ociMount(m)
 		if err != nil {
 			return nil, fmt.Errorf("mounts[%d].type: %w", i, err)
 		}
@@ -237,8 +238,8 @@ func buildSpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname stri
 	return s, nil
 }
 
-// specMount turns a Mount into a spec mount.
-func specMount(m Mount) (specs.Mount, error) {
+// ociMount turns a Mount into an OCI spec mount.
+func ociMount(m Mount) (specs.Mount, error) {
 	opts := []string{"rw"}
 	if m.ReadOnly {
 		opts = []string{"ro"}
