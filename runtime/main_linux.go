@@ -21,9 +21,6 @@ func Main(ours func()) {
 	if len(os.Args) > 1 && os.Args[1] == relayCmd { // inside the guest
 		os.Exit(relayInit(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == agentCmd { // inside the guest, under the relay
-		os.Exit(agentMain(os.Args[2:]))
-	}
 	if builtWithCgo && (len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) || isRunsc(os.Args[1:])) {
 		fmt.Fprintln(os.Stderr, errCgo)
 		os.Exit(125)
