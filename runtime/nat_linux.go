@@ -106,17 +106,6 @@ func networkRunscFlags(m NetworkMode) []string {
 	return []string{"--network=" + string(m)}
 }
 
-// natEnabled tells, from the runsc flags the supervisor got, whether the
-// episode has --network nat.
-func natEnabled(runscArgs []string) bool {
-	for _, a := range runscArgs {
-		if a == natRunscFlags[0] {
-			return true
-		}
-	}
-	return false
-}
-
 // natResolvFile is the guest's /etc/resolv.conf naming 10.0.2.3 (runsc
 // writes none), a first file of the rootfs's writable layer
 // (upper_linux.go).

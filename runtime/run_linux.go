@@ -334,12 +334,15 @@ func (p *plan) cpuNum() int {
 	return n
 }
 
+// runscRoot is runsc's state directory (--root), in the episode's.
+func (p *plan) runscRoot() string { return filepath.Join(p.state, "runsc") }
+
 // runscGlobals are runsc's global flags for the plan: the one place where
 // the plan becomes runsc's command line, for the namespaced path's runsc
 // run (runSupervised) and the seccomp-only path's runsc boot (runDirect).
 func (p *plan) runscGlobals() []string {
 	args := []string{
-		"--root=" + filepath.Join(p.state, "runsc"),
+		"--root=" + p.runscRoot(),
 		"--ignore-cgroups",
 	}
 	args = append(args, networkRunscFlags(p.network)...)
@@ -564,14 +567,14 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		return 0, err
 	}
 	defer syncW.Close()
-	runArgs := append(p.runscGlobals(), "run", "--bundle="+p.bundle, "gvx-"+p.id)
-	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, runArgs...)...)
+	cmd := exec.Command("/proc/self/exe", superviseCmd)
 	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
 	}
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
+		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
 	inherit(cmd, passFDsEnv, pub.guestFiles())
 	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())
 	inherit(cmd, volumeFDsEnv, vols)
