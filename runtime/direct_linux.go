@@ -27,6 +27,7 @@ import (
 	"gvisor.dev/gvisor/runsc/boot"
 	"gvisor.dev/gvisor/runsc/specutils"
 
+	"z.gfire.dev/gvx/runtime/lockdown"
 	"z.gfire.dev/gvx/runtime/volume"
 )
 
@@ -703,7 +704,7 @@ func dropBootCaps(args []string) {
 	if _, ok := os.LookupEnv(bootLandlockEnv); !ok || !isBoot(args) {
 		return
 	}
-	if err := dropCaps(nil); err != nil {
+	if err := lockdown.DropCaps(nil); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: sandbox: drop capabilities:", err)
 		os.Exit(125)
 	}
@@ -729,7 +730,7 @@ func confineBoot(args []string) {
 		return
 	}
 	os.Unsetenv(bootLandlockEnv)
-	abi := landlockABI()
+	abi := lockdown.LandlockABI()
 	if abi == 0 {
 		return
 	}
@@ -742,14 +743,14 @@ func confineBoot(args []string) {
 		read = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
 		logs = read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_REG
 	)
-	rules := []fsRule{
-		{"/proc", read}, {"/sys", read},
-		{"/dev", unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
-		{exe, unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE},
+	rules := []lockdown.Rule{
+		{Path: "/proc", Access: read}, {Path: "/sys", Access: read},
+		{Path: "/dev", Access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
+		{Path: exe, Access: unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE},
 	}
 	for _, d := range filepath.SplitList(dirs) {
 		if d != "" {
-			rules = append(rules, fsRule{d, logs})
+			rules = append(rules, lockdown.Rule{Path: d, Access: logs})
 		}
 	}
 	goruntime.LockOSThread()
@@ -760,7 +761,7 @@ func confineBoot(args []string) {
 	// Not TRUNCATE: the Sentry sizes its memory files (memfds it makes
 	// later) with ftruncate, which Landlock would refuse on a file not
 	// opened by path.
-	if err := landlockRestrictHandled(landlockHandled(abi)&^unix.LANDLOCK_ACCESS_FS_TRUNCATE, rules, true); err != nil {
+	if err := lockdown.LandlockRestrictHandled(lockdown.LandlockHandled(abi)&^unix.LANDLOCK_ACCESS_FS_TRUNCATE, rules, true); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: sandbox:", err)
 		os.Exit(125)
 	}

@@ -12,6 +12,7 @@ import (
 	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/runtime/lockdown"
 )
 
 // HostInfo is what this host allows rungv and what rungv will use on it
@@ -53,7 +54,7 @@ type HostInfo struct {
 // Info probes the host. dir, if not "", is where volumes would live (its
 // reflink support is tried for real); cacheDir "" means the default.
 func Info(dir, cacheDir string) HostInfo {
-	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: landlockABI(), PtraceScope: -1}
+	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: lockdown.LandlockABI(), PtraceScope: -1}
 	h.SystrapMode = systrapMode()
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 		h.PtraceScope, _ = strconv.Atoi(strings.TrimSpace(string(b)))
