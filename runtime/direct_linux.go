@@ -482,7 +482,7 @@ func (b *directBoot) waitDirect(ep *episode, p *plan, cmd *exec.Cmd, done chan e
 	// before the volumes' final sync, which may take a while after a
 	// guest that wrote much; a SIGKILL from a caller that would not wait
 	// (the SDK's Close after its bound) then leaves no cgroup.
-	lim.cg.removeWhenEmpty()
+	lim.cg.RemoveWhenEmpty()
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
 	b.srv.Wait()

@@ -11,6 +11,7 @@ import (
 
 	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/egress"
 	"z.gfire.dev/gvx/runtime/lockdown"
 )
@@ -62,15 +63,15 @@ func Info(dir, cacheDir string) HostInfo {
 			h.PlatformNote = "Yama ptrace_scope " + strconv.Itoa(h.PtraceScope) + " forbids the ptrace systrap needs to start its stubs: set kernel.yama.ptrace_scope to 1 or less"
 		}
 	}
-	cg, err := newEpisodeCgroup("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024, nil)
+	cg, err := cgroup.New("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024, nil)
 	switch {
 	case err != nil:
 		h.Cgroup = "none (" + err.Error() + ")"
 	case cg == nil:
 		h.Cgroup = "none (not root, no delegated cgroup v2 subtree): -m/--cpus need --limits best-effort"
 	default:
-		h.Cgroup = cg.desc
-		cg.remove()
+		h.Cgroup = cg.Desc
+		cg.Remove()
 	}
 	if _, err := egress.HostAddrs(); err != nil {
 		h.NAT = "unavailable: cannot read the host's addresses (" + err.Error() + ")"

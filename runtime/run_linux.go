@@ -20,6 +20,7 @@ import (
 
 	"z.gfire.dev/gvx/erofs"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/spec"
@@ -431,15 +432,15 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 		p.host.OnStart(lim.info)
 	}
 	if p.isolation == IsolationSeccompOnly {
-		defer lim.cg.removeWhenEmpty()
+		defer lim.cg.RemoveWhenEmpty()
 		return ep.runDirect(p, pub, nat, lim, func(pid int) error {
 			if lim.cg != nil {
-				if err := lim.cg.add(pid); err != nil {
+				if err := lim.cg.Add(pid); err != nil {
 					return fmt.Errorf("limits: host cgroup: %w", err)
 				}
 			}
 			if p.lockdown {
-				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())
+				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
 				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
 					// the control server once restored (redialControl).
@@ -458,7 +459,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 
 // hostLimits is what bounds one episode on the host, and how.
 type hostLimits struct {
-	cg   *episodeCgroup // nil: none
+	cg   *cgroup.Episode // nil: none
 	info StartInfo
 	// pidsRlimit is the RLIMIT_NPROC to set where a user namespace of the
 	// episode's own counts it (0: none).
@@ -474,7 +475,7 @@ type hostLimits struct {
 func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 	o := p.spec
 	pids := p.pidsLimit()
-	cg, err := newEpisodeCgroup(id, o.Limits.MemoryBytes, o.Limits.CPUs, max(pids, 0), func(dirs []string) error {
+	cg, err := cgroup.New(id, o.Limits.MemoryBytes, o.Limits.CPUs, max(pids, 0), func(dirs []string) error {
 		return writeStateJSON(state, stateCgroups, dirs)
 	})
 	if err != nil {
@@ -482,7 +483,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 	}
 	lim := &hostLimits{cg: cg, info: StartInfo{Enforcement: map[string]string{}}}
 	refuse := func(err error) (*hostLimits, error) {
-		cg.remove()
+		cg.Remove()
 		return nil, err
 	}
 	if pids > 0 {
@@ -493,10 +494,10 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 			lim.pidsRlimit = pids
 		}
 		switch {
-		case cg.has("pids") && userns:
-			lim.info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
-		case cg.has("pids"):
-			lim.info.Enforcement["pids"] = cg.version
+		case cg.Has("pids") && userns:
+			lim.info.Enforcement["pids"] = cg.Version + " + rlimit (user namespace)"
+		case cg.Has("pids"):
+			lim.info.Enforcement["pids"] = cg.Version
 		case !userns:
 			// No user namespace of the episode's own: RLIMIT_NPROC would
 			// count every process of the caller's uid (on the whole host,
@@ -513,7 +514,7 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 	if o.Limits.MemoryBytes > 0 || o.Limits.CPUs > 0 {
 		lim.info.Limits = "sentry"
 		if cg != nil {
-			lim.info.Limits += " + " + cg.desc
+			lim.info.Limits += " + " + cg.Desc
 		}
 		unenforced := false
 		for _, l := range []struct {
@@ -522,8 +523,8 @@ func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
 		}{{"memory", "memory", o.Limits.MemoryBytes > 0}, {"cpus", "cpu", o.Limits.CPUs > 0}} {
 			switch {
 			case !l.set:
-			case cg.has(l.ctrl):
-				lim.info.Enforcement[l.name] = cg.version
+			case cg.Has(l.ctrl):
+				lim.info.Enforcement[l.name] = cg.Version
 			default:
 				lim.info.Enforcement[l.name] = "sentry only (best effort)"
 				unenforced = true
@@ -563,7 +564,7 @@ func setStdio(cmd *exec.Cmd, o *Host) {
 func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
-		lim.cg.remove()
+		lim.cg.Remove()
 		return 0, err
 	}
 	defer syncW.Close()
@@ -590,7 +591,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	}
 	cg := lim.cg
 	if cg != nil {
-		cmd.Env = append(cmd.Env, cg.env()) // recorded in cgroups.json already (newEpisodeLimits)
+		cmd.Env = append(cmd.Env, cg.Env()) // recorded in cgroups.json already (newEpisodeLimits)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
 	if lim.pidsRlimit > 0 {
@@ -610,7 +611,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	if err := cmd.Start(); err != nil {
 		syncR.Close()
 		if cg != nil {
-			cg.remove()
+			cg.Remove()
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
 			return 0, fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
@@ -622,10 +623,10 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	if cg != nil {
 		// Before the go-ahead: everything the supervisor starts inherits
 		// the cgroup. The supervisor removes it at the end.
-		if err := cg.add(cmd.Process.Pid); err != nil {
+		if err := cg.Add(cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			cg.remove()
+			cg.Remove()
 			return 0, fmt.Errorf("limits: host cgroup: %w", err)
 		}
 	}

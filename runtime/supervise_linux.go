@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/runtime/cgroup"
 )
 
 // superviseCmd is the hidden subcommand of the supervisor process.
@@ -69,7 +71,7 @@ func supervise() int {
 	}
 	state := ep.State
 	defer removeState(state)()
-	leave, cgroups := leaveCgroups() // the episode's host cgroup, if it has one
+	leave, cgroups := cgroup.Leave() // the episode's host cgroup, if it has one
 	defer leave()
 	if err := limitPids(); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
