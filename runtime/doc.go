@@ -84,6 +84,24 @@
 // namespace; without Landlock nothing is confined by path; with NAT the
 // host side dials wherever the NAT's forwarders are let dial.
 //
+// # Where things are
+//
+// One episode is one plan (plan_linux.go): Run validates the spec.Spec,
+// adds the Host's side and what the host resolves (isolation, network),
+// prepare fills in the bundle, rootfs, mounts and the OCI spec
+// (ocispec.go, written to the bundle for runsc), and runsc's argv is made
+// from the plan only where runsc starts: runSupervised (namespaces: the
+// supervisor and init get their share as one JSON value, nsEpisode) or
+// runDirect (seccomp-only, direct_linux.go: in stages). Around it:
+//
+//	runtime/volume     ext4lite volumes served over lisafs (the gofer's extension, or this process)
+//	runtime/egress     the NAT's egress policy
+//	runtime/lockdown   Landlock and dropping capabilities (the profiles are lockdown_linux.go's)
+//	runtime/cgroup     the episode's host cgroup
+//	runtime/dind       what a Docker daemon needs in the Sentry
+//	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
+//	checkpoint*.go     checkpoint, restore, fork (seccomp-only)
+//
 // The binary is three programs in one; its main must call Main first.
 //
 // Example (a main package):

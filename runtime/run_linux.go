@@ -568,7 +568,10 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		return 0, err
 	}
 	defer syncW.Close()
-	cmd := exec.Command("/proc/self/exe", superviseCmd)
+	// The state directory after the verb names the episode for ps and
+	// for whoever looks for its processes (nothing reads it back: the
+	// supervisor takes its nsEpisode).
+	cmd := exec.Command("/proc/self/exe", superviseCmd, p.state)
 	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {

@@ -109,7 +109,7 @@ func supervise() int {
 	// (even by SIGKILL, or with this thread: Pdeathsig), the kernel kills
 	// the sandbox and gofer with it.
 	goruntime.LockOSThread()
-	cmd := exec.Command("/proc/self/exe", initCmd)
+	cmd := exec.Command("/proc/self/exe", initCmd, state) // state: for ps, as the supervisor's
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL, Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
 	// The published ports' guest ends and the volume files go on to init.
