@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"z.gfire.dev/gvx/runtime/dind"
 )
 
 // Agent serves the protocol. The zero value serves with no service.
@@ -76,23 +78,19 @@ func (a *Agent) StartService(argv []string) error {
 	return nil
 }
 
-// Main is the `_gvx-agent` verb: `[--listen=ADDR] [-- SERVICE ARGV…]`.
-// It listens on ADDR (127.0.0.1:DefaultPort), starts the service if one is
-// given, and serves until killed. It returns an exit status.
+// Main is the `_gvx-agent` verb: `[--listen=ADDR] [--dind] [-- SERVICE
+// ARGV…]`. It listens on ADDR (127.0.0.1:DefaultPort), starts the service
+// if one is given, and serves until killed. It returns an exit status.
+// With --dind (a privileged episode's service, DaemonCommand) a Docker
+// daemon command line gets what the Sentry needs and, when the guest's
+// environment and /etc/docker/daemon.json set no TLS up, --tls=false
+// (dind.ArgsEnv: a plain-TCP dockerd otherwise sleeps 15 s before it
+// serves): only the guest knows the image's environment.
 func Main(args []string) int {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
-	var service []string
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "--":
-			service = args[i+1:]
-			i = len(args)
-		case strings.HasPrefix(a, "--listen="):
-			addr = strings.TrimPrefix(a, "--listen=")
-		default:
-			fmt.Fprintf(os.Stderr, "gvx agent: unknown argument %q (want [--listen=ADDR] [-- SERVICE...])\n", a)
-			return 2
-		}
+	addr, service, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gvx agent:", err)
+		return 2
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -160,3 +158,36 @@ func guestPath(r *http.Request) (string, error) {
 // drain reads what is left of a body (up to a bound) so the connection
 // can be reused.
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 1<<20)) }
+
+// parseArgs parses Main's arguments into the listen address and the
+// service argv, with --dind applied (daemonArgv on the guest's
+// environment and daemon.json).
+func parseArgs(args []string) (addr string, service []string, err error) {
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
+	isDind := false
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			service = args[i+1:]
+			i = len(args)
+		case a == dindFlag:
+			isDind = true
+		case strings.HasPrefix(a, "--listen="):
+			addr = strings.TrimPrefix(a, "--listen=")
+		default:
+			return "", nil, fmt.Errorf("unknown argument %q (want [--listen=ADDR] [--dind] [-- SERVICE...])", a)
+		}
+	}
+	if isDind {
+		dj, _ := os.ReadFile("/etc/docker/daemon.json")
+		service = daemonArgv(service, os.Environ(), dj)
+	}
+	return addr, service, nil
+}
+
+// daemonArgv is a privileged episode's service as the agent starts it: a
+// Docker daemon command line gets dind.ArgsEnv's flags for env and
+// daemonJSON; anything else is left alone.
+func daemonArgv(service, env []string, daemonJSON []byte) []string {
+	return dind.ArgsEnv(service, env, daemonJSON)
+}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,48 @@ func TestArchiveStaysInside(t *testing.T) {
 	}
 	if code, _, _ := do(t, "PUT", ts.URL+"/archive?path="+url.QueryEscape(dst), strings.NewReader("not a tar, long enough to be read as a header block? no")); code != 400 {
 		t.Errorf("garbage archive: status %d, want 400", code)
+	}
+}
+
+// TestDaemonServiceTLS: a privileged episode's daemon service
+// (DaemonCommand, as serve builds a `docker: true` episode's) gets the
+// Sentry's dockerd flags and --tls=false when the guest's environment and
+// daemon.json set no TLS up — the DOCKER_TLS_CERTDIR= recipe no longer
+// waits dockerd's 15 s — and no --tls=false when DOCKER_TLS_CERTDIR is set
+// (docker:dind's own /certs) or daemon.json speaks of tls; an
+// unprivileged service (Command) is started as given.
+func TestDaemonServiceTLS(t *testing.T) {
+	svc := []string{"dockerd-entrypoint.sh"}
+	cmd := DaemonCommand(2375, svc)
+	_, got, err := parseArgs(cmd[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, "--iptables=false") {
+		t.Errorf("DaemonCommand's service %q lacks the Sentry's flags", got)
+	}
+	for _, tc := range []struct {
+		env  []string
+		json string
+		want bool
+	}{
+		{[]string{"DOCKER_TLS_CERTDIR="}, "", true},
+		{nil, "", true},
+		{[]string{"DOCKER_TLS_CERTDIR=/certs"}, "", false},
+		{[]string{"DOCKER_TLS_CERTDIR=/certs", "DOCKER_TLS_CERTDIR="}, "", true},
+		{[]string{"DOCKER_TLS_CERTDIR="}, `{"tlsverify": true}`, false},
+	} {
+		var dj []byte
+		if tc.json != "" {
+			dj = []byte(tc.json)
+		}
+		argv := daemonArgv(svc, tc.env, dj)
+		if g := slices.Contains(argv, "--tls=false"); g != tc.want {
+			t.Errorf("env %q daemon.json %q: service %q: --tls=false %v, want %v", tc.env, tc.json, argv, g, tc.want)
+		}
+	}
+	_, plain, err := parseArgs(Command(2375, svc)[2:])
+	if err != nil || !slices.Equal(plain, svc) {
+		t.Errorf("Command's service: %q %v, want %q", plain, err, svc)
 	}
 }

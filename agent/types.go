@@ -95,3 +95,13 @@ const GuestBinary = "/.gvx/rungv"
 func Command(port int, service []string) []string {
 	return append([]string{GuestBinary, Verb, "--listen=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--"}, service...)
 }
+
+// dindFlag marks the service as a privileged episode's (Main).
+const dindFlag = "--dind"
+
+// DaemonCommand is Command for a privileged episode: a Docker daemon
+// service gets, in the guest, the flags the Sentry needs and --tls=false
+// when its environment sets no TLS up (Main, --dind).
+func DaemonCommand(port int, service []string) []string {
+	return append([]string{GuestBinary, Verb, "--listen=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dindFlag, "--"}, service...)
+}

@@ -10,7 +10,8 @@
 # PID namespaces, supervisor and init) and seccomp-only (the sandbox started
 # directly, as in an unprivileged pod), with the ratio of their medians.
 # With a Docker-in-the-episode image (DIND=DIR, an OCI layout such as
-# image/dindtest's, found in /var/tmp/gvx-test-cache when unset) and the
+# image/dindtest's, found in the caller's test cache, $GVX_TEST_CACHE or
+# /var/tmp/gvx-test-cache-UID, when unset) and the
 # docker CLI, it also times "dockerd ready" (start to docker info
 # answering through -p unix:) in each mode.
 #
@@ -65,7 +66,7 @@ dind_ready() { # mode → milliseconds
 	kill -INT $pid; wait $pid || true
 }
 dind_rows() {
-	[ -n "${DIND:-}" ] || DIND=$(ls -d /var/tmp/gvx-test-cache/dind-* 2>/dev/null | grep -v '\.lock$' | grep -v sid | head -1 || true)
+	[ -n "${DIND:-}" ] || DIND=$(ls -d "${GVX_TEST_CACHE:-/var/tmp/gvx-test-cache-$(id -u)}"/dind-* 2>/dev/null | grep -v '\.lock$' | grep -v sid | head -1 || true)
 	[ -n "$DIND" ] && [ -f "$DIND/index.json" ] && command -v docker >/dev/null || return 0
 	"$bin" run --network none "oci:$DIND" true >/dev/null 2>&1 || true # warm the cache
 	local mode med ns=

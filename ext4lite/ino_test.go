@@ -63,11 +63,11 @@ func TestInodeAPI(t *testing.T) {
 	if err := v.RenameAt(RootIno, "e", sub, "loop", 0); err == nil {
 		t.Fatal("moved a directory below itself")
 	}
-	must(v.SetxattrIno(f, "trusted.overlay.opaque", []byte("y"), false))
+	must(v.SetxattrIno(f, "trusted.overlay.opaque", []byte("y")))
 	if val, err := v.GetxattrIno(f, "trusted.overlay.opaque"); err != nil || string(val) != "y" {
 		t.Fatalf("getxattr %q %v", val, err)
 	}
-	must(v.SetxattrIno(f, "trusted.overlay.opaque", nil, true))
+	must(v.RemovexattrIno(f, "trusted.overlay.opaque"))
 	mode := uint32(0o4755)
 	size := int64(2)
 	must(v.SetAttrIno(f, SetAttr{Mode: &mode, Size: &size}))
@@ -190,13 +190,13 @@ func TestXattrNameWithNUL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.SetxattrIno(f, "user.a\x00b", []byte("v"), false); !errors.Is(err, syscall.EINVAL) {
+	if err := v.SetxattrIno(f, "user.a\x00b", []byte("v")); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("SetxattrIno with a NUL in the name: %v, want EINVAL", err)
 	}
 	if _, err := v.CreateAt(RootIno, "g", &sink.Header{Mode: sink.TypeReg | 0o644, Xattrs: map[string][]byte{"user.\x00": nil}}); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("CreateAt with a NUL in an xattr name: %v, want EINVAL", err)
 	}
-	if err := v.SetxattrIno(f, "user.a=b", []byte("v"), false); err != nil {
+	if err := v.SetxattrIno(f, "user.a=b", []byte("v")); err != nil {
 		t.Errorf("SetxattrIno user.a=b: %v", err)
 	}
 	if names, _ := v.ListxattrIno(f); len(names) != 1 || names[0] != "user.a=b" {

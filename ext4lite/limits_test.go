@@ -50,7 +50,7 @@ func TestXattrLimits(t *testing.T) {
 		}
 		for _, n := range []int{xattrSizeMax, max + 1} {
 			val := bytes.Repeat([]byte{'v'}, n)
-			limitErr(t, "SetxattrIno", v.SetxattrIno(f, name, val, false), syscall.E2BIG)
+			limitErr(t, "SetxattrIno", v.SetxattrIno(f, name, val), syscall.E2BIG)
 			if _, err := v.GetxattrIno(f, name); !errors.Is(err, syscall.ENODATA) {
 				t.Errorf("bs %d, %d bytes: after the refusal Getxattr says %v, want ENODATA", bs, n, err)
 			}
@@ -63,10 +63,10 @@ func TestXattrLimits(t *testing.T) {
 			limitErr(t, "CreateAt", err, syscall.E2BIG)
 		}
 		long := "user." + strings.Repeat("n", disk.MaxNameLen+1)
-		limitErr(t, "SetxattrIno (long name)", v.SetxattrIno(f, long, []byte("x"), false), syscall.ERANGE)
+		limitErr(t, "SetxattrIno (long name)", v.SetxattrIno(f, long, []byte("x")), syscall.ERANGE)
 
 		val := bytes.Repeat([]byte{'m'}, max)
-		if err := v.SetxattrIno(f, name, val, false); err != nil {
+		if err := v.SetxattrIno(f, name, val); err != nil {
 			t.Fatalf("bs %d: a %d-byte value (the largest that fits) refused: %v", bs, max, err)
 		}
 		if err := v.Close(); err != nil {

@@ -179,3 +179,16 @@ func (v *FS) parentOf(p string) (*inode, *dir, string, error) {
 
 // isNotExist reports fs.ErrNotExist through wrapping.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// lookupFor resolves p for the path operation op, with v.mu held: ErrClosed
+// after Close, else lookup's error as a *fs.PathError naming op and p.
+func (v *FS) lookupFor(op, p string) (*inode, error) {
+	if v.closed {
+		return nil, ErrClosed
+	}
+	in, err := v.lookup(p)
+	if err != nil {
+		return nil, pathErr(op, p, err)
+	}
+	return in, nil
+}

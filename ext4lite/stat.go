@@ -2,9 +2,6 @@ package ext4lite
 
 import (
 	"bytes"
-	"io"
-	"io/fs"
-	"time"
 
 	"z.gfire.dev/gvx/ext4lite/internal/disk"
 	"z.gfire.dev/gvx/sink"
@@ -27,19 +24,8 @@ func (v *FS) Lstat(p string) (*sink.Header, error) {
 	return h, nil
 }
 
-// lookupFor resolves p for the path operation op, with v.mu held: ErrClosed
-// after Close, else lookup's error as a *fs.PathError naming op and p.
-func (v *FS) lookupFor(op, p string) (*inode, error) {
-	if v.closed {
-		return nil, ErrClosed
-	}
-	in, err := v.lookup(p)
-	if err != nil {
-		return nil, pathErr(op, p, err)
-	}
-	return in, nil
-}
-
+// header is in's metadata as a sink.Header (Path empty): the one
+// implementation behind Lstat (the path face) and Stat (the inode face).
 func (v *FS) header(in *inode) (*sink.Header, error) {
 	h := &sink.Header{
 		Mode:  in.mode(),
@@ -80,267 +66,36 @@ func (v *FS) header(in *inode) (*sink.Header, error) {
 	return h, nil
 }
 
-func (v *FS) readlink(in *inode) (string, error) {
-	size := in.d.Size()
-	if size == 0 || size >= uint64(v.bs) {
-		return "", corruptf(-1, in.ino, "symlink of %d bytes", size)
-	}
-	if in.d.Flags&disk.FlagExtents == 0 && size <= disk.FastSymlinkMax {
-		return string(in.d.Block[:size]), nil
-	}
-	b := make([]byte, size)
-	if _, err := v.readData(in, b, 0); err != nil && err != io.EOF {
-		return "", err
-	}
-	return string(b), nil
-}
-
-// Readlink returns a symlink's target.
-func (v *FS) Readlink(p string) (string, error) {
+// Stat returns an inode's metadata (Path empty, Ino and Nlink set).
+func (v *FS) Stat(ino Ino) (*sink.Header, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, err := v.lookupFor("readlink", p)
-	if err != nil {
-		return "", err
-	}
-	if in.fileType() != disk.ModeSymlink {
-		return "", pathErr("readlink", p, errInvalid)
-	}
-	return v.readlink(in)
-}
-
-// ReadDir returns a directory's entry names, sorted (sink.Source).
-func (v *FS) ReadDir(p string) ([]string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("readdir", p)
+	in, err := v.inoLocked(ino)
 	if err != nil {
 		return nil, err
 	}
-	d, err := v.loadDir(in)
-	if err != nil {
-		return nil, pathErr("readdir", p, err)
-	}
-	return d.sortedNames(), nil
+	return v.header(in)
 }
 
-// Open returns a reader of a regular file's contents (sink.Source).
-func (v *FS) Open(p string) (io.ReadCloser, error) {
-	f, err := v.OpenFile(p)
-	if err != nil {
-		return nil, err
-	}
-	// Seekable (and io.ReaderAt): an exporter that knows the data regions
-	// (DataRegions) seeks over holes instead of reading them.
-	return struct {
-		*io.SectionReader
-		io.Closer
-	}{io.NewSectionReader(f, 0, f.Size()), f}, nil
+// StatFS describes capacity, as statfs(2) reports it.
+type StatFS struct {
+	BlockSize          int
+	Blocks, FreeBlocks uint64
+	Inodes, FreeInodes uint64
+	NameLen            int
 }
 
-// DataRegions implements sink.DataMapper: the byte ranges of the regular
-// file at p its extent map backs with written blocks (holes and unwritten
-// extents read as zeros and are left out), clipped to its size.
-func (v *FS) DataRegions(p string) ([]sink.Region, error) {
+// StatFS returns the volume's capacity and free space.
+func (v *FS) StatFS() StatFS {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, err := v.lookupFor("open", p)
-	if err != nil {
-		return nil, err
+	s := StatFS{BlockSize: v.bs, Blocks: v.blocksCount, Inodes: uint64(v.sb.InodesCount), NameLen: disk.MaxNameLen}
+	for _, g := range v.groups {
+		s.FreeBlocks += uint64(g.desc.FreeBlocks())
+		s.FreeInodes += uint64(g.desc.FreeInodes())
 	}
-	if in.fileType() != disk.ModeReg {
-		return nil, pathErr("open", p, errInvalid)
+	for _, r := range v.pendingFree {
+		s.FreeBlocks += r[1]
 	}
-	size := int64(in.d.Size())
-	if !usesBlockData(in) || in.d.Flags&disk.FlagExtents == 0 {
-		return []sink.Region{{Off: 0, Len: size}}, nil // no map to go by: all data
-	}
-	m, err := v.loadExtents(in)
-	if err != nil {
-		return nil, pathErr("open", p, err)
-	}
-	var out []sink.Region
-	bs := int64(v.bs)
-	for _, e := range m.ext {
-		off := int64(e.Block) * bs
-		end := min(size, off+int64(e.Len)*bs)
-		if e.Uninit || off >= end {
-			continue
-		}
-		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == off {
-			out[k].Len = end - out[k].Off
-		} else {
-			out = append(out, sink.Region{Off: off, Len: end - off})
-		}
-	}
-	return out, nil
+	return s
 }
-
-// File is an open regular file of a volume.
-type File struct {
-	v  *FS
-	in *inode
-}
-
-// OpenFile opens a regular file for reading and writing at offsets.
-func (v *FS) OpenFile(p string) (*File, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("open", p)
-	if err != nil {
-		return nil, err
-	}
-	if in.isDir() {
-		return nil, pathErr("open", p, errIsDir)
-	}
-	if in.fileType() != disk.ModeReg {
-		return nil, pathErr("open", p, errInvalid)
-	}
-	return &File{v: v, in: in}, nil
-}
-
-// Size is the file's current size.
-func (f *File) Size() int64 {
-	f.v.mu.Lock()
-	defer f.v.mu.Unlock()
-	return int64(f.in.d.Size())
-}
-
-// ReadAt implements io.ReaderAt.
-func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	f.v.mu.Lock()
-	defer f.v.mu.Unlock()
-	if f.v.closed {
-		return 0, ErrClosed
-	}
-	if off < 0 {
-		return 0, errInvalid
-	}
-	return f.v.readData(f.in, p, off)
-}
-
-// WriteAt implements io.WriterAt, allocating blocks as needed.
-func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	f.v.mu.Lock()
-	defer f.v.mu.Unlock()
-	if err := f.v.writable(); err != nil {
-		return 0, err
-	}
-	if err := f.v.reclaimFor(f.v.dataNeed(int64(len(p)))); err != nil {
-		return 0, err
-	}
-	if err := f.v.writeData(f.in, p, off, false); err != nil {
-		return 0, err
-	}
-	t := f.v.opts.now()
-	f.in.d.Mtime, f.in.d.MtimeExtra = disk.EncodeTime(t)
-	f.in.d.Ctime, f.in.d.CtimeExtra = disk.EncodeTime(t)
-	return len(p), nil
-}
-
-// Truncate changes the file's size.
-func (f *File) Truncate(size int64) error {
-	f.v.mu.Lock()
-	defer f.v.mu.Unlock()
-	if err := f.v.writable(); err != nil {
-		return err
-	}
-	if size < 0 {
-		return errInvalid
-	}
-	return f.v.truncateData(f.in, uint64(size))
-}
-
-// Close releases the handle (data stays cached until Sync or Close of the
-// volume).
-func (f *File) Close() error { return nil }
-
-// Truncate changes the size of the regular file at p.
-func (v *FS) Truncate(p string, size int64) error {
-	f, err := v.OpenFile(p)
-	if err != nil {
-		return err
-	}
-	return f.Truncate(size)
-}
-
-// modify runs fn on p's inode under the lock, for metadata changes.
-func (v *FS) modify(op, p string, fn func(in *inode) error) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if err := v.beginOp(); err != nil {
-		return err
-	}
-	in, err := v.lookup(p)
-	if err != nil {
-		return pathErr(op, p, err)
-	}
-	if err := fn(in); err != nil {
-		return pathErr(op, p, err)
-	}
-	v.touchCtime(in)
-	return nil
-}
-
-// Chmod sets permission bits (incl. setuid, setgid, sticky).
-func (v *FS) Chmod(p string, mode uint32) error {
-	return v.modify("chmod", p, func(in *inode) error {
-		in.d.Mode = uint16(in.fileType() | mode&sink.ModePerm)
-		return nil
-	})
-}
-
-// Chown sets the owner.
-func (v *FS) Chown(p string, uid, gid uint32) error {
-	return v.modify("chown", p, func(in *inode) error {
-		in.d.SetOwner(uid, gid)
-		return nil
-	})
-}
-
-// Chtimes sets access and modification times.
-func (v *FS) Chtimes(p string, atime, mtime time.Time) error {
-	return v.modify("chtimes", p, func(in *inode) error {
-		in.d.Atime, in.d.AtimeExtra = disk.EncodeTime(atime)
-		in.d.Mtime, in.d.MtimeExtra = disk.EncodeTime(mtime)
-		return nil
-	})
-}
-
-// Getxattr returns one attribute's value.
-func (v *FS) Getxattr(p, name string) ([]byte, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("getxattr", p)
-	if err != nil {
-		return nil, err
-	}
-	val, err := v.getxattrLocked(in, name)
-	if err != nil {
-		return nil, pathErr("getxattr", p, err)
-	}
-	return val, nil
-}
-
-// Listxattr returns the names of p's attributes, sorted.
-func (v *FS) Listxattr(p string) ([]string, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	in, err := v.lookupFor("listxattr", p)
-	if err != nil {
-		return nil, err
-	}
-	return v.listxattrLocked(in)
-}
-
-// Setxattr creates or replaces one attribute.
-func (v *FS) Setxattr(p, name string, value []byte) error {
-	return v.modify("setxattr", p, func(in *inode) error { return v.setxattrLocked(in, name, value, false) })
-}
-
-// Removexattr deletes one attribute.
-func (v *FS) Removexattr(p, name string) error {
-	return v.modify("removexattr", p, func(in *inode) error { return v.setxattrLocked(in, name, nil, true) })
-}
-
-var _ fs.FileMode // io/fs is used by iofs.go

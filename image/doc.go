@@ -50,7 +50,13 @@
 // docker run --pull: PullMissing (the default) takes a registry reference
 // the cache knows (Lookup: a name, or an image added before) from the
 // index with no network and fetches only unknown ones; PullNever never
-// fetches; PullAlways always does. Resolve exposes the one resolver (the
+// fetches; PullAlways always does. Under PullMissing a name typed without
+// a registry host that the cache does not hold but that is at most two
+// edits from one it does (docker:dnd, docker:dind cached; a difference
+// only in digits, a new version, does not count) is refused before any
+// registry is asked, naming the cached one and `gvx-vol image ls`; a plain
+// miss of such a name that the registry fails too names `gvx-vol image ls`
+// and `gvx-vol image add`. Resolve exposes the one resolver (the
 // platform rules above) to callers that need the image itself, such as
 // the golden build's pulls.
 //

@@ -139,7 +139,7 @@ func TestExportExt4liteXattrNameWithEquals(t *testing.T) {
 	}
 	want := map[string][]byte{"user.a=b": []byte("v\x00\n=1"), "user.%3D x": []byte("esc"), "user.plain": []byte("p")}
 	for k, val := range want {
-		if err := v.SetxattrIno(f, k, val, false); err != nil {
+		if err := v.SetxattrIno(f, k, val); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -201,7 +201,7 @@ func (g *layerGen) tar(whFirst bool) []byte {
 	if whFirst {
 		writeWh()
 	}
-	e := &exporter{tw: tw, src: g.up, o: ExportOptions{SkipRoot: true}, links: map[uint64]string{}}
+	e := &exporter{tw: tw, src: g.up, o: ExportOptions{SkipRoot: true}, links: map[uint64]string{}, dirs: sink.DirSet{}}
 	if err := e.walk("."); err != nil {
 		g.t.Fatal(err)
 	}

@@ -76,7 +76,18 @@ type (
 
 // ReadCheckpointInfo reads dir's CheckpointInfo.
 func ReadCheckpointInfo(dir string) (*CheckpointInfo, error) {
-	b, err := readAtMost(filepath.Join(dir, CheckpointInfoFile), maxCheckpointInfo)
+	d, err := openCheckpointDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	defer d.Close()
+	return readCheckpointInfo(d)
+}
+
+// readCheckpointInfo reads the CheckpointInfo of the checkpoint open as d.
+func readCheckpointInfo(d *privdir.Dir) (*CheckpointInfo, error) {
+	dir := d.Path()
+	b, err := d.ReadFile(CheckpointInfoFile, maxCheckpointInfo)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w (not a checkpoint directory made by rungv checkpoint?)", dir, err)
 	}
@@ -153,19 +164,38 @@ func checkCheckpointDir(dir string) error {
 	return nil
 }
 
+// openCheckpointDir opens the checkpoint directory dir, checked as
+// checkCheckpointDir does; its files are then opened through it, each
+// refused if it is a symlink, not a regular file, or writable or owned by
+// someone else (a checkpoint copied with cp -a from another user's, a link
+// put in it): a restore loads a whole saved kernel from them.
+func openCheckpointDir(dir string) (*privdir.Dir, error) {
+	d, err := privdir.Open(dir)
+	var pe *privdir.Error
+	switch {
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("%w: a restore trusts what is in it; use a new directory of your own (or chmod go-w it, if it is yours)", err)
+	case err != nil:
+		return nil, fmt.Errorf("%w (not a checkpoint directory made by rungv checkpoint?)", err)
+	}
+	return d, nil
+}
+
 // openCheckpoint opens dir's files for a restore: gVisor's, and the spec.
 func openCheckpoint(dir string) (files []*os.File, specJSON []byte, info *CheckpointInfo, err error) {
-	if err := checkCheckpointDir(dir); err != nil {
+	d, err := openCheckpointDir(dir)
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	if info, err = ReadCheckpointInfo(dir); err != nil {
+	defer d.Close()
+	if info, err = readCheckpointInfo(d); err != nil {
 		return nil, nil, nil, err
 	}
-	if specJSON, err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
+	if specJSON, err = d.ReadFile("config.json", maxCheckpointSpec); err != nil {
 		return nil, nil, nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
 	for _, n := range checkpointFiles {
-		f, err := os.Open(filepath.Join(dir, n))
+		f, err := d.OpenFile(n)
 		if err == nil {
 			var st os.FileInfo
 			if st, err = f.Stat(); err == nil && st.Size() == 0 && n == checkpointfiles.StateFileName {

@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 )
 
@@ -16,6 +14,10 @@ import (
 // maxCheckpointInfo bounds gvx-checkpoint.json (rungv writes a few
 // hundred bytes): a larger one is refused before it is read whole.
 const maxCheckpointInfo = 1 << 20
+
+// maxCheckpointSpec bounds a checkpoint's config.json (the episode's OCI
+// spec: some KiB; its env and mounts are the caller's, so be generous).
+const maxCheckpointSpec = 64 << 20
 
 // checkpointID is a container ID a restore may pass on: what runsc
 // accepts (validateID), starting with a letter or digit, so it can never
@@ -39,18 +41,4 @@ func (ci *CheckpointInfo) validate() error {
 		}
 	}
 	return nil
-}
-
-// readAtMost reads the file at path, refusing one larger than limit.
-func readAtMost(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, err
 }

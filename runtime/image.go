@@ -46,6 +46,11 @@ func resolveImage(ctx context.Context, ref string, pull PullPolicy, cacheDir, sc
 		}
 	}
 	c, err := openCache(cacheDir)
+	if errors.Is(err, cache.ErrUnsafe) {
+		// Another user could write there: say so, rather than fall
+		// back to building every image into the episode's scratch.
+		return nil, fmt.Errorf("image cache: %w", err)
+	}
 	var res *image.Result
 	if err == nil {
 		res, err = image.Get(ctx, c, ref, image.PullPolicy(pull), image.Options{})

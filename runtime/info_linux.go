@@ -100,7 +100,7 @@ func Info(dir, cacheDir string) HostInfo {
 		case ok:
 			h.Reflink = "yes: resets are O(1) clones"
 		default:
-			h.Reflink = "no: clones are full copies (use XFS with reflink=1 or Btrfs for O(1) resets)"
+			h.Reflink = "no: clones are sparse copies (--clone auto; use XFS with reflink=1 or Btrfs for O(1) resets)"
 		}
 	}
 	return h

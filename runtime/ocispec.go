@@ -65,13 +65,31 @@ func processArgs(o *spec.Spec, img *Image) ([]string, error) {
 }
 
 // dindArgs adds what a Docker daemon needs in the Sentry (dind.Args) to a
-// privileged episode's command; an unprivileged one cannot run dockerd and
-// is left alone.
-func dindArgs(args []string, privileged bool) []string {
-	if !privileged {
+// privileged episode's command, and --tls=false when its environment env
+// and the image's /etc/docker/daemon.json (read from src, which may be
+// nil) set no TLS up (dind.ArgsEnv: a plain-TCP dockerd otherwise sleeps
+// 15 s before it serves); an unprivileged one cannot run dockerd and is
+// left alone.
+func dindArgs(args []string, privileged bool, env []string, src sink.Source) []string {
+	if !privileged || !dind.IsDaemon(args) {
 		return args
 	}
-	return dind.Args(args)
+	return dind.ArgsEnv(args, env, daemonJSON(src))
+}
+
+// daemonJSON is the image's /etc/docker/daemon.json (at most 1 MiB read),
+// or nil.
+func daemonJSON(src sink.Source) []byte {
+	if src == nil {
+		return nil
+	}
+	rc, err := src.Open("etc/docker/daemon.json")
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+	return b
 }
 
 // isDindDaemon reports whether a privileged episode's command starts a
@@ -159,7 +177,6 @@ func buildOCISpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname s
 	if err != nil {
 		return nil, err
 	}
-	args = dindArgs(args, o.Privileged)
 	userSpec := o.User
 	if userSpec == "" {
 		userSpec = img.Config.User
@@ -190,12 +207,14 @@ func buildOCISpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname s
 	if u.UID == 0 {
 		caps.Effective, caps.Permitted = set, set
 	}
+	env := mergeEnv(img.Config.Env, o.Env, hostname, home)
+	args = dindArgs(args, o.Privileged, env, src)
 	s := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			User:         specs.User{UID: u.UID, GID: u.GID, AdditionalGids: u.Groups},
 			Args:         args,
-			Env:          mergeEnv(img.Config.Env, o.Env, hostname, home),
+			Env:          env,
 			Cwd:          path.Clean(cwd),
 			Capabilities: caps,
 			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1048576, Soft: 1048576}},
@@ -277,7 +296,9 @@ const shimPath = "/usr/local/sbin/dockerd"
 // whose command does not start the daemon itself but, say, a shell line
 // that does (`sh -c "dockerd-entrypoint.sh --tls=false & …"`, the seeds'
 // Go example), a dockerd at shimPath that runs the image's own with
-// whichever of dind.Flags its command line does not set: dindArgs cannot
+// whichever of dind.Flags its command line does not set, and
+// --tls=false when neither that command line nor the daemon's environment
+// sets TLS up (dind.WantsNoTLS, decided in the guest): dindArgs cannot
 // reach a daemon a script starts. Nothing when the command is the daemon
 // (dindArgs added the flags), when the image has something at shimPath
 // already, no dockerd where docker:dind and Debian keep it, or a
@@ -293,12 +314,9 @@ func dockerdShim(o *spec.Spec, img *Image, src sink.Source) *upperFile {
 	if _, err := src.Lstat(strings.TrimPrefix(shimPath, "/")); err == nil {
 		return nil
 	}
-	if rc, err := src.Open("etc/docker/daemon.json"); err == nil {
-		b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
-		rc.Close()
-		if strings.Contains(string(b), "iptables") {
-			return nil
-		}
+	dj := daemonJSON(src)
+	if strings.Contains(string(dj), "iptables") {
+		return nil
 	}
 	real := ""
 	for _, p := range []string{"/usr/local/bin/dockerd", "/usr/bin/dockerd", "/usr/sbin/dockerd"} {
@@ -319,6 +337,14 @@ func dockerdShim(o *spec.Spec, img *Image, src sink.Source) *upperFile {
 		vars = append(vars, "$"+v)
 		fmt.Fprintf(&b, "%s=%s\n", v, f)
 		fmt.Fprintf(&b, "for a; do case \"$a\" in %s|%s=*) %s=;; esac; done\n", name, name, v)
+	}
+	if !strings.Contains(string(dj), "tls") {
+		// dind.WantsNoTLS, decided on the daemon's own command line and
+		// environment: a plain-TCP dockerd sleeps 15 s without it.
+		fmt.Fprintf(&b, "tls=%s\n", dind.NoTLS)
+		b.WriteString("for a; do case \"$a\" in --tls*|--config-file*) tls=;; esac; done\n")
+		b.WriteString("[ -n \"${DOCKER_TLS_CERTDIR:-}${DOCKER_TLS_VERIFY:-}${DOCKER_CERT_PATH:-}\" ] && tls=\n")
+		vars = append(vars, "$tls")
 	}
 	fmt.Fprintf(&b, "exec %s \"$@\" %s\n", real, strings.Join(vars, " "))
 	return &upperFile{path: shimPath, mode: 0o755, body: b.String()}

@@ -55,7 +55,8 @@ func TestDindArgs(t *testing.T) {
 		{[]string{"dockerd-entrypoint.sh"}, false, []string{"dockerd-entrypoint.sh"}},
 		{[]string{"sh", "-c", "dockerd"}, true, []string{"sh", "-c", "dockerd"}},
 	} {
-		if got := dindArgs(tc.args, tc.privileged); !reflect.DeepEqual(got, tc.want) {
+		// DOCKER_TLS_CERTDIR=/certs: no --tls=false (TestDindTLSDefault).
+		if got := dindArgs(tc.args, tc.privileged, []string{"DOCKER_TLS_CERTDIR=/certs"}, nil); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("dindArgs(%q, %v) = %q, want %q", tc.args, tc.privileged, got, tc.want)
 		}
 	}

@@ -213,6 +213,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	if p.oci, err = buildOCISpec(o, img, src, rootDir, id); err != nil {
 		return nil, err
 	}
+	guestArgs := p.oci.Process.Args // before a relay goes in front
 	if err := p.planMounts(vols); err != nil {
 		return nil, err
 	}
@@ -236,6 +237,11 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	}
 	if p.rootfs.upperTar, err = writeUpperTar(p.bundle, upper); err != nil {
 		return nil, err
+	}
+	if p.host.RestoreFrom == "" {
+		if err := lookupExec(src, guestArgs[0], p.oci.Process.Env, p.oci.Process.Cwd, shadowedBy(p.oci.Mounts, upper)); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.writeBundle(); err != nil {
 		return nil, err

@@ -3,7 +3,9 @@
 #  1. build gvx-vol and rungv;
 #  2. make the images locally: a Docker daemon image (Debian bookworm +
 #     docker.io, by debootstrap from this host's apt mirror; cached in
-#     /var/tmp/gvx-test-cache after the first run) and two small workload
+#     /var/tmp/gvx-test-cache-UID after the first run, verified on every
+#     use, and copied out so that nothing done to the demo's copy reaches
+#     the cache) and two small workload
 #     images (Debian's busybox-static) as docker-archive tars;
 #  3. add the daemon image to the EROFS image cache;
 #  4. gvx-vol build-golden: run dockerd in a gVisor sandbox on a new
@@ -79,7 +81,7 @@ fi
 mkdir -p "$dest"
 
 if $root; then
-	echo "== images: the Docker daemon image (debootstrap bookworm + docker.io; minutes the first time, then cached)"
+	echo "== images: the Docker daemon image (debootstrap bookworm + docker.io; minutes the first time, then cached in ${GVX_TEST_CACHE:-/var/tmp/gvx-test-cache-$(id -u)})"
 	t=$(date +%s%N)
 	go run ./image/dindtest/mkdind -hello "$work/hello.tar" -tagged "tools:latest=$work/tools.tar" "$work/dind" >/dev/null
 	echo "   daemon image and two workload images (hello:latest, tools:latest): $(ms "$t") ms"
@@ -164,6 +166,8 @@ import json, sys
 m = json.load(open(sys.argv[1]))["summary"]
 print(f'   {m["episodes"]} episodes, {m["failed"]} failed; claim (asked for → a ready daemon handed over) '
       f'p50 {m["claim"]["p50_ms"]:.3f} ms, max {m["claim"]["max_ms"]:.3f} ms; the boot behind it (ready) {m["ready"]["p50_ms"]:.0f} ms')
+print('   (ready: how long each replacement took to boot, in the background, off every claim\'s path: it waits out the refill')
+print('   delay and runs at low CPU priority behind the claims, several at once, so it is slower than a cold boot; no claim waits for it)')
 sys.exit(1 if m["failed"] else 0)
 PY
 echo "== golden volume after the episodes:"

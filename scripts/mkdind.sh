@@ -4,8 +4,11 @@
 # root needed: bookworm's Docker 20.10 by default, sid's Docker 28 with the
 # Compose v2 and buildx plugins with --flavour sid) as an OCI layout in DIR,
 # and optionally the busybox "hello" image as a docker-archive. The build is
-# cached under $GVX_TEST_CACHE (default /var/tmp/gvx-test-cache): only the
-# first run of each flavour takes minutes.
+# cached under $GVX_TEST_CACHE (default /var/tmp/gvx-test-cache-UID, the
+# caller's own: another user's or a group-writable directory is refused):
+# only the first run of each flavour takes minutes. Every run checks the
+# cached entry's digests (rebuilding a damaged one) and DIR is a copy to
+# edit freely: only the read-only blobs are hard-linked from the cache.
 #   sudo scripts/mkdind.sh --flavour sid /tmp/dind && rungv run oci:/tmp/dind --help
 set -euo pipefail
 flavour=bookworm

@@ -25,8 +25,9 @@ export CGO_ENABLED=0
 #   debootstrap          the Docker-inside test image and the sid root
 #   docker-compose       compose driving an episode's daemon
 #   python3              the Python client's tests
+#   python3-venv         a venv with pip for its offline install test
 packages=(e2fsprogs attr erofs-utils xfsprogs btrfs-progs busybox-static strace
-	docker.io debootstrap docker-compose python3)
+	docker.io debootstrap docker-compose python3 python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -47,11 +47,11 @@ func (s *Server) Handler(token string) http.Handler {
 		s.reply(w, in, err)
 	})
 	mux.HandleFunc("POST /v1/episodes/{id}/fork", s.handleFork)
-	mux.HandleFunc("POST /v1/episodes/{id}/exec", s.proxy("/exec", agent.MaxExecRequest))
-	mux.HandleFunc("GET /v1/episodes/{id}/files", s.proxy("/file", 0))
-	mux.HandleFunc("PUT /v1/episodes/{id}/files", s.proxy("/file", s.cfg.MaxUploadBytes))
-	mux.HandleFunc("GET /v1/episodes/{id}/archive", s.proxy("/archive", 0))
-	mux.HandleFunc("PUT /v1/episodes/{id}/archive", s.proxy("/archive", s.cfg.MaxUploadBytes))
+	mux.HandleFunc("POST /v1/episodes/{id}/exec", s.proxy("/exec", agent.MaxExecRequest, 0))
+	mux.HandleFunc("GET /v1/episodes/{id}/files", s.proxy("/file", 0, 0))
+	mux.HandleFunc("PUT /v1/episodes/{id}/files", s.proxy("/file", s.cfg.MaxUploadBytes, maxAgentAnswer))
+	mux.HandleFunc("GET /v1/episodes/{id}/archive", s.proxy("/archive", 0, 0))
+	mux.HandleFunc("PUT /v1/episodes/{id}/archive", s.proxy("/archive", s.cfg.MaxUploadBytes, maxAgentAnswer))
 	if token == "" {
 		return mux
 	}

@@ -49,9 +49,16 @@ type Config struct {
 	// answering (0: 2m).
 	ReadyTimeout time.Duration
 	// CloneMode is how golden volumes are cloned: reflink.Always (the
-	// zero value) refuses to copy; reflink.Auto falls back to a sparse
-	// copy.
+	// zero value) clones only; reflink.Auto falls back to a sparse copy.
+	// A StateDir whose filesystem cannot reflink (reflink.Probe at New) is
+	// refused at start when RequireReflink is set; otherwise the server
+	// logs a warning naming the cost and the fix, and copies (Auto).
 	CloneMode reflink.Mode
+	// RequireReflink makes New refuse a StateDir that cannot reflink
+	// rather than fall back to copying: rungv serve sets it for an
+	// explicit --clone always, so a node meant to clone says so at start
+	// instead of answering 500 to its first golden create, or degrading.
+	RequireReflink bool
 	// AgentPort is the guest port of the in-guest agent (0:
 	// agent.DefaultPort).
 	AgentPort int

@@ -18,7 +18,6 @@ import (
 	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
-	"z.gfire.dev/gvx/runtime/dind"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -143,10 +142,13 @@ func (e *episode) expired(now time.Time) string {
 func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error) {
 	sp := req.Spec.Clone()
 	service := append(append([]string{}, sp.Entrypoint...), sp.Args...)
-	if sp.Privileged {
-		service = dind.Args(service) // what dockerd needs in the Sentry, as rungv run adds it
-	}
 	sp.Entrypoint, sp.Args = agent.Command(s.cfg.AgentPort, service), nil
+	if sp.Privileged {
+		// What dockerd needs in the Sentry, as rungv run adds it, and
+		// --tls=false unless its environment sets TLS up: the agent
+		// decides in the guest, where the image's environment is.
+		sp.Entrypoint = agent.DaemonCommand(s.cfg.AgentPort, service)
+	}
 	if e.vol != "" {
 		target := req.GoldenTarget
 		if target == "" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/serve"
 )
 
@@ -22,7 +23,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	srv, err := serve.New(serve.Config{StateDir: filepath.Join(shortDir(t), "st"), Rungv: "/bin/true"})
+	srv, err := serve.New(serve.Config{StateDir: filepath.Join(shortDir(t), "st"), Rungv: "/bin/true", CloneMode: reflink.Auto})
 	if err != nil {
 		t.Fatal(err)
 	}

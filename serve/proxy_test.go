@@ -1,9 +1,15 @@
 package serve
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +25,7 @@ func proxyTo(t *testing.T, sock, path string) (h http.Handler, end func()) {
 	e := &episode{id: "e1", state: StateRunning, runDone: make(chan struct{}), agent: agentClient(sock)}
 	s.eps[e.id] = e
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/episodes/{id}/x", s.proxy(path, 0))
+	mux.HandleFunc("GET /v1/episodes/{id}/x", s.proxy(path, 0, 0))
 	return mux, func() { close(e.runDone) }
 }
 
@@ -111,4 +117,84 @@ func TestProxyHostileAgent(t *testing.T) {
 			t.Fatal("a request to an agent that sent headers and then nothing outlived its client by 10 s")
 		}
 	})
+}
+
+// endlessAgent plays an agent the guest replaced that answers every
+// request with head and then bytes until the reader goes away (none held
+// in memory: a 1.5 GB answer is streamed as it is written).
+func endlessAgent(t *testing.T, head string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "endless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); os.RemoveAll(dir) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				if _, err := io.WriteString(c, head); err != nil {
+					return
+				}
+				chunk := bytes.Repeat([]byte(" "), 64<<10)
+				for n := 0; n < 1_500_000_000; n += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return sock
+}
+
+// TestProxyAgentAnswerCap plays an agent that answers write_file's and
+// upload's PUT with 1.5 GB: the server relays at most maxAgentAnswer
+// bytes of it. With its length said, the answer is refused with 502; as a
+// stream, the connection is cut past the cap, so the client sees a broken
+// answer rather than a short one. Before, all of it went through to a
+// client that reads that answer whole (the Python client read 2.8 GiB).
+func TestProxyAgentAnswerCap(t *testing.T) {
+	for name, head := range map[string]string{
+		"length": "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1500000000\r\n\r\n",
+		"stream": "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &Server{metrics: newMetrics(), eps: map[string]*episode{}, ended: map[string]string{}}
+			e := &episode{id: "e1", state: StateRunning, runDone: make(chan struct{}), agent: agentClient(endlessAgent(t, head))}
+			defer close(e.runDone)
+			s.eps[e.id] = e
+			mux := http.NewServeMux()
+			mux.HandleFunc("PUT /v1/episodes/{id}/files", s.proxy("/file", 1<<20, maxAgentAnswer))
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			req, _ := http.NewRequest("PUT", srv.URL+"/v1/episodes/e1/files?path=/x", strings.NewReader("data"))
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			n, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 16<<20))
+			switch {
+			case name == "length" && resp.StatusCode != http.StatusBadGateway:
+				t.Errorf("status %d (%d bytes relayed), want 502", resp.StatusCode, n)
+			case name == "stream" && (rerr == nil || n > maxAgentAnswer):
+				t.Errorf("%d bytes relayed, then %v: want at most %d, then a broken answer", n, rerr, maxAgentAnswer)
+			}
+		})
+	}
 }

@@ -508,7 +508,7 @@ func startTime(t *testing.T, pid int) uint64 {
 // it; the unix socket is mode 0600.
 func TestTokenTCP(t *testing.T) {
 	dir := shortDir(t)
-	srv, err := serve.New(serve.Config{StateDir: filepath.Join(dir, "st"), Rungv: "/bin/true"})
+	srv, err := serve.New(serve.Config{StateDir: filepath.Join(dir, "st"), Rungv: "/bin/true", CloneMode: reflink.Auto})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/internal/privdir"
+	"z.gfire.dev/gvx/reflink"
 )
 
 // Server owns the episodes of one node. Its methods are safe for
@@ -66,6 +67,17 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if cfg.CloneMode == reflink.Always {
+		// At start, not at the first create: a server that answers every
+		// golden create with 500 is broken from its first minute.
+		if err := reflink.Probe(eps); err != nil && !cfg.RequireReflink {
+			s.cfg.CloneMode = reflink.Auto
+			cfg.Logf("warning: state dir %s cannot clone golden volumes by reflink (%v): each golden volume will be copied (time and disk in proportion to its data); put --state-dir on the golden volumes' XFS or Btrfs filesystem to clone them in O(1), or pass --clone auto to say copying is intended", cfg.StateDir, err)
+		} else if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("serve: state dir %s cannot clone golden volumes by reflink (--clone always, RequireReflink): %w; put --state-dir on the golden volumes' XFS or Btrfs filesystem, or pass --clone auto (CloneMode reflink.Auto) to copy each one instead", cfg.StateDir, err)
+		}
 	}
 	if err := s.startWarm(); err != nil {
 		lock.Close()

@@ -13,7 +13,8 @@ const DefaultGoldenTarget = "/var/lib/docker"
 
 // DefaultDockerPort is the guest port published as the episode's Docker
 // socket (dockerd -H tcp://0.0.0.0:2375, as docker:dind with
-// DOCKER_TLS_CERTDIR= listens).
+// DOCKER_TLS_CERTDIR= listens; a privileged episode's daemon service gets
+// --tls=false then, agent.DaemonCommand).
 const DefaultDockerPort = 2375
 
 // CreateRequest is one episode to create (POST /v1/episodes).

@@ -209,3 +209,32 @@ func TestUsageAndVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingExecutable: a command the image lacks exits 127 with
+// Docker's words (`exec: "nope": executable file not found in $PATH`),
+// in both isolation modes and with --json as an error event, instead of
+// 125 and runsc's "error finding executable" inside a chain of its
+// internals; a command the image has through a symlinked path still runs.
+func TestMissingExecutable(t *testing.T) {
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		for _, iso := range []string{"namespaces", "seccomp-only"} {
+			r := runRungv(t, u, tmp, "", "run", "--isolation", iso, "--network", "none", imageRef, "nope")
+			if r.code != 127 || !strings.Contains(r.stderr, `exec: "nope": executable file not found in $PATH`) {
+				t.Errorf("%s: nope: exit %d, stderr %q; want 127 and Docker's words", iso, r.code, r.stderr)
+			}
+			r = runRungv(t, u, tmp, "", "run", "--isolation", iso, "--network", "none", imageRef, "/bin/nope", "x")
+			if r.code != 127 || !strings.Contains(r.stderr, `exec: "/bin/nope": stat /bin/nope: no such file or directory`) {
+				t.Errorf("%s: /bin/nope: exit %d, stderr %q; want 127", iso, r.code, r.stderr)
+			}
+		}
+		r := runRungv(t, u, tmp, "", "run", "--json", "--network", "none", imageRef, "nope")
+		if r.code != 127 || !strings.Contains(r.stderr, `"event":"error"`) || !strings.Contains(r.stderr, "executable file not found") {
+			t.Errorf("--json: exit %d, stderr %q; want 127 and an error event", r.code, r.stderr)
+		}
+		if r := runRungv(t, u, tmp, "", "run", "--network", "none", imageRef, "/bin/../bin/sh", "-c", "exit 3"); r.code != 3 {
+			t.Errorf("/bin/../bin/sh: exit %d, stderr %q; want the guest's 3", r.code, r.stderr)
+		}
+		checkClean(t, tmp)
+	})
+}

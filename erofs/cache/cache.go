@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"z.gfire.dev/gvx/erofs"
-	"z.gfire.dev/gvx/internal/privdir"
 )
 
 // Cache is a content-addressed store in one directory. Its methods are safe
@@ -31,10 +30,12 @@ const (
 // Open returns the cache in dir, creating its directories (mode 0755) if
 // needed. What is in a cache is trusted (an image's bytes become a
 // sandbox's root file system), so the cache's directories must be real
-// directories (not symlinks) owned by the caller or by root, and writable
-// by no one else (they may be readable: root's cache is shared read-only);
-// Open refuses any other, with an error wrapping *privdir.Error, so that
-// another user who made the directory first cannot plant objects in it.
+// directories (the cache's own directory may be a symlink to one) owned by
+// the caller or by root, and writable by no one else (they may be
+// readable: root's cache is shared read-only); Open refuses any other,
+// with an error wrapping ErrUnsafe and *privdir.Error that names the
+// directory and the fix, so that another user who made the directory
+// first cannot plant objects in it.
 func Open(dir string) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("cache: empty directory name")
@@ -43,12 +44,13 @@ func Open(dir string) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	for _, d := range []string{abs, filepath.Join(abs, objectsDir), filepath.Join(abs, locksDir), filepath.Join(abs, tmpDir)} {
+	dirs := []string{abs, filepath.Join(abs, objectsDir), filepath.Join(abs, locksDir), filepath.Join(abs, tmpDir)}
+	for i, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
-		if err := (privdir.Want{Root: true}).Check(d); err != nil {
-			return nil, fmt.Errorf("cache: %w; what is in a cache is trusted: remove it, or use a cache directory of your own", err)
+		if err := checkDir(d, i == 0); err != nil {
+			return nil, err
 		}
 	}
 	return &Cache{dir: abs}, nil
@@ -102,17 +104,23 @@ func (c *Cache) Path(name string) (string, error) {
 	return filepath.Join(c.dir, objectsDir, name), nil
 }
 
-// Lookup returns the path of object name, or an error wrapping ErrNotExist.
+// Lookup returns the path of object name, or an error wrapping ErrNotExist,
+// or one wrapping ErrUnsafe when the object is not a regular file of the
+// cache's owner (or root) writable by no one else.
 func (c *Cache) Lookup(name string) (string, error) {
 	p, err := c.Path(name)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Lstat(p); err != nil {
+	fi, err := os.Lstat(p)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("%w: %s", ErrNotExist, name)
 		}
 		return "", fmt.Errorf("cache: %w", err)
+	}
+	if err := checkObject(p, fi); err != nil {
+		return "", err
 	}
 	return p, nil
 }
@@ -144,7 +152,9 @@ func (p *Pin) Close() error { return p.l.unlock() }
 // If several goroutines or processes ask for the same missing object, one
 // runs write (created is true for it) and the others wait and get the same
 // path. When write fails nothing is published and the next caller tries
-// again.
+// again. Objects are published read-only (0444); one found that is not a
+// regular file of the cache's owner (or root) writable by no one else (see
+// Lookup) is removed and built again.
 func (p *Pin) Ensure(name string, write func(f *os.File) error) (path string, created bool, err error) {
 	if p.l == nil || p.l.f == nil {
 		return "", false, errors.New("cache: Ensure on a closed Pin")
@@ -153,7 +163,7 @@ func (p *Pin) Ensure(name string, write func(f *os.File) error) (path string, cr
 	if err != nil {
 		return "", false, err
 	}
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil && checkObject(path, fi) == nil {
 		return path, false, nil
 	}
 	l, err := lock(filepath.Join(p.c.dir, locksDir, name+lockSuffix), true)
@@ -162,11 +172,22 @@ func (p *Pin) Ensure(name string, write func(f *os.File) error) (path string, cr
 	}
 	defer l.unlock()
 	// Another process may have published it while we waited.
-	if _, err := os.Lstat(path); err == nil {
-		return path, false, nil
+	if fi, err := os.Lstat(path); err == nil {
+		if checkObject(path, fi) == nil {
+			return path, false, nil
+		}
+		if err := os.Remove(path); err != nil {
+			return "", false, fmt.Errorf("cache: %w", err)
+		}
 	}
 	if err := erofs.WriteFileAtomic(path, write); err != nil {
 		return "", false, fmt.Errorf("cache: building %s: %w", name, err)
+	}
+	// Read-only: nothing writes an object after it is published, and an
+	// edit through a hard link to it (someone's copy) fails instead of
+	// changing what every episode boots from.
+	if err := os.Chmod(path, 0o444); err != nil {
+		return "", false, fmt.Errorf("cache: %w", err)
 	}
 	return path, true, nil
 }

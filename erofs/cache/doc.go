@@ -32,7 +32,12 @@
 //
 // Object names are validated (ValidName) before they become paths, so
 // nothing from the index or a caller reaches outside DIR/objects. A damaged
-// index.json is reported as ErrCorrupt, never half-applied.
+// index.json is reported as ErrCorrupt, never half-applied. Other local
+// users are outside: Open refuses (ErrUnsafe) a directory that is not the
+// caller's or root's or that group or others may write, objects are
+// published read-only (0444), and Lookup refuses an object that another
+// user owns or could write (Ensure builds it again). Object bytes are not
+// hashed on read: a name is a key, not the digest of the bytes.
 //
 // Example:
 //

@@ -10,3 +10,7 @@ var (
 	// ErrNotExist reports an object that is not in the cache.
 	ErrNotExist = errors.New("cache: no such object")
 )
+
+// ErrUnsafe reports a cache directory or object that someone other than
+// the caller (or root) could have written.
+var ErrUnsafe = errors.New("cache: unsafe")

@@ -94,6 +94,18 @@ func (c *Cache) Index() (*Index, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	defer f.Close()
+	// The file opened must be the plain file there, not one a symlink
+	// names, and writable by no one else: it names what episodes boot.
+	lfi, err := os.Lstat(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if err := checkFile(f.Name(), lfi, "remove it (the cache forgets its names: add the images again)"); err != nil {
+		return nil, err
+	}
+	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, lfi) {
+		return nil, fmt.Errorf("%w: %s changed while it was opened", ErrUnsafe, f.Name())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("cache: reading index: %w", err)

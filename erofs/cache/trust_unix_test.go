@@ -17,7 +17,8 @@ import (
 // refused: one another local user (nobody) made first, world-writable, or
 // owns; one of the caller's that is writable by all; a symlink to one; a
 // world-writable objects directory inside. A readable one of the caller's
-// (or root's: shared read-only) is fine.
+// (or root's: shared read-only) is fine, and so is a symlink to one (an
+// administrator may point the cache elsewhere: what it leads to is judged).
 func TestOpenRefusesOthersDir(t *testing.T) {
 	base := t.TempDir()
 	mk := func(name string, mode os.FileMode, uid int) string {
@@ -45,7 +46,14 @@ func TestOpenRefusesOthersDir(t *testing.T) {
 	if err := os.Symlink(mk("target", 0o755, os.Geteuid()), link); err != nil {
 		t.Fatal(err)
 	}
-	bad[link] = "is a symlink"
+	if _, err := Open(link); err != nil {
+		t.Errorf("a symlink to a readable cache of the caller's: %v", err)
+	}
+	badLink := filepath.Join(base, "badlink")
+	if err := os.Symlink(mk("badtarget", 0o777, os.Geteuid()), badLink); err != nil {
+		t.Fatal(err)
+	}
+	bad[badLink] = "mode 0777"
 	inner := mk("inner", 0o755, os.Geteuid())
 	if err := os.Mkdir(filepath.Join(inner, objectsDir), 0o777); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // Build is Bookworm.Build.
@@ -22,7 +25,13 @@ func Build(ctx context.Context, dir string) (string, error) { return Bookworm.Bu
 // building it if the cache directory dir ("" means CacheDir()) has no
 // entry for the current key. Building needs root, debootstrap and the
 // Debian mirror (see IsUnavailable); it takes a few minutes and ~700 MB.
-// A second call returns at once. Callers must not modify the layout.
+// A second call returns at once. Callers must not modify the layout (its
+// files are read-only; use CopyLayout for a copy to edit).
+//
+// dir must be the caller's own (CheckCacheDir), and the entry is verified
+// (VerifyLayout) every time before it is returned: a damaged entry is
+// removed and built again, or, when this machine cannot build it, reported
+// with the entry to remove (ErrDamaged).
 func (f Flavour) Build(ctx context.Context, dir string) (string, error) {
 	if dir == "" {
 		dir = CacheDir()
@@ -31,38 +40,106 @@ func (f Flavour) Build(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	final := filepath.Join(dir, f.entry(f.Key(mirror)))
-	if done(final) {
-		return final, nil
-	}
+	return cachedLayout(ctx, dir, builder{
+		entry: f.entry(f.Key(mirror)),
+		check: canBuild,
+		build: func(ctx context.Context, work, layoutDir string) error {
+			rootfs := filepath.Join(work, "rootfs")
+			if err := runScript(ctx, work, rootfs, mirror, f); err != nil {
+				return err
+			}
+			return writeLayout(rootfs, layoutDir)
+		},
+	})
+}
+
+// canBuild says whether this machine can run the build (nil) or why not.
+func canBuild() error {
 	if os.Geteuid() != 0 {
-		return "", ErrNotRoot
+		return ErrNotRoot
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return "", ErrNoDebootstrap
+		return ErrNoDebootstrap
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("dindtest: %w", err)
+	return nil
+}
+
+// builder makes one cache entry.
+type builder struct {
+	// entry is the entry's directory name in the cache.
+	entry string
+	// check returns nil when build may run, or why it cannot
+	// (an IsUnavailable error).
+	check func() error
+	// build writes the OCI layout into layoutDir, using work (a fresh
+	// directory in the cache) for anything else.
+	build func(ctx context.Context, work, layoutDir string) error
+}
+
+// cachedLayout returns the verified cache entry b.entry in dir, building
+// it (or building it again when damaged) under the entry's lock.
+func cachedLayout(ctx context.Context, dir string, b builder) (string, error) {
+	final := filepath.Join(dir, b.entry)
+	marker := filepath.Join(dir, markerName(b.entry))
+	exists := true
+	if err := CheckCacheDir(dir); errors.Is(err, fs.ErrNotExist) {
+		exists = false
+	} else if err != nil {
+		return "", err
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, f.entry(f.Key(mirror))+".lock"))
+	var bad error // why the entry present is unusable
+	if exists && present(final) {
+		if bad = VerifyLayout(final, marker); bad == nil {
+			return final, nil
+		}
+	}
+	if err := b.check(); err != nil {
+		if bad != nil {
+			return "", bad // loud: a skip would hide a broken cache
+		}
+		return "", err
+	}
+	if !exists {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return "", fmt.Errorf("dindtest: %w", err)
+		}
+		// Mkdir, not MkdirAll: if someone made dir since the check,
+		// the check below sees whose it is.
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("dindtest: %w", err)
+		}
+		if err := CheckCacheDir(dir); err != nil {
+			return "", err
+		}
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, b.entry+".lock"))
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if done(final) { // built by another process while we waited
-		return final, nil
+	if present(final) { // built (or repaired) by another process while we waited?
+		bad = VerifyLayout(final, marker)
+		if bad == nil {
+			return final, nil
+		}
+		// Damaged: the entry is ours (dir is), so remove it and build
+		// it again (minutes: say why).
+		fmt.Fprintf(os.Stderr, "dindtest: building %s again, it is damaged: %v\n", final, bad)
+		os.Remove(marker)
+		if err := os.RemoveAll(final); err != nil {
+			return "", fmt.Errorf("%w (removing it: %v)", bad, err)
+		}
 	}
 	work, err := os.MkdirTemp(dir, ".dind-build-")
 	if err != nil {
 		return "", fmt.Errorf("dindtest: %w", err)
 	}
 	defer removeBuild(work)
-	rootfs := filepath.Join(work, "rootfs")
-	if err := runScript(ctx, work, rootfs, mirror, f); err != nil {
+	layoutDir := filepath.Join(work, "layout")
+	if err := b.build(ctx, work, layoutDir); err != nil {
 		return "", err
 	}
-	layoutDir := filepath.Join(work, "layout")
-	if err := writeLayout(rootfs, layoutDir); err != nil {
+	if err := sealLayout(layoutDir); err != nil {
 		return "", err
 	}
 	if err := syncDir(layoutDir); err != nil {
@@ -71,17 +148,24 @@ func (f Flavour) Build(ctx context.Context, dir string) (string, error) {
 	if err := os.Rename(layoutDir, final); err != nil {
 		return "", fmt.Errorf("dindtest: publish: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	// The rename, not the cache's whole tree: another flavour's build may
+	// be under way in dir, its rootfs with /proc mounted (fsync there is
+	// EINVAL: a TestPoolDocker failed so while sid was being built).
+	if err := durable.SyncDir(dir); err != nil {
+		return "", fmt.Errorf("dindtest: publish: %w", err)
+	}
+	// Hash once now, so that later calls find the marker.
+	if err := VerifyLayout(final, marker); err != nil {
 		return "", err
 	}
 	return final, nil
 }
 
-// done reports whether a published entry exists (entries appear by
-// rename only once complete).
-func done(layoutDir string) bool {
-	st, err := os.Stat(filepath.Join(layoutDir, "index.json"))
-	return err == nil && st.Mode().IsRegular()
+// present reports whether an entry exists (entries appear by rename only
+// once complete), whatever state it is in.
+func present(layoutDir string) bool {
+	_, err := os.Lstat(layoutDir)
+	return err == nil
 }
 
 // runScript runs the embedded rootfs script, logging into work/build.log.

@@ -18,15 +18,26 @@
 //     Entrypoint ["dockerd-entrypoint.sh"], Cmd [] and PATH.
 //   - The result is cached under the cache directory by a key hashing the
 //     build script, the packer version, the mirror, the suite, the
-//     packages and the architecture (one entry per flavour): the first call takes minutes, later calls return at
-//     once. Entries are published by rename; concurrent callers (go test
-//     runs packages in parallel) wait on a lock file and build once.
+//     packages and the architecture (one entry per flavour): the first call
+//     takes minutes, later calls return at once. Entries are published by
+//     rename; concurrent callers (go test runs packages in parallel) wait on
+//     a lock file and build once.
+//   - The cache is the caller's own (CacheDir: $GVX_TEST_CACHE or
+//     /var/tmp/gvx-test-cache-UID; CheckCacheDir refuses a directory that
+//     is a symlink, another user's or writable by group or others), its
+//     entries are read-only, and each is verified (VerifyLayout: digests,
+//     sizes, index and manifests) before Build hands it out; a damaged
+//     entry is rebuilt, or reported with the directory to remove.
+//   - CopyLayout makes a copy of an entry to edit: blobs hard-linked,
+//     index.json and oci-layout copied, so no edit reaches the cache.
 //   - WriteHello writes a docker-archive tarball of a busybox image named
 //     HelloTag, made from the host's static busybox.
 //
 // Trust boundary: Build runs debootstrap and chroot as root, on packages
 // from the host's configured Debian mirror (verified by apt with the host's
-// archive keyring). It is test tooling, not a product path.
+// archive keyring). It is test tooling, not a product path. Other local
+// users are outside it: they can neither make nor write the cache a run
+// uses, and an edit of a copy (even root's) is caught by the digests.
 //
 // Example (a test that needs the image):
 //

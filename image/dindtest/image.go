@@ -64,10 +64,15 @@ const Ref = "latest"
 const Entrypoint = "dockerd-entrypoint.sh"
 
 // CacheEnv names the cache directory; DefaultCacheDir is used when unset.
-const (
-	CacheEnv        = "GVX_TEST_CACHE"
-	DefaultCacheDir = "/var/tmp/gvx-test-cache"
-)
+const CacheEnv = "GVX_TEST_CACHE"
+
+// DefaultCacheDir is the caller's own cache directory,
+// /var/tmp/gvx-test-cache-UID: one per user, so that no user's build or
+// edit reaches another's layouts (see CheckCacheDir). /var/tmp survives
+// reboots and is not the home directory, which sudo may keep.
+func DefaultCacheDir() string {
+	return fmt.Sprintf("/var/tmp/gvx-test-cache-%d", os.Geteuid())
+}
 
 // packVersion is part of the cache key: bump it when the packing or the
 // image config changes.
@@ -92,12 +97,12 @@ func (f Flavour) entry(key string) string {
 	return "dind-" + f.Name + "-" + key[:16]
 }
 
-// CacheDir is $GVX_TEST_CACHE, or DefaultCacheDir.
+// CacheDir is $GVX_TEST_CACHE, or DefaultCacheDir().
 func CacheDir() string {
 	if d := os.Getenv(CacheEnv); d != "" {
 		return d
 	}
-	return DefaultCacheDir
+	return DefaultCacheDir()
 }
 
 // Key is the cache key of flavour f built from mirror: a hex sha256 of

@@ -17,41 +17,49 @@ import (
 // UsageExit is the exit status of a usage error.
 const UsageExit = 2
 
-// Version describes the binary: its module version and VCS revision (from
-// the build information Go records), and the versions of the named
-// dependencies, e.g. "gvisor.dev/gvisor".
+// Revision is the VCS revision of a binary built where Go cannot record
+// one (a git worktree, -buildvcs=false, a tarball): set it with
+// -ldflags "-X z.gfire.dev/gvx/internal/cliconv.Revision=$(git describe
+// --always --dirty)". The build information's vcs.revision wins.
+var Revision string
+
+// Version describes the binary: its VCS revision, abbreviated, with
+// "(modified)" when the checkout had uncommitted changes (from the build
+// information go build records in a checkout, else Revision, else its
+// module version, else "(devel)"), the Go version and the versions of
+// the named dependencies, e.g. "gvisor.dev/gvisor":
+// "0c94c09 (modified), go1.26.8, gvisor.dev/gvisor v0.0.0-…".
 func Version(deps ...string) string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown (no build information)"
 	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified, at string
+	return version(bi, Revision, deps...)
+}
+
+// version is Version for build information bi and an -X revision.
+func version(bi *debug.BuildInfo, xrev string, deps ...string) string {
+	var rev, modified string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
-				modified = "+dirty"
+				modified = " (modified)"
 			}
-		case "vcs.time":
-			at = s.Value
 		}
 	}
-	out := v
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		out += " (" + rev + modified
-		if at != "" {
-			out += ", " + at
-		}
-		out += ")"
+	var out string
+	switch {
+	case rev != "":
+		out = rev[:min(len(rev), 7)] + modified
+	case xrev != "":
+		out = xrev
+	case bi.Main.Version != "" && bi.Main.Version != "(devel)":
+		out = bi.Main.Version
+	default:
+		out = "(devel)"
 	}
 	out += ", " + bi.GoVersion
 	for _, d := range deps {

@@ -28,9 +28,14 @@ type Error struct {
 	// Want is the rule it failed; Self the caller's effective uid.
 	Want Want
 	Self int
+	// File is set for a file in a trusted directory (Dir.OpenFile).
+	File bool
 }
 
 func (e *Error) Error() string {
+	if e.Why != "" && e.File {
+		return fmt.Sprintf("%s %s: a file in a trusted directory must be a regular file", e.Path, e.Why)
+	}
 	if e.Why != "" {
 		return fmt.Sprintf("%s %s, not a directory: a trusted directory must be a real directory", e.Path, e.Why)
 	}

@@ -55,6 +55,13 @@ func TestRestoreHostileCheckpoint(t *testing.T) {
 		{"info-id-path", info("../../x", "[]"), "container_id"},
 		{"info-passfds-extra", info("gvx-0123", "[3]"), "publishes 1 ports, this restore 0"},
 		{"info-passfds-range", info("gvx-0123", "[-1]"), "pass_fds"},
+		// Another user's files, or links to them (cp -a of their
+		// checkpoint, a link put in a directory they could write): the
+		// restore would load their saved kernel or spec.
+		{"state-symlink", func(t *testing.T, d string) { linkAway(t, filepath.Join(d, "checkpoint.img")) }, "is a symlink"},
+		{"spec-symlink", func(t *testing.T, d string) { linkAway(t, filepath.Join(d, gvx.SpecFile)) }, "is a symlink"},
+		{"info-writable", func(t *testing.T, d string) { chmod(t, filepath.Join(d, "gvx-checkpoint.json"), 0o666) }, "mode 0666"},
+		{"dir-writable", func(t *testing.T, d string) { chmod(t, d, 0o777) }, "mode 0777"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "ck")
@@ -139,6 +146,26 @@ func writeFile(t *testing.T, path, s string) {
 	}
 }
 
+// linkAway moves path's file beside the checkpoint and leaves a symlink
+// to it in its place.
+func linkAway(t *testing.T, path string) {
+	t.Helper()
+	away := filepath.Join(filepath.Dir(filepath.Dir(path)), filepath.Base(path)+".away")
+	if err := os.Rename(path, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(away, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func removeFile(t *testing.T, path string) {
 	t.Helper()
 	if err := os.Remove(path); err != nil {
@@ -209,6 +236,22 @@ func TestRestoreOwnCompanions(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), d) {
 			t.Errorf("the refusal names neither the file nor the checkpoint: %v", err)
+		}
+	})
+	t.Run("companion-symlink", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "ck")
+		copyDir(t, cp.Dir, d)
+		comp := filepath.Join(d, "volume-0.ext4")
+		removeFile(t, comp)
+		if err := os.Symlink(secret, comp); err != nil {
+			t.Fatal(err)
+		}
+		got, err := restored(t, d)
+		if err == nil {
+			t.Fatalf("a checkpoint whose companion is a symlink to %s restored; the guest reads %q", secret, got)
+		}
+		if !strings.Contains(err.Error(), "is a symlink") || !strings.Contains(err.Error(), comp) {
+			t.Errorf("the refusal does not name the symlinked companion: %v", err)
 		}
 	})
 	t.Run("moved", func(t *testing.T) {

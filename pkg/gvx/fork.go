@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 
+	"z.gfire.dev/gvx/internal/privdir"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/spec"
 )
@@ -264,6 +266,30 @@ func saveCompanions(dir string, s *spec.Spec) (*Checkpoint, error) {
 	return &Checkpoint{Dir: dir, Spec: cs}, nil
 }
 
+// maxSpecFile bounds a checkpoint's SpecFile (an episode spec: KiB).
+const maxSpecFile = 64 << 20
+
+// checkCompanions refuses a checkpoint whose directory or first n
+// companion volumes are not the caller's own: each must be a regular file
+// (not a symlink to another episode's clone or a file of the caller's),
+// owned by the caller and writable by no one else, since the restore
+// hands the guest a copy of it.
+func checkCompanions(dir string, n int) error {
+	d, err := privdir.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for j := range n {
+		f, err := d.OpenFile(companionName(j))
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
 // companionName is the file name of a checkpoint's j-th companion volume.
 func companionName(j int) string { return "volume-" + strconv.Itoa(j) + ".ext4" }
 
@@ -277,12 +303,17 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gvx: %w", err)
 	}
-	f, err := os.Open(filepath.Join(abs, SpecFile))
+	d, err := privdir.Open(abs)
+	if err != nil {
+		return nil, fmt.Errorf("gvx: checkpoint %s: %w; a restore trusts what is in it: use a directory of your own", dir, err)
+	}
+	defer d.Close()
+	f, err := d.OpenFile(SpecFile)
 	if err != nil {
 		return nil, fmt.Errorf("gvx: checkpoint %s: %w (not made by gvx's Checkpoint, Fork or rungv checkpoint?)", dir, err)
 	}
 	defer f.Close()
-	s, err := spec.Decode(f)
+	s, err := spec.Decode(io.LimitReader(f, maxSpecFile))
 	if err != nil {
 		return nil, fmt.Errorf("gvx: checkpoint %s: %w", dir, err)
 	}
@@ -331,6 +362,9 @@ func (c *Checkpoint) Restore(ctx context.Context, vols []string, proc Config) (*
 	bin, err := findRungv(proc.Rungv)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkCompanions(c.Dir, len(idx)); err != nil {
+		return nil, fmt.Errorf("gvx: restore %s: %w", c.Dir, err)
 	}
 	for j, i := range idx {
 		if _, err := reflink.CloneFile(s.Mounts[i].Source, vols[j], reflink.Options{Mode: reflink.Auto, NoSync: true}); err != nil {

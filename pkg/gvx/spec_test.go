@@ -100,7 +100,7 @@ func TestNewFromSpec(t *testing.T) {
 	if got := sb.Spec(); got.Mounts[0].Size != 1<<30 || got.Pull != spec.PullNever {
 		t.Errorf("Spec() = %+v", got)
 	}
-	if a := sb.Args(); !reflect.DeepEqual(a[1:], []string{"run", "--error-fd=3", "--spec-fd=4"}) {
+	if a := sb.Args(); !reflect.DeepEqual(a[1:], []string{"run", "--error-fd=3", "--spec-fd=4", "--stop-timeout=0"}) {
 		t.Errorf("Args() = %q", a)
 	}
 	if _, err := NewFromSpec(ctx, s, Config{Rungv: exe, OCIImage: "other"}); err == nil || !strings.Contains(err.Error(), "may set only Rungv") {

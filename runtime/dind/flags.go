@@ -63,3 +63,59 @@ func AddFlags(flags []string) []string {
 	}
 	return out
 }
+
+// NoTLS is the flag that tells dockerd its plain-TCP listener is meant:
+// without it, dockerd (since Docker 20.10) that listens on TCP with no TLS
+// warns and sleeps 15 s before it serves — docker:dind run with
+// DOCKER_TLS_CERTDIR= listens on tcp://0.0.0.0:2375 that way. In an
+// episode that listener is the Sentry's, reached from the host only
+// through the socket rungv publishes for it (-p unix:…, serve's docker
+// socket), so the wait buys nothing.
+const NoTLS = "--tls=false"
+
+// tlsEnv are the environment variables that give dockerd or
+// docker:dind's entrypoint TLS material (a certificate directory, or
+// verification asked for).
+var tlsEnv = []string{"DOCKER_TLS_CERTDIR", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"}
+
+// WantsNoTLS reports whether a daemon started with flags (dockerd's or its
+// entrypoint's), in environment env (KEY=VALUE, later entries win) and
+// with daemonJSON (/etc/docker/daemon.json's contents, nil when there is
+// none) should get NoTLS: nothing sets TLS up — no --tls… flag (--tls,
+// --tlsverify, --tlscert…), no --config-file (which may), none of
+// DOCKER_TLS_CERTDIR, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH non-empty, no
+// "tls" in daemon.json (dockerd refuses a directive given both as a flag
+// and in the file).
+func WantsNoTLS(flags, env []string, daemonJSON []byte) bool {
+	for _, a := range flags {
+		if strings.HasPrefix(a, "--tls") || strings.HasPrefix(a, "-tls") || strings.HasPrefix(a, "--config-file") {
+			return false
+		}
+	}
+	vals := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vals[k] = v
+	}
+	for _, k := range tlsEnv {
+		if vals[k] != "" {
+			return false
+		}
+	}
+	return !strings.Contains(string(daemonJSON), "tls")
+}
+
+// ArgsEnv is Args for a daemon whose environment (env) and daemon.json
+// (daemonJSON, nil when none) are known: a daemon command line
+// (IsDaemon) also gets NoTLS when nothing sets TLS up (WantsNoTLS). Any
+// other command is returned unchanged; args is never modified.
+func ArgsEnv(args, env []string, daemonJSON []byte) []string {
+	if !IsDaemon(args) {
+		return args
+	}
+	out := Args(args)
+	if WantsNoTLS(args[1:], env, daemonJSON) {
+		out = append(out, NoTLS)
+	}
+	return out
+}

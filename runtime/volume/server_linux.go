@@ -683,7 +683,7 @@ func (fd *controlFD) SetXattr(name, value string, flags uint32) error {
 		}
 	}
 	fd.wrote()
-	return errno(v.SetxattrIno(fd.ino, name, []byte(value), false))
+	return errno(v.SetxattrIno(fd.ino, name, []byte(value)))
 }
 
 func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
@@ -698,7 +698,7 @@ func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
 func (fd *controlFD) RemoveXattr(name string) error {
 	defer fd.lock()()
 	fd.wrote()
-	return errno(fd.c.vol.fs.SetxattrIno(fd.ino, name, nil, true))
+	return errno(fd.c.vol.fs.RemovexattrIno(fd.ino, name))
 }
 
 // openFD implements lisafs.OpenFDImpl on its control FD's inode.

@@ -32,8 +32,8 @@ func TestErrnoFormatLimits(t *testing.T) {
 		err  error
 		want unix.Errno
 	}{
-		{"setxattr of 65536 bytes", v.SetxattrIno(ino, "user.big", bytes.Repeat([]byte{1}, 65536), false), unix.E2BIG},
-		{"setxattr of a 300-byte name", v.SetxattrIno(ino, "user."+string(bytes.Repeat([]byte{'n'}, 300)), []byte{1}, false), unix.ERANGE},
+		{"setxattr of 65536 bytes", v.SetxattrIno(ino, "user.big", bytes.Repeat([]byte{1}, 65536)), unix.E2BIG},
+		{"setxattr of a 300-byte name", v.SetxattrIno(ino, "user."+string(bytes.Repeat([]byte{'n'}, 300)), []byte{1}), unix.ERANGE},
 		{"truncate to 2^62", v.SetAttrIno(ino, ext4lite.SetAttr{Size: &huge}), unix.EFBIG},
 	} {
 		if got := errno(tc.err); got != tc.want {

@@ -13,6 +13,8 @@ Example::
         print(ep.exec("echo hi").stdout)
 """
 
+from ._http import DEFAULT_MAX_JSON
+from ._untar import DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_MEMBERS
 from .aio import AsyncClient, AsyncEpisode
 from .client import Client, Episode, ExecResult, untar
 from .errors import CapacityError, ExecError, GvxError, NotFoundError
@@ -20,7 +22,8 @@ from .gym import GymEnv
 from .swerex import SweRexRuntime
 
 __all__ = [
-    "AsyncClient", "AsyncEpisode", "CapacityError", "Client", "Episode", "ExecError", "ExecResult",
+    "AsyncClient", "AsyncEpisode", "CapacityError", "DEFAULT_MAX_DOWNLOAD", "DEFAULT_MAX_JSON",
+    "DEFAULT_MAX_MEMBERS", "Client", "Episode", "ExecError", "ExecResult",
     "GvxError", "GymEnv", "NotFoundError", "SweRexRuntime", "untar",
 ]
 __version__ = "0.1.0"

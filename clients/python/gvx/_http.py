@@ -13,6 +13,30 @@ from .errors import CapacityError, GvxError, NotFoundError
 
 Body = Union[None, bytes, Iterable[bytes], Any]
 
+# The largest JSON answer read (1 MiB; Client(max_json=...) changes it). An
+# answer is the server's, but what it relays (write_file's, upload's) comes
+# from the episode's agent, which a privileged guest can replace: past this
+# the rest is not read, the connection is closed and GvxError names the cap.
+DEFAULT_MAX_JSON = 1 << 20
+
+# The longest line of an NDJSON answer (an exec's events): one event holds
+# at most the agent's read of output (a few hundred KiB, base64).
+MAX_EVENT_LINE = 64 << 20
+
+
+def read_capped(resp: http.client.HTTPResponse, limit: int, what: str) -> bytes:
+    """At most limit bytes of resp's body: reads limit+1 at most, and raises
+    GvxError naming the cap if there were more (the caller closes the
+    connection, unread)."""
+    out = bytearray()
+    while len(out) <= limit:
+        b = resp.read(min(64 << 10, limit + 1 - len(out)))
+        if not b:
+            return bytes(out)
+        out += b
+    raise GvxError(0, f"{what} is larger than {limit} bytes (gvx.DEFAULT_MAX_JSON, or the client's max_json): "
+                      "not read; the episode's agent may be misbehaving")
+
 
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over the unix socket path. With private set (rungv serve's
@@ -103,7 +127,8 @@ class Transport:
     costs little, and no state is shared between threads)."""
 
     def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
-                 token: Optional[str] = None, timeout: Optional[float] = None):
+                 token: Optional[str] = None, timeout: Optional[float] = None,
+                 max_json: int = DEFAULT_MAX_JSON):
         if socket_path and url:
             raise ValueError("gvx: give socket_path or url, not both")
         self.url = url
@@ -116,6 +141,7 @@ class Transport:
             self._private = default_state_dir()[1]
         self.token = token if token is not None else os.environ.get("GVX_SERVE_TOKEN")
         self.timeout = timeout
+        self.max_json = max_json
         if url:
             u = urlsplit(url)
             if u.scheme != "http" or not u.hostname:
@@ -180,26 +206,38 @@ class Transport:
         return resp, conn
 
     def json(self, method: str, path: str, **kw: Any) -> Any:
+        """A request whose answer is JSON (at most max_json bytes)."""
         resp, conn = self.request(method, path, **kw)
+        what = f"the answer to {method} {path.split('?')[0]}"
         try:
-            raw = resp.read()
+            raw = read_capped(resp, self.max_json, what)
         finally:
             conn.close()
-        return json.loads(raw) if raw else None
+        return _decode(raw, what) if raw else None
 
     def lines(self, method: str, path: str, **kw: Any) -> Iterator[dict]:
         """A request whose answer is NDJSON: yields each line's object."""
         resp, conn = self.request(method, path, **kw)
         try:
             while True:
-                line = resp.readline(64 << 20)
+                line = resp.readline(MAX_EVENT_LINE + 1)
                 if not line:
                     return
+                if len(line) > MAX_EVENT_LINE:
+                    raise GvxError(0, f"a line of the answer to {method} {path.split('?')[0]} is longer than "
+                                      f"{MAX_EVENT_LINE} bytes: not read; the episode's agent may be misbehaving")
                 line = line.strip()
                 if line:
-                    yield json.loads(line)
+                    yield _decode(line, f"an event of {method} {path.split('?')[0]}")
         finally:
             conn.close()
+
+
+def _decode(raw: bytes, what: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise GvxError(0, f"{what} is not JSON: {e}") from None
 
 
 def _error(resp: http.client.HTTPResponse, raw: bytes) -> GvxError:

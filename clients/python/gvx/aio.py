@@ -12,6 +12,7 @@ import concurrent.futures
 import functools
 from typing import Any, Callable, Dict, List, Optional
 
+from ._http import DEFAULT_MAX_JSON
 from .client import Client, Episode, ExecResult
 
 
@@ -81,8 +82,8 @@ class AsyncEpisode:
 
 
 class AsyncClient:
-    """Client with coroutine methods; the same arguments as Client, plus
-    max_workers (the thread pool's size).
+    """Client with coroutine methods; the same arguments as Client (max_json
+    too), plus max_workers (the thread pool's size).
 
     Example::
 
@@ -94,8 +95,9 @@ class AsyncClient:
     """
 
     def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
-                 token: Optional[str] = None, timeout: Optional[float] = None, max_workers: int = 64):
-        self.client = Client(socket_path, url, token, timeout)
+                 token: Optional[str] = None, timeout: Optional[float] = None, max_workers: int = 64,
+                 max_json: int = DEFAULT_MAX_JSON):
+        self.client = Client(socket_path, url, token, timeout, max_json)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gvx")
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:

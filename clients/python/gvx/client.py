@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
-from ._http import Transport
-from ._untar import DEFAULT_MAX_DOWNLOAD, CappedReader, unpack
+from ._http import DEFAULT_MAX_JSON, Transport
+from ._untar import DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_MEMBERS, CappedReader, unpack
 from .errors import CapacityError, ExecError, GvxError, NotFoundError
 
 Cmd = Union[str, Sequence[str]]
@@ -71,6 +71,9 @@ DEFAULT_MAX_OUTPUT = 64 << 20
 # What read_file and download_tar read into memory at most by default.
 DEFAULT_MAX_READ = 1 << 30
 
+# The most of /metrics read.
+MAX_METRICS = 64 << 20
+
 
 def collect(events: Iterator[dict], on_output: Optional[Callable[[str, bytes], None]] = None,
             max_output: Optional[int] = DEFAULT_MAX_OUTPUT) -> ExecResult:
@@ -106,12 +109,14 @@ def tar_paths(local_path: str, arcname: Optional[str] = None) -> bytes:
     return buf.getvalue()
 
 
-def untar(data: bytes, local_dir: str, skip_outside_links: bool = False) -> None:
+def untar(data: bytes, local_dir: str, skip_outside_links: bool = False,
+          max_members: Optional[int] = DEFAULT_MAX_MEMBERS) -> None:
     """Unpacks a tar from the server into local_dir. The guest wrote it, so
     nothing is written through a symlink and nothing may lead out of
     local_dir (see gvx._untar); skip_outside_links leaves such links out
-    without an error."""
-    unpack(io.BytesIO(data), local_dir, None, skip_outside_links)
+    without an error. Sparse files and other exotic members are refused,
+    and so is an archive of more than max_members entries (1,000,000)."""
+    unpack(io.BytesIO(data), local_dir, None, skip_outside_links, max_members)
 
 
 class Episode:
@@ -240,16 +245,19 @@ class Episode:
             conn.close()
 
     def download(self, remote_path: str, local_dir: str, max_bytes: Optional[int] = DEFAULT_MAX_DOWNLOAD,
-                 skip_outside_links: bool = False) -> str:
+                 skip_outside_links: bool = False, max_members: Optional[int] = DEFAULT_MAX_MEMBERS) -> str:
         """Copies the guest file or directory into local_dir, streamed (at
         most max_bytes of archive, 8 GiB; None: no cap); returns the local
         path of the copy. The archive is the guest's: nothing is written
         through a symlink, and a symlink that leads out of local_dir is not
         kept: the download raises GvxError naming it once the rest is
-        unpacked, or, with skip_outside_links, says nothing (gvx._untar)."""
+        unpacked, or, with skip_outside_links, says nothing (gvx._untar).
+        Sparse files and other exotic members are refused before they are
+        expanded, and so is an archive of more than max_members entries
+        (gvx.DEFAULT_MAX_MEMBERS, 1,000,000; None: no cap)."""
         resp, conn = self._t.request("GET", self._path("archive"), query={"path": remote_path})
         try:
-            unpack(resp, local_dir, max_bytes, skip_outside_links)
+            unpack(resp, local_dir, max_bytes, skip_outside_links, max_members)
         finally:
             conn.close()
         return os.path.join(local_dir, os.path.basename(remote_path.rstrip("/")) or ".")
@@ -276,6 +284,9 @@ class Client:
     """A client of one rungv serve: over its unix socket (socket_path,
     default $GVX_SERVE_SOCKET or rungv serve's default), or over TCP (url
     "http://127.0.0.1:7300" with token, default $GVX_SERVE_TOKEN).
+    max_json: the largest JSON answer read (gvx.DEFAULT_MAX_JSON, 1 MiB;
+    write_file's and upload's answers come from the episode's agent);
+    a larger one raises GvxError, unread.
 
     Example::
 
@@ -287,18 +298,19 @@ class Client:
     """
 
     def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
-                 token: Optional[str] = None, timeout: Optional[float] = None):
-        self.transport = Transport(socket_path, url, token, timeout)
+                 token: Optional[str] = None, timeout: Optional[float] = None,
+                 max_json: int = DEFAULT_MAX_JSON):
+        self.transport = Transport(socket_path, url, token, timeout, max_json)
 
     def health(self) -> Dict[str, Any]:
         """{"ok": true, "live": N, "max": M}."""
         return self.transport.json("GET", "/v1/health")
 
     def metrics(self) -> str:
-        """The server's Prometheus metrics, as text."""
+        """The server's Prometheus metrics, as text (at most MAX_METRICS bytes)."""
         resp, conn = self.transport.request("GET", "/metrics")
         try:
-            return resp.read().decode()
+            return CappedReader(resp, MAX_METRICS, "the server's /metrics").read().decode(errors="replace")
         finally:
             conn.close()
 

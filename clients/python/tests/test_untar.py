@@ -196,6 +196,134 @@ class TestExhaustion(Sandbox):
         self.assertEqual((len(r.stdout), r.truncated), (50000, False))
 
 
+def raw_header(name, typ, size=0, linkname=""):
+    """One ustar header block of type typ, as tarfile writes a regular one."""
+    ti = tarfile.TarInfo(name)
+    ti.size, ti.mtime, ti.linkname = size, 1, linkname
+    buf = bytearray(ti.tobuf(tarfile.USTAR_FORMAT))
+    buf[156:157] = typ
+    buf[148:156] = b" " * 8
+    buf[148:156] = b"%06o\0 " % sum(buf)
+    return bytes(buf)
+
+
+def pax_entry(headers, name="f", body=b"x"):
+    """A pax header with headers (raw records allowed: bytes), then a
+    regular file."""
+    recs = b""
+    for k, v in headers.items():
+        rec = b" %s=%s\n" % (k.encode(), v if isinstance(v, bytes) else v.encode())
+        n = len(rec) + 1
+        n = len(rec) + len(str(n + len(str(n)) - 1))
+        recs += str(n).encode() + rec
+    return (raw_header("././@PaxHeader", b"x", len(recs)) + recs + b"\0" * (-len(recs) % 512)
+            + raw_header(name, b"0", len(body)) + body + b"\0" * (-len(body) % 512))
+
+
+class TestExoticMembers(Sandbox):
+    """Members tarfile would expand in memory, or that this client does not
+    unpack: refused before tarfile processes them."""
+
+    def test_refused_types(self):
+        end = b"\0" * 1024
+        for typ, what in ((b"S", "GNU sparse file"), (b"M", "multi-volume"), (b"7", "contiguous file"),
+                          (b"V", "volume header"), (b"g", "global pax header"), (b"X", "Solaris"),
+                          (b"N", "old GNU long name"), (b"D", "dump directory"), (b"Q", "type b'Q'")):
+            with self.subTest(typ=typ):
+                e = self.assertContained(raw_header("ok", b"0", 1) + b"1" + b"\0" * 511
+                                         + raw_header("m", typ, 512) + b"\0" * 512 + end)
+                self.assertIn(what, str(e))
+                self.assertIn("archive refused", str(e))
+
+    def test_pax_sparse(self):
+        # GNU sparse 0.0 and 0.1 keep their maps in the pax header, 1.0 in
+        # the data: all refused at the first GNU.sparse keyword.
+        for hdr in ({"GNU.sparse.size": "1000000000", "GNU.sparse.numblocks": "1",
+                     "GNU.sparse.offset": "0", "GNU.sparse.numbytes": "1"},
+                    {"GNU.sparse.map": ",".join(["1"] * 10000), "GNU.sparse.realsize": "1000000000"},
+                    {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "f"}):
+            with self.subTest(keys=sorted(hdr)):
+                e = self.assertContained(pax_entry(hdr) + b"\0" * 1024)
+                self.assertIn("GNU sparse file", str(e))
+
+    def test_pax_records(self):
+        # A record whose length runs past the header, has no '=', or a
+        # header of digits (tarfile's hdrcharset search backtracks on it
+        # quadratically before Python 3.11.10): refused in one pass.
+        for bad in (b"99 path=x\n", b"6 ab\n", b"1" * (256 << 10), b"5 =x\n"):
+            with self.subTest(bad=bad[:10]):
+                data = raw_header("././@PaxHeader", b"x", len(bad)) + bad + b"\0" * (-len(bad) % 512)
+                data += raw_header("f", b"0") + b"\0" * 1024
+                e = self.assertContained(data)
+                self.assertIn("pax header record", str(e))
+
+    def test_pax_ordinary(self):
+        # What Go's archive/tar writes (long names, times, a binary name) still unpacks.
+        long = "d/" + "n" * 200
+        untar(pax_entry({"path": long, "mtime": "1600000000.5", "linkpath": ""}, "ignored", b"abc")
+              + pax_entry({"hdrcharset": "BINARY", "path": b"bin\xffname"}, "ignored2", b"z") + b"\0" * 1024,
+              self.dl)
+        with open(os.path.join(self.dl, long), "rb") as f:
+            self.assertEqual(f.read(), b"abc")
+        self.assertTrue(os.path.exists(os.path.join(self.dl.encode(), b"bin\xffname")))
+
+    def test_extended_header_chain(self):
+        # Each extended header is held while the next is read: a chain of
+        # them is cut at a few.
+        link = b"t" * 100
+        one = raw_header("././@LongLink", b"K", len(link)) + link + b"\0" * (512 - len(link))
+        e = self.assertContained(one * 10 + raw_header("f", b"0") + b"\0" * 1024)
+        self.assertIn("extended headers", str(e))
+
+    def test_long_names(self):
+        name = b"a/" * 2100 + b"f"
+        e = self.assertContained(raw_header("././@LongLink", b"L", len(name)) + name + b"\0" * (-len(name) % 512)
+                                 + raw_header("f", b"0") + b"\0" * 1024)
+        self.assertIn("GNU long name", str(e))
+        e = self.assertContained(pax_entry({"path": name.decode()}) + b"\0" * 1024)
+        self.assertIn("longer than 4096", str(e))
+
+    def test_max_members(self):
+        data = archive(*[("f%d" % i, "file", b"") for i in range(11)])
+        with self.assertRaises(GvxError) as cm:
+            unpack(io.BytesIO(data), self.dl, None, max_members=10)
+        self.assertIn("max_members=10", str(cm.exception))
+        self.assertEqual(unpack(io.BytesIO(data), os.path.join(self.top, "ok"), None, max_members=11), 11)
+
+    def test_deep_zigzag(self):
+        # Entries that alternate between two directories 300 deep make
+        # every entry open 300 directories: refused once the directory opens
+        # pass 16 per entry (a tree-ordered archive opens each about once).
+        a, b = "a/" * 300, "b/" * 300
+        data = archive(*[(f"{a if i % 2 else b}f{i}", "file", b"") for i in range(200)])
+        e = self.assertContained(data)
+        self.assertIn("jump between deep directories", str(e))
+        # In tree order, the same entries unpack.
+        data = archive(*sorted([(f"{a if i % 2 else b}f{i}", "file", b"") for i in range(200)]))
+        self.assertEqual(unpack(io.BytesIO(data), os.path.join(self.top, "ok")), 200)
+
+    def test_repeated_directories(self):
+        # A directory sent again is not made again: its last header's mode
+        # and time win, and it costs nothing to remember.
+        data = archive(("d", "dir", None, {"mode": 0o700}), ("d/f", "file", b"1"), ("d", "dir", None, {"mode": 0o750}),
+                       ("d", "dir", None, {"mode": 0o755, "mtime": 1_500_000_000}))
+        self.assertEqual(unpack(io.BytesIO(data), self.dl), 4)
+        st = os.stat(os.path.join(self.dl, "d"))
+        self.assertEqual((stat.S_IMODE(st.st_mode), int(st.st_mtime)), (0o755, 1_500_000_000))
+
+    def test_walk_between_directories(self):
+        # The parent kept open from one entry to the next is the right one
+        # when entries go back up, sideways and down again.
+        names = ["a/b/c/f1", "a/b/f2", "a/x/f3", "a/b/c/f4", "f5", "a/b/c/d/e/f6", "a/f7"]
+        untar(archive(*[(n, "file", n.encode()) for n in names]), self.dl)
+        for n in names:
+            with open(os.path.join(self.dl, n), "rb") as f:
+                self.assertEqual(f.read(), n.encode())
+        # ...and a symlink made over a kept directory's path is refused, not followed.
+        e = self.assertContained(archive(("a/b/f", "file", b"1"), ("a/b", "sym", "../.."), ("a/b/g", "file", b"2")))
+        self.assertIn("directory is in the way", str(e))
+
+
 class TestOrdinaryArchives(Sandbox):
     def test_tree_round_trip(self):
         n = untar(archive(("proj", "dir", None, {"mode": 0o750}), ("proj/pkg", "dir", None),

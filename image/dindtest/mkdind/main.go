@@ -1,7 +1,8 @@
 // Command mkdind builds the dind test image (package dindtest) and puts a
-// copy of its OCI layout in DIR (blobs hard-linked from the cache when
-// possible), with -hello a docker-archive of the hello image, and with
-// -tagged TAG=TAR a docker-archive of a second image (busybox plus
+// copy of its OCI layout in DIR (dindtest.CopyLayout: the read-only blobs
+// hard-linked from the cache when possible, index.json and oci-layout
+// copied, so editing DIR never changes the cache), with -hello a
+// docker-archive of the hello image, and with -tagged TAG=TAR a docker-archive of a second image (busybox plus
 // /etc/gvx-image) tagged TAG.
 //
 //	go run ./image/dindtest/mkdind [-flavour bookworm|sid] [-hello hello.tar] [-tagged tools:1=tools.tar] DIR
@@ -11,10 +12,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -33,7 +32,7 @@ func main() {
 		return nil
 	})
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mkdind [-flavour NAME] [-hello TAR] [-tagged TAG=TAR]... DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir)
+		fmt.Fprintf(os.Stderr, "usage: mkdind [-flavour NAME] [-hello TAR] [-tagged TAG=TAR]... DIR\n(cache: $%s, default %s)\n", dindtest.CacheEnv, dindtest.DefaultCacheDir())
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -53,7 +52,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mkdind:", err)
 		os.Exit(1)
 	}
-	if err := copyTree(src, flag.Arg(0)); err != nil {
+	if err := dindtest.CopyLayout(src, flag.Arg(0)); err != nil {
 		fmt.Fprintln(os.Stderr, "mkdind:", err)
 		os.Exit(1)
 	}
@@ -79,39 +78,4 @@ func flavourNames() string {
 		names = append(names, f.Name)
 	}
 	return strings.Join(names, " or ")
-}
-
-// copyTree copies the layout src to dst, hard-linking files when it can.
-func copyTree(src, dst string) error {
-	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		os.Remove(out)
-		if os.Link(p, out) == nil {
-			return nil
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		w, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(w, in); err != nil {
-			w.Close()
-			return err
-		}
-		return w.Close()
-	})
 }

@@ -57,7 +57,7 @@ func createAction(c *cli.Context) error {
 	path := c.Args().First()
 	size, err := cliutil.ParseSize(c.String("size"))
 	if err != nil {
-		return err
+		return cliutil.Usage(c, "--size: %v", err)
 	}
 	opts := &ext4lite.CreateOptions{Label: c.String("label"), Overwrite: c.Bool("force")}
 	if from := c.String("from"); from != "" {

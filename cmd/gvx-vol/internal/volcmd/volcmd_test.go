@@ -147,8 +147,11 @@ func TestVolumeVerbErrors(t *testing.T) {
 	if _, code := run(t, "fsck", notExt4); code != 8 {
 		t.Errorf("fsck of a non-volume: exit %d, want 8", code)
 	}
-	if out, code := run(t, "create", "--size", "lots", vol); code == 0 || !strings.Contains(out, "invalid size") {
-		t.Errorf("bad size: exit %d, %q", code, out)
+	// A bad --size is a usage error: exit 2, as --help says.
+	for _, size := range []string{"lots", "8X"} {
+		if out, code := run(t, "create", "--size", size, filepath.Join(dir, "new.ext4")); code != 2 || !strings.Contains(out, "invalid size") || !strings.Contains(out, "usage:") {
+			t.Errorf("--size %s: exit %d, %q; want 2 with the usage", size, code, out)
+		}
 	}
 }
 

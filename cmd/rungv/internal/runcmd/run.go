@@ -179,7 +179,13 @@ func runEpisode(c *cli.Context) error {
 	err := runEpisodeReport(c, rep)
 	var ec cli.ExitCoder
 	var usage *specflags.UsageError
+	var notFound execNotFound
 	switch {
+	case errors.As(err, &notFound):
+		rep.emit(event{Event: "error", Error: notFound.Error(), Seconds: time.Since(start).Seconds()}, "")
+		if rep.json { // the error is in the event; keep the exit status
+			return cli.Exit("", notFound.ExitCode())
+		}
 	case errors.As(err, &usage):
 		rep.emit(event{Event: "error", Error: usage.Error(), Seconds: time.Since(start).Seconds()}, "")
 		if rep.json { // the error is in the event; keep the exit status
@@ -227,6 +233,12 @@ func asExit(err error, ec *cli.ExitCoder) bool {
 	}
 	return ok
 }
+
+// execNotFound is a guest command the image lacks: exit 127 with
+// Docker's words, an error event with --json.
+type execNotFound struct{ *runtime.ExecNotFoundError }
+
+func (e execNotFound) Error() string { return verb + ": " + e.ExecNotFoundError.Error() }
 
 // verb prefixes rungv run's messages.
 const verb = "rungv run"
@@ -318,6 +330,10 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 		}
 	}
 	code, err := runtime.Run(context.Background(), s, h)
+	var notFound *runtime.ExecNotFoundError
+	if errors.As(err, &notFound) {
+		return execNotFound{notFound} // Docker's words and status
+	}
 	if err != nil {
 		return cli.Exit("rungv run: "+err.Error(), 125)
 	}

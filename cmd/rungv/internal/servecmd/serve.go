@@ -87,7 +87,7 @@ Examples:
 		&cli.DurationFlag{Name: "lease", Value: time.Minute, Usage: "default lease: tear an episode down when no request for it was in flight this long (0: none)"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "bound on an episode's start"},
 		&cli.DurationFlag{Name: "retry-after", Value: time.Second, Usage: "what a create refused at the cap is told to wait"},
-		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail), auto (clone, else sparse copy)"},
+		&cli.StringFlag{Name: "clone", Value: "always", Usage: "`WHEN` to reflink golden volumes: always (clone or fail: given here, a --state-dir whose filesystem cannot reflink is refused at start; by default the server then copies, with a warning), auto (clone, else sparse copy)"},
 		&cli.StringFlag{Name: "rungv", Usage: "rungv `BINARY` that runs the episodes (default: this one)"},
 		&cli.StringFlag{Name: "warm", Usage: "keep episodes booted ahead of demand: `FILE` of [{\"count\": W, \"request\": {…}}]"},
 		&cli.StringFlag{Name: "default-memory", Usage: "memory limit of an episode whose create sets none: `SIZE` (e.g. 8g; none: the host's); rootless without a delegated cgroup it is best-effort", DefaultText: "4g"},
@@ -129,7 +129,7 @@ func action(c *cli.Context) error {
 	cfg := serve.Config{
 		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
 		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
-		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode,
+		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), RetryAfter: c.Duration("retry-after"), CloneMode: mode, RequireReflink: c.IsSet("clone") && mode == reflink.Always,
 		ReadHeaderTimeout: c.Duration("read-header-timeout"), IdleTimeout: c.Duration("idle-timeout"),
 		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), MaxConns: c.Int("max-conns"),
 	}
