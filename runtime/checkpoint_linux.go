@@ -67,7 +67,7 @@ type CheckpointInfo struct {
 	PassFDs []int `json:"pass_fds"`
 }
 
-// ControlRequest and ControlReply are what Options.Control carries, one
+// ControlRequest and ControlReply are what Host.Control carries, one
 // JSON line each (spec.ControlRequest describes the protocol).
 type (
 	ControlRequest = spec.ControlRequest
@@ -240,7 +240,7 @@ func redialControl(fd int, path string) (*urpc.Client, error) {
 	return urpc.NewClient(s), nil
 }
 
-// checkpointer serves Options.Control for a running seccomp-only
+// checkpointer serves Host.Control for a running seccomp-only
 // episode.
 type checkpointer struct {
 	// ended is set once a checkpoint ended the episode: its exit status
@@ -348,7 +348,7 @@ func (c *checkpointer) freeze(i int, fn func() error) error {
 // saveRetry.
 func (c *checkpointer) checkpoint(resume bool) error {
 	if c.files == nil {
-		return errors.New("control: checkpoint: this episode has no checkpoint directory (Options.CheckpointDir), or was checkpointed already")
+		return errors.New("control: checkpoint: this episode has no checkpoint directory (Host.CheckpointDir), or was checkpointed already")
 	}
 	files := c.files
 	c.files = nil
@@ -421,11 +421,12 @@ func saveHint(err error) string {
 	return ""
 }
 
-// checkRestoreMatches refuses a restore whose options cannot carry the
+// checkRestoreMatches refuses a restore whose spec cannot carry the
 // checkpoint: a volume at every target it had, the same network.
-func checkRestoreMatches(o *Options, info *CheckpointInfo) error {
+func checkRestoreMatches(p *plan, info *CheckpointInfo) error {
+	o := p.host
 	have := map[string]bool{}
-	for _, m := range o.Mounts {
+	for _, m := range p.spec.Mounts {
 		if m.Type == MountVolume {
 			have[m.Target] = true
 		}
@@ -438,7 +439,7 @@ func checkRestoreMatches(o *Options, info *CheckpointInfo) error {
 	if len(have) != len(info.Volumes) {
 		return fmt.Errorf("%w: --restore %s: the checkpoint had volumes at %v only: mount no others", ErrBadOption, o.RestoreFrom, info.Volumes)
 	}
-	if info.Network != o.Network {
+	if info.Network != p.network {
 		return fmt.Errorf("%w: --restore %s: the checkpoint ran with --network %s: restore it with the same", ErrBadOption, o.RestoreFrom, info.Network)
 	}
 	return nil

@@ -13,10 +13,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // mapSource is a sink.Source of regular files (path → body), enough for
-// buildSpec's reads (passwd, daemon.json, the shim's checks).
+// buildOCISpec's reads (passwd, daemon.json, the shim's checks).
 type mapSource map[string]string
 
 func (m mapSource) Lstat(p string) (*sink.Header, error) {
@@ -45,23 +46,23 @@ func TestDindTLSDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		imageEnv []string
-		o        Options
+		o        spec.Spec
 		src      mapSource
 		want     bool
 	}{
-		{"recipe: DOCKER_TLS_CERTDIR=", []string{"DOCKER_TLS_CERTDIR=/certs"}, Options{Privileged: true, Env: []string{"DOCKER_TLS_CERTDIR="}}, root, true},
-		{"no TLS env at all", nil, Options{Privileged: true}, root, true},
-		{"image's /certs", []string{"DOCKER_TLS_CERTDIR=/certs"}, Options{Privileged: true}, root, false},
-		{"episode's /certs", nil, Options{Privileged: true, Env: []string{"DOCKER_TLS_CERTDIR=/certs"}}, root, false},
-		{"DOCKER_TLS_VERIFY", nil, Options{Privileged: true, Env: []string{"DOCKER_TLS_VERIFY=1"}}, root, false},
-		{"--tlsverify given", nil, Options{Privileged: true, Args: []string{"--tlsverify"}}, root, false},
-		{"--tls=true given", nil, Options{Privileged: true, Args: []string{"--tls=true"}}, root, false},
-		{"daemon.json tls", nil, Options{Privileged: true}, withJSON, false},
-		{"unprivileged", nil, Options{Env: []string{"DOCKER_TLS_CERTDIR="}}, root, false},
-		{"not the daemon", nil, Options{Privileged: true, Args: []string{"sh", "-c", "true"}}, root, false},
+		{"recipe: DOCKER_TLS_CERTDIR=", []string{"DOCKER_TLS_CERTDIR=/certs"}, spec.Spec{Privileged: true, Env: []string{"DOCKER_TLS_CERTDIR="}}, root, true},
+		{"no TLS env at all", nil, spec.Spec{Privileged: true}, root, true},
+		{"image's /certs", []string{"DOCKER_TLS_CERTDIR=/certs"}, spec.Spec{Privileged: true}, root, false},
+		{"episode's /certs", nil, spec.Spec{Privileged: true, Env: []string{"DOCKER_TLS_CERTDIR=/certs"}}, root, false},
+		{"DOCKER_TLS_VERIFY", nil, spec.Spec{Privileged: true, Env: []string{"DOCKER_TLS_VERIFY=1"}}, root, false},
+		{"--tlsverify given", nil, spec.Spec{Privileged: true, Args: []string{"--tlsverify"}}, root, false},
+		{"--tls=true given", nil, spec.Spec{Privileged: true, Args: []string{"--tls=true"}}, root, false},
+		{"daemon.json tls", nil, spec.Spec{Privileged: true}, withJSON, false},
+		{"unprivileged", nil, spec.Spec{Env: []string{"DOCKER_TLS_CERTDIR="}}, root, false},
+		{"not the daemon", nil, spec.Spec{Privileged: true, Args: []string{"sh", "-c", "true"}}, root, false},
 	} {
 		img := &Image{Config: v1.Config{Entrypoint: []string{"dockerd-entrypoint.sh"}, Env: tc.imageEnv}}
-		s, err := buildSpec(&tc.o, img, tc.src, "/root", "h")
+		s, err := buildOCISpec(&tc.o, img, tc.src, "/root", "h")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -85,7 +86,7 @@ func TestDockerdShimTLS(t *testing.T) {
 	}
 	img := &Image{Config: v1.Config{Entrypoint: []string{"dockerd-entrypoint.sh"}}}
 	src := mapSource{"usr/bin/dockerd": "x"}
-	f := dockerdShim(&Options{Privileged: true, EntrypointSet: true, Entrypoint: []string{"sh"}, Args: []string{"-c", "dockerd-entrypoint.sh & sleep 1"}}, img, src)
+	f := dockerdShim(&spec.Spec{Privileged: true, Entrypoint: []string{"sh"}, Args: []string{"-c", "dockerd-entrypoint.sh & sleep 1"}}, img, src)
 	if f == nil {
 		t.Fatal("no shim")
 	}

@@ -27,6 +27,7 @@ import (
 	"gvisor.dev/gvisor/runsc/boot"
 	"gvisor.dev/gvisor/runsc/specutils"
 
+	"z.gfire.dev/gvx/runtime/lockdown"
 	"z.gfire.dev/gvx/runtime/volume"
 )
 
@@ -67,233 +68,339 @@ import (
 // cgroup (root) or the container's own limits are what bound its tasks.
 // Bind mounts of host directories need a gofer and are refused.
 
-// runDirect runs the prepared episode ep with IsolationSeccompOnly.
-func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
-	globals, bundle, id, err := splitRunscArgs(ep.runscArgs)
+// runDirect runs the prepared episode with IsolationSeccompOnly. It reads
+// the plan, never runsc's argv or the bundle's annotations, in stages:
+// the spec to boot (bootSpec), the sandbox's flags and descriptors
+// (bootFlags, bootMounts, bootControl, bootSync), the start (startBoot),
+// the guest's start or restore (startGuest) and the wait (waitDirect).
+func (ep *episode) runDirect(p *plan, pub *publisher, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+	b := &directBoot{redial: -1}
+	defer b.close()
+	for _, stage := range []func() error{
+		func() error { return b.bootSpec(p) },
+		func() error { return b.bootFlags(p, pub) },
+		func() error { return b.bootMounts(p) },
+		func() error { return b.bootControl(p) },
+		func() error { return b.bootSync(p, nat, pub) },
+	} {
+		if err := stage(); err != nil {
+			return 0, err
+		}
+	}
+	cmd, done, err := b.startBoot(p, pub)
 	if err != nil {
 		return 0, err
 	}
-	js, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
+	fail := func(err error) (int, error) {
+		_ = cmd.Process.Kill()
+		<-done
 		return 0, err
 	}
-	var restore []*os.File          // the checkpoint's files (RestoreFrom)
-	var restoreInfo *CheckpointInfo // and what it records
-	defer func() {
-		for _, f := range restore {
+	if err := start(cmd.Process.Pid); err != nil {
+		return fail(err)
+	}
+	var one [1]byte
+	if n, _ := b.syncR.Read(one[:]); n != 1 {
+		err := <-done
+		tail := bootLogTail(p.state)
+		return 0, fmt.Errorf("seccomp-only: the sandbox failed to boot (%v)%s%s", err, bootHint(tail), tail)
+	}
+	if err := b.startGuest(p, nat, pub); err != nil {
+		return fail(err)
+	}
+	return b.waitDirect(ep, p, cmd, done, lim)
+}
+
+// directBoot is what runDirect gives the sandbox and keeps to drive it.
+type directBoot struct {
+	oci     *specs.Spec // the spec booted: the plan's, or the checkpoint's
+	ociJSON []byte
+	id      string     // the container's ID
+	rootfs  rootfsPlan // the plan's, or the checkpoint's
+
+	restore     []*os.File      // the checkpoint's files (Host.RestoreFrom)
+	restoreInfo *CheckpointInfo // and what it records
+
+	files   fileList // the sandbox's descriptors
+	args    []string // and its flags, boot's after "boot"
+	passFDs []int    // where the published ports' pairs are
+
+	srv        *lisafs.Server // the volumes' server
+	conns      []*lisafs.Connection
+	volConns   []*volume.Conn
+	volTargets []string
+
+	ctlPath string
+	ctl     *urpc.Client
+	redial  int // a socket for the control connection after a restore; -1: none
+	syncR   *os.File
+	env     []string
+	gc      *gcHold
+	natLink *os.File
+	ck      *checkpointer
+}
+
+// close releases what b holds, in the reverse order of the stages.
+func (b *directBoot) close() {
+	if b.ck != nil {
+		for _, f := range b.ck.files {
 			f.Close()
 		}
-	}()
-	if o.RestoreFrom != "" {
-		if restore, js, restoreInfo, err = openCheckpoint(o.RestoreFrom); err != nil {
-			return 0, err
-		}
-		if err := checkRestoreMatches(o, restoreInfo); err != nil {
-			return 0, err
-		}
-		// The saved kernel's tasks carry the checkpointed container's ID,
-		// and gVisor validates the spec against the saved one: boot the
-		// checkpoint's own.
-		id = restoreInfo.ContainerID
-		if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
-			return 0, err
-		}
 	}
-	var spec *specs.Spec
-	if err := json.Unmarshal(js, &spec); err != nil || spec == nil {
-		if o.RestoreFrom != "" {
-			return 0, fmt.Errorf("seccomp-only: --restore %s: its config.json is no OCI spec (%v): take the checkpoint again", o.RestoreFrom, err)
-		}
-		return 0, fmt.Errorf("seccomp-only: read the bundle's spec: %v", err)
+	if b.gc != nil {
+		b.gc.release()
 	}
-	var files fileList
-	defer files.closeAll()
+	if b.syncR != nil {
+		b.syncR.Close()
+	}
+	if b.redial >= 0 {
+		unix.Close(b.redial)
+	}
+	if b.ctl != nil {
+		b.ctl.Close()
+	}
+	if b.srv != nil {
+		b.srv.Destroy()
+	}
+	b.files.closeAll()
+	for _, f := range b.restore {
+		f.Close()
+	}
+}
 
-	specFile, err := os.Open(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return 0, err
+// bootSpec picks the spec the sandbox boots: the plan's, or for a restore
+// (Host.RestoreFrom) the checkpoint's own, with its container ID and
+// rootfs (the saved kernel's tasks carry the ID, and gVisor validates the
+// spec against the saved one), written into the bundle for runsc.
+func (b *directBoot) bootSpec(p *plan) error {
+	b.oci, b.ociJSON, b.id, b.rootfs = p.oci, p.ociJSON, "gvx-"+p.id, p.rootfs
+	dir := p.host.RestoreFrom
+	if dir == "" {
+		return nil
 	}
-	args := append(append([]string{}, globals...), "--directfs=false", "--control-rpc-stop-timeout=0")
+	var js []byte
+	var err error
+	if b.restore, js, b.restoreInfo, err = openCheckpoint(dir); err != nil {
+		return err
+	}
+	if err := checkRestoreMatches(p, b.restoreInfo); err != nil {
+		return err
+	}
+	var oci *specs.Spec
+	if err := json.Unmarshal(js, &oci); err != nil || oci == nil {
+		return fmt.Errorf("seccomp-only: --restore %s: its config.json is no OCI spec (%v): take the checkpoint again", dir, err)
+	}
+	if b.rootfs, err = checkpointRootfs(oci); err != nil {
+		return fmt.Errorf("seccomp-only: --restore %s: %w", dir, err)
+	}
+	b.oci, b.ociJSON, b.id = oci, js, b.restoreInfo.ContainerID
+	return os.WriteFile(filepath.Join(p.bundle, "config.json"), js, 0o644)
+}
+
+// checkpointRootfs is the rootfs a checkpoint's spec names (writeBundle
+// wrote it when the checkpointed episode started): the restored kernel
+// runs on it; its first files are in the saved memory layer already.
+func checkpointRootfs(oci *specs.Spec) (rootfsPlan, error) {
+	a := oci.Annotations
+	if a[annRootfsType] != "erofs" || a[annRootfsSource] == "" {
+		return rootfsPlan{}, errors.New("the rootfs must be an EROFS image")
+	}
+	readonly := oci.Root != nil && oci.Root.Readonly
+	return rootfsPlan{image: a[annRootfsSource], overlay: !readonly && a[annRootfsOverlay] != "none"}, nil
+}
+
+// bootFlags starts the sandbox's command line: the plan's runsc flags,
+// runsc boot's own, the spec and the published ports' descriptors.
+func (b *directBoot) bootFlags(p *plan, pub *publisher) error {
+	specFile, err := os.Open(filepath.Join(p.bundle, "config.json"))
+	if err != nil {
+		return err
+	}
+	b.args = append(p.runscGlobals(), "--directfs=false", "--control-rpc-stop-timeout=0")
 	// The sandbox's own stderr (runsc's fatal errors, Go's panics) goes to
 	// a file in the state directory, for the error message; the guest's
 	// stdio is moved off 0-2 first (remapBootStdio).
-	panicLog, err := os.OpenFile(filepath.Join(ep.state, "panic.log"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	panicLog, err := os.OpenFile(filepath.Join(p.state, "panic.log"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return 0, err
+		specFile.Close()
+		return err
 	}
-	args = append(args, "--panic-log-fd="+files.add(panicLog))
-	args = append(args, "boot", "--bundle="+bundle, "--attached",
-		"--spec-fd="+files.add(specFile), "--stdio-fds=0,1,2")
+	b.args = append(b.args, "--panic-log-fd="+b.files.add(panicLog))
+	b.args = append(b.args, "boot", "--bundle="+p.bundle, "--attached",
+		"--spec-fd="+b.files.add(specFile), "--stdio-fds=0,1,2")
 	// The published ports' pairs come first, at numbers that do not
 	// depend on anything a restore does differently (it passes no
 	// --rootfs-upper-tar-fd, which a NAT episode's resolv.conf makes): the
 	// guest's end of each is a host socket whose descriptor number gVisor
 	// saves and uses again after a restore (transport.HostSender).
-	passFDs := []int{} // recorded as [] when there are none (nil: an older checkpoint)
+	b.passFDs = []int{} // recorded as [] when there are none (nil: an older checkpoint)
 	for i, f := range pub.guestFiles() {
-		fd := files.add(f)
-		args = append(args, fmt.Sprintf("--pass-fd=%s:%d", fd, guestPassFD(i)))
+		fd := b.files.add(f)
+		b.args = append(b.args, fmt.Sprintf("--pass-fd=%s:%d", fd, guestPassFD(i)))
 		n, _ := strconv.Atoi(fd)
-		passFDs = append(passFDs, n)
+		b.passFDs = append(b.passFDs, n)
 	}
-	if err := checkRestorePassFDs(o, restoreInfo, passFDs); err != nil {
-		return 0, err
-	}
+	return checkRestorePassFDs(&p.host, b.restoreInfo, b.passFDs)
+}
 
-	// The mounts, in the order of runsc's gofer mount configurations:
-	// the rootfs, then every spec mount that has one.
-	srv := lisafs.NewServer()
-	defer srv.Destroy()
-	var ioFDs, confs []string
-	// The rootfs annotations buildSpec wrote (boot.NewRootfsHint reads
-	// the same, and logs as it does).
-	if spec.Annotations[annRootfsType] != "erofs" || spec.Annotations[annRootfsSource] == "" {
-		return 0, errors.New("seccomp-only: the rootfs must be an EROFS image")
-	}
-	upper := specutils.MemoryOverlay
-	if spec.Root.Readonly || spec.Annotations[annRootfsOverlay] == "none" {
-		upper = specutils.NoOverlay
-	}
-	rootfs, err := os.Open(spec.Annotations[annRootfsSource])
+// bootMounts gives the sandbox its filesystems, in the order of runsc's
+// gofer mount configurations: the rootfs, then every mount of the spec
+// booted that has one (EROFS images, opened here; volumes, served here
+// over a socket pair each).
+func (b *directBoot) bootMounts(p *plan) error {
+	rootfs, err := os.Open(b.rootfs.image)
 	if err != nil {
-		return 0, fmt.Errorf("seccomp-only: the rootfs image: %w", err)
+		return fmt.Errorf("seccomp-only: the rootfs image: %w", err)
 	}
-	ioFDs = append(ioFDs, files.add(rootfs))
-	confs = append(confs, specutils.GoferMountConf{Lower: specutils.Erofs, Upper: upper}.String())
-	volSpecs, err := volume.SpecsOf(spec)
-	if err != nil {
-		return 0, err
+	upper := specutils.NoOverlay
+	if b.rootfs.overlay {
+		upper = specutils.MemoryOverlay
 	}
-	volFiles := volumeFilesByTarget(o.Mounts, vols)
-	var conns []*lisafs.Connection
-	var volConns []*volume.Conn
-	var volTargets []string
-	for _, m := range spec.Mounts {
+	ioFDs := []string{b.files.add(rootfs)}
+	confs := []string{specutils.GoferMountConf{Lower: specutils.Erofs, Upper: upper}.String()}
+	b.srv = lisafs.NewServer()
+	served := map[string]bool{}
+	for _, m := range b.oci.Mounts {
 		if !specutils.HasMountConfig(m) {
 			continue
 		}
+		fd, err := b.mountFD(p, m, served)
+		if err != nil {
+			return err
+		}
+		ioFDs = append(ioFDs, fd)
+		lower := specutils.Lisafs
 		if specutils.IsErofsMount(m) {
-			f, err := os.Open(m.Source)
-			if err != nil {
-				return 0, fmt.Errorf("seccomp-only: EROFS image %s: %w", m.Source, err)
-			}
-			ioFDs = append(ioFDs, files.add(f))
-			confs = append(confs, specutils.GoferMountConf{Lower: specutils.Erofs, Upper: specutils.NoOverlay}.String())
-			continue
+			lower = specutils.Erofs
 		}
-		v, ok := volSpecs[m.Destination]
-		f := volFiles[m.Destination]
-		if !ok || f == nil {
-			return 0, fmt.Errorf("%w: --mount %s: a bind mount of a host directory needs runsc's gofer, which --isolation seccomp-only does not have: use a volume, or --isolation namespaces where the host allows user namespaces", ErrUnsupported, m.Destination)
-		}
-		impl, opts, err := volume.Serve(f, v, volume.DefaultSyncEvery)
-		if err != nil {
-			return 0, err
-		}
-		volConns = append(volConns, impl.(*volume.Conn))
-		volTargets = append(volTargets, m.Destination)
-		delete(volFiles, m.Destination) // the connection owns it now
-		ours, theirs, err := unet.SocketPair(false)
-		if err != nil {
-			return 0, fmt.Errorf("seccomp-only: volume %s: %w", m.Destination, err)
-		}
-		conn, err := srv.CreateConnection(ours, m.Destination, opts, impl)
-		if err != nil {
-			ours.Close()
-			theirs.Close()
-			return 0, fmt.Errorf("seccomp-only: volume %s: %w", m.Destination, err)
-		}
-		conns = append(conns, conn)
-		fd, _ := theirs.Release()
-		ioFDs = append(ioFDs, files.add(os.NewFile(uintptr(fd), "volume "+m.Destination)))
-		confs = append(confs, specutils.GoferMountConf{Lower: specutils.Lisafs, Upper: specutils.NoOverlay}.String())
+		confs = append(confs, specutils.GoferMountConf{Lower: lower, Upper: specutils.NoOverlay}.String())
 	}
-	args = append(args, "--io-fds="+strings.Join(ioFDs, ","), "--gofer-mount-confs="+strings.Join(confs, ","))
-	if p := spec.Annotations[annRootfsUpperTar]; p != "" && restore == nil { // a restored rootfs is the checkpoint's
-		f, err := os.Open(p)
+	b.args = append(b.args, "--io-fds="+strings.Join(ioFDs, ","), "--gofer-mount-confs="+strings.Join(confs, ","))
+	if b.rootfs.upperTar != "" {
+		f, err := os.Open(b.rootfs.upperTar)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		args = append(args, "--rootfs-upper-tar-fd="+files.add(f))
+		b.args = append(b.args, "--rootfs-upper-tar-fd="+b.files.add(f))
 	}
+	return nil
+}
 
-	// The control server's socket, in the state directory (0700).
-	ctlPath := filepath.Join(ep.state, "ctl")
-	ctlFD, err := server.CreateSocket(ctlPath)
+// mountFD is the sandbox's descriptor for the spec mount m: the EROFS
+// image it names, or the sandbox's end of a connection to this process's
+// server of the plan's volume at its destination. A bind mount of a host
+// directory needs runsc's gofer and is refused.
+func (b *directBoot) mountFD(p *plan, m specs.Mount, served map[string]bool) (string, error) {
+	if specutils.IsErofsMount(m) {
+		f, err := os.Open(m.Source)
+		if err != nil {
+			return "", fmt.Errorf("seccomp-only: EROFS image %s: %w", m.Source, err)
+		}
+		return b.files.add(f), nil
+	}
+	v, ok := p.volumeAt(m.Destination)
+	if !ok || served[m.Destination] {
+		return "", fmt.Errorf("%w: %s: a bind mount of a host directory needs runsc's gofer, which --isolation seccomp-only does not have: use a volume, or --isolation namespaces where the host allows user namespaces", ErrUnsupported, p.mountField(m.Destination))
+	}
+	served[m.Destination] = true
+	impl, opts, err := volume.Serve(v.file, p.volumeMount(v), volume.DefaultSyncEvery)
 	if err != nil {
-		return 0, fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", ctlPath, err)
+		return "", fmt.Errorf("%s (%s): %w", v.field, v.source, err)
+	}
+	b.volConns = append(b.volConns, impl.(*volume.Conn))
+	b.volTargets = append(b.volTargets, v.target)
+	ours, theirs, err := unet.SocketPair(false)
+	if err != nil {
+		return "", fmt.Errorf("seccomp-only: %s (%s): %w", v.field, v.target, err)
+	}
+	conn, err := b.srv.CreateConnection(ours, v.target, opts, impl)
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return "", fmt.Errorf("seccomp-only: %s (%s): %w", v.field, v.target, err)
+	}
+	b.conns = append(b.conns, conn)
+	fd, _ := theirs.Release()
+	return b.files.add(os.NewFile(uintptr(fd), "volume "+v.target)), nil
+}
+
+// bootControl makes the sandbox's control socket, in the state directory
+// (0700), and this process's connection to it (and, for a restore, the
+// socket of the connection after it).
+func (b *directBoot) bootControl(p *plan) error {
+	b.ctlPath = filepath.Join(p.state, "ctl")
+	ctlFD, err := server.CreateSocket(b.ctlPath)
+	if err != nil {
+		return fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", b.ctlPath, err)
 	}
 	// Listening now (the control server listens again when it starts),
 	// so that the connection below waits in the backlog.
 	if err := unix.Listen(ctlFD, 16); err != nil {
 		unix.Close(ctlFD)
-		return 0, fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", ctlPath, err)
+		return fmt.Errorf("seccomp-only: the sandbox's control socket %s: %w", b.ctlPath, err)
 	}
-	args = append(args, "--controller-fd="+files.add(os.NewFile(uintptr(ctlFD), "control")))
+	b.args = append(b.args, "--controller-fd="+b.files.add(os.NewFile(uintptr(ctlFD), "control")))
 	// Connected now, before this process locks down (no socket after
 	// that); the sandbox's control server accepts it once it runs.
-	ctl, err := client.ConnectTo(ctlPath)
-	if err != nil {
-		return 0, fmt.Errorf("seccomp-only: connect to the sandbox's control socket: %w", err)
+	if b.ctl, err = client.ConnectTo(b.ctlPath); err != nil {
+		return fmt.Errorf("seccomp-only: connect to the sandbox's control socket: %w", err)
 	}
-	defer func() { ctl.Close() }()
 	// A restore replaces the control server's handlers and drops every
 	// connection (gVisor's refreshHandlers): a socket made now, before
 	// the lockdown, connects again afterwards (restoreSocket).
-	redial := -1
-	if restore != nil {
-		if redial, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
-			return 0, fmt.Errorf("seccomp-only: restore: %w", err)
+	if b.restore != nil {
+		if b.redial, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			b.redial = -1
+			return fmt.Errorf("seccomp-only: restore: %w", err)
 		}
-		defer func() {
-			if redial >= 0 {
-				unix.Close(redial)
-			}
-		}()
 	}
+	return nil
+}
+
+// bootSync makes the start's sync pipe, the sandbox's environment, the
+// hold on a restoring Sentry's collector, and the checkpointer of an
+// episode with Host.CheckpointDir.
+func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer syncR.Close()
-	args = append(args, "--start-sync-fd="+files.add(syncW))
-	env := append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+o.DebugLogDir)
+	b.syncR = syncR
+	b.args = append(b.args, "--start-sync-fd="+b.files.add(syncW))
+	b.env = append(bootEnv(), bootStdioEnv+"=1", bootLandlockEnv+"="+p.host.DebugLogDir)
 	// A restore's Sentry runs without Go's collector until the restore
 	// RPC returns (bootgc_linux.go).
-	var gc *gcHold
-	if restore != nil {
-		gc = &gcHold{}
-		defer gc.release()
-		e, err := gc.holdGC(&files)
+	if b.restore != nil {
+		b.gc = &gcHold{}
+		e, err := b.gc.holdGC(&b.files)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		env = append(env, e)
+		b.env = append(b.env, e)
 	}
-	var natLink *os.File
 	if nat != nil {
-		natLink = nat.Child
+		b.natLink = nat.Child
 	}
-	var ck *checkpointer
-	if o.CheckpointDir != "" {
-		files, err := createCheckpoint(o.CheckpointDir, js, CheckpointInfo{ContainerID: id, Volumes: volTargets, Network: o.Network, PassFDs: passFDs})
-		if err != nil {
-			return 0, err
-		}
-		ck = &checkpointer{id: id, ctl: ctl, files: files, vols: volConns, pub: pub, told: make(chan struct{})}
-		defer func() {
-			for _, f := range ck.files {
-				f.Close()
-			}
-		}()
+	if p.host.CheckpointDir == "" {
+		return nil
 	}
-	args = patchBootArgs(append(args, id))
+	files, err := createCheckpoint(p.host.CheckpointDir, b.ociJSON, CheckpointInfo{ContainerID: b.id, Volumes: b.volTargets, Network: p.network, PassFDs: b.passFDs})
+	if err != nil {
+		return err
+	}
+	b.ck = &checkpointer{id: b.id, ctl: b.ctl, files: files, vols: b.volConns, pub: pub, told: make(chan struct{})}
+	return nil
+}
 
-	cmd := exec.Command("/proc/self/exe", args...)
+// startBoot starts the sandbox (runsc boot, this binary) with what the
+// stages gave it; done gets its wait's result. Its memory and CPUs are
+// the bundle's (patchBootArgs, in the sandbox process, as for runsc run).
+func (b *directBoot) startBoot(p *plan, pub *publisher) (*exec.Cmd, chan error, error) {
+	cmd := exec.Command("/proc/self/exe", append(b.args, b.id)...)
 	cmd.Args[0] = "runsc-sandbox"
-	setStdio(cmd, o)
-	cmd.ExtraFiles = files.files
-	cmd.Env = env
+	setStdio(cmd, &p.host)
+	cmd.ExtraFiles = b.files.files
+	cmd.Env = b.env
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
@@ -308,66 +415,66 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 		}
 	}()
 	if err := <-started; err != nil {
-		return 0, fmt.Errorf("seccomp-only: start the sandbox: %w", err)
+		return nil, nil, fmt.Errorf("seccomp-only: start the sandbox: %w", err)
 	}
-	files.closeAll() // the sandbox has them
+	b.files.closeAll() // the sandbox has them
 	pub.closeGuestFiles()
-	for _, c := range conns {
-		srv.StartConnection(c)
+	for _, c := range b.conns {
+		b.srv.StartConnection(c)
 	}
-	fail := func(err error) (int, error) {
-		_ = cmd.Process.Kill()
-		<-done
-		return 0, err
+	return cmd, done, nil
+}
+
+// startGuest, once the sandbox has booted, sets up the guest's network
+// and starts the guest, or restores the checkpoint.
+func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
+	if err := b.ctl.Call(boot.ContMgrSetNetworkArgs, directNetwork(b.natLink), nil); err != nil {
+		return fmt.Errorf("seccomp-only: set up the guest's network: %w%s", err, bootLogTail(p.state))
 	}
-	if err := start(cmd.Process.Pid); err != nil {
-		return fail(err)
-	}
-	var b [1]byte
-	if n, _ := syncR.Read(b[:]); n != 1 {
-		err := <-done
-		tail := bootLogTail(ep.state)
-		return 0, fmt.Errorf("seccomp-only: the sandbox failed to boot (%v)%s%s", err, bootHint(tail), tail)
-	}
-	netArgs := directNetwork(natLink)
-	if err := ctl.Call(boot.ContMgrSetNetworkArgs, netArgs, nil); err != nil {
-		return fail(fmt.Errorf("seccomp-only: set up the guest's network: %w%s", err, bootLogTail(ep.state)))
-	}
-	if natLink != nil {
-		natLink.Close() // the sandbox has it
+	if b.natLink != nil {
+		b.natLink.Close() // the sandbox has it
 		if err := nat.serveLink(); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	if restore != nil {
-		err := restoreSandbox(ctl, restore)
-		gc.release()
-		if err != nil {
-			return fail(fmt.Errorf("seccomp-only: restore %s: %w%s", o.RestoreFrom, err, bootLogTail(ep.state)))
+	if b.restore == nil {
+		if err := b.ctl.Call(boot.ContMgrRootContainerStart, &b.id, nil); err != nil {
+			return fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(p.state))
 		}
-		c, err := redialControl(redial, ctlPath)
-		redial = -1
-		if err != nil {
-			return fail(fmt.Errorf("seccomp-only: restore %s: reconnect to the sandbox's control server: %w", o.RestoreFrom, err))
-		}
-		ctl.Close()
-		ctl = c
-		if ck != nil {
-			ck.ctl = c
-		}
-		// The guest's own bridges (dockerd's docker0) were not saved.
-		if err := pub.relayWord(relayLinksRestore, 0); err != nil {
-			return fail(fmt.Errorf("seccomp-only: restore %s: tell the guest's relay: %w", o.RestoreFrom, err))
-		}
-	} else if err := ctl.Call(boot.ContMgrRootContainerStart, &id, nil); err != nil {
-		return fail(fmt.Errorf("seccomp-only: start the guest: %w%s", err, bootLogTail(ep.state)))
+		return nil
 	}
-	if ck != nil && o.Control != nil {
-		go ck.serve(o.Control)
+	dir := p.host.RestoreFrom
+	err := restoreSandbox(b.ctl, b.restore)
+	b.gc.release()
+	if err != nil {
+		return fmt.Errorf("seccomp-only: restore %s: %w%s", dir, err, bootLogTail(p.state))
 	}
-	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, o.stopGrace(), func(s unix.Signal) {
-		args := boot.SignalArgs{CID: id, Signo: int32(s), Mode: boot.DeliverToProcess}
-		if ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
+	c, err := redialControl(b.redial, b.ctlPath)
+	b.redial = -1
+	if err != nil {
+		return fmt.Errorf("seccomp-only: restore %s: reconnect to the sandbox's control server: %w", dir, err)
+	}
+	b.ctl.Close()
+	b.ctl = c
+	if b.ck != nil {
+		b.ck.ctl = c
+	}
+	// The guest's own bridges (dockerd's docker0) were not saved.
+	if err := pub.relayWord(relayLinksRestore, 0); err != nil {
+		return fmt.Errorf("seccomp-only: restore %s: tell the guest's relay: %w", dir, err)
+	}
+	return nil
+}
+
+// waitDirect waits for the sandbox, forwarding signals to the guest over
+// the control connection, then for the volumes' final sync.
+func (b *directBoot) waitDirect(ep *episode, p *plan, cmd *exec.Cmd, done chan error, lim *hostLimits) (int, error) {
+	if b.ck != nil && p.host.Control != nil {
+		go b.ck.serve(p.host.Control)
+	}
+	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, p.stopGrace(), func(s unix.Signal) {
+		args := boot.SignalArgs{CID: b.id, Signo: int32(s), Mode: boot.DeliverToProcess}
+		if b.ctl.Call(boot.ContMgrSignal, &args, nil) != nil && s == unix.SIGKILL {
 			_ = cmd.Process.Kill()
 		}
 	})
@@ -375,14 +482,14 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 	// before the volumes' final sync, which may take a while after a
 	// guest that wrote much; a SIGKILL from a caller that would not wait
 	// (the SDK's Close after its bound) then leaves no cgroup.
-	lim.cg.removeWhenEmpty()
+	lim.cg.RemoveWhenEmpty()
 	// The volumes' connections end with the sandbox's ends: each syncs
 	// and closes its volume then.
-	srv.Wait()
-	if ck != nil {
-		ck.awaitTold()
+	b.srv.Wait()
+	if b.ck != nil {
+		b.ck.awaitTold()
 	}
-	if ck != nil && ck.ended.Load() && err == nil {
+	if b.ck != nil && b.ck.ended.Load() && err == nil {
 		code = 0 // ended by its checkpoint (spec.ControlRequest)
 	}
 	return code, err
@@ -394,7 +501,7 @@ func (ep *episode) runDirect(o *Options, pub *publisher, vols []*os.File, nat *n
 // restored guest's relay would use whatever sits there (gVisor's Sentry
 // panics on a descriptor that is no socket). A checkpoint that recorded
 // none (made before PassFDs) is not checked.
-func checkRestorePassFDs(o *Options, info *CheckpointInfo, fds []int) error {
+func checkRestorePassFDs(o *Host, info *CheckpointInfo, fds []int) error {
 	if info == nil || info.PassFDs == nil || slices.Equal(info.PassFDs, fds) {
 		return nil
 	}
@@ -428,31 +535,6 @@ func directNetwork(link *os.File) *boot.CreateLinksAndRoutesArgs {
 		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: natGatewayIP}}
 	args.FilePayload = urpc.FilePayload{Files: []*os.File{link}}
 	return args
-}
-
-// splitRunscArgs splits what prepare made ("GLOBALS... run --bundle=B
-// ID") into its parts.
-func splitRunscArgs(a []string) (globals []string, bundle, id string, err error) {
-	if n := len(a); n >= 3 && a[n-3] == "run" {
-		if b, ok := strings.CutPrefix(a[n-2], "--bundle="); ok {
-			return a[:n-3], b, a[n-1], nil
-		}
-	}
-	return nil, "", "", errors.New("rungv: internal: unexpected runsc arguments")
-}
-
-// volumeFilesByTarget maps each volume mount's guest path to the file
-// openVolumes opened for it (in mount order).
-func volumeFilesByTarget(ms []Mount, vols []*os.File) map[string]*os.File {
-	out := map[string]*os.File{}
-	i := 0
-	for _, m := range ms {
-		if m.Type == MountVolume && i < len(vols) {
-			out[m.Target] = vols[i]
-			i++
-		}
-	}
-	return out
 }
 
 // bootEnv is the sandbox's environment: none of the caller's (runsc's
@@ -573,17 +655,6 @@ func waitChild(ctx context.Context, sigs <-chan os.Signal, cmd *exec.Cmd, done <
 // timeout's end) has before its process is killed.
 const killWait = time.Second
 
-// stopGrace is o's stop timeout as waitChild takes it.
-func (o *Options) stopGrace() time.Duration {
-	switch {
-	case o.StopTimeout < 0:
-		return 0
-	case o.StopTimeout == 0:
-		return StopTimeout
-	}
-	return o.StopTimeout
-}
-
 // bootStdioEnv asks a seccomp-only sandbox process to move the guest's
 // stdio off descriptors 0-2 (remapBootStdio).
 const bootStdioEnv = "GVX_BOOT_STDIO"
@@ -633,7 +704,7 @@ func dropBootCaps(args []string) {
 	if _, ok := os.LookupEnv(bootLandlockEnv); !ok || !isBoot(args) {
 		return
 	}
-	if err := dropCaps(nil); err != nil {
+	if err := lockdown.DropCaps(nil); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: sandbox: drop capabilities:", err)
 		os.Exit(125)
 	}
@@ -659,7 +730,7 @@ func confineBoot(args []string) {
 		return
 	}
 	os.Unsetenv(bootLandlockEnv)
-	abi := landlockABI()
+	abi := lockdown.LandlockABI()
 	if abi == 0 {
 		return
 	}
@@ -672,14 +743,14 @@ func confineBoot(args []string) {
 		read = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
 		logs = read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_REG
 	)
-	rules := []fsRule{
-		{"/proc", read}, {"/sys", read},
-		{"/dev", unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
-		{exe, unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE},
+	rules := []lockdown.Rule{
+		{Path: "/proc", Access: read}, {Path: "/sys", Access: read},
+		{Path: "/dev", Access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
+		{Path: exe, Access: unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE},
 	}
 	for _, d := range filepath.SplitList(dirs) {
 		if d != "" {
-			rules = append(rules, fsRule{d, logs})
+			rules = append(rules, lockdown.Rule{Path: d, Access: logs})
 		}
 	}
 	goruntime.LockOSThread()
@@ -690,7 +761,7 @@ func confineBoot(args []string) {
 	// Not TRUNCATE: the Sentry sizes its memory files (memfds it makes
 	// later) with ftruncate, which Landlock would refuse on a file not
 	// opened by path.
-	if err := landlockRestrictHandled(landlockHandled(abi)&^unix.LANDLOCK_ACCESS_FS_TRUNCATE, rules, true); err != nil {
+	if err := lockdown.LandlockRestrictHandled(lockdown.LandlockHandled(abi)&^unix.LANDLOCK_ACCESS_FS_TRUNCATE, rules, true); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: sandbox:", err)
 		os.Exit(125)
 	}

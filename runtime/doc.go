@@ -16,19 +16,20 @@
 //     (--ignore-cgroups). Memory and CPUs the guest sees come from the
 //     Sentry's own flags; where the caller may, the episode also runs in a
 //     host cgroup with the same limits, removed when it ends.
-//   - Networking (Options.Network): NetworkNone gives loopback only;
+//   - Networking (spec.Spec.Network): NetworkNone gives loopback only;
 //     NetworkNAT gives slirp's 10.0.2.15/24 with outbound TCP and UDP
 //     through the calling process's own sockets (a gVisor netstack on the
 //     host side of a veth pair; LockdownNAT then allows those sockets),
-//     to the outside world only unless Options.Egress and
-//     Options.AllowHostPorts open more (package runtime/egress), with
-//     relays and their buffers capped (Options.NATMaxRelays).
+//     to the outside world only unless the spec's Egress and
+//     AllowHostPorts open more (package runtime/egress), with relays and
+//     their buffers capped (NATMaxRelays).
 //   - Nothing is left: the state directory, sandbox, gofer and every
 //     helper go when the episode ends, and when the caller is SIGKILLed
 //     (a supervisor watches a pipe from the caller; the episode's init is
 //     PID 1 of its own PID namespace).
 //   - Every host process that outlives the setup locks itself down (see
-//     "Lockdown" below); the calling process does so with Options.Lockdown.
+//     "Lockdown" below); the calling process does so unless the spec's
+//     Lockdown is spec.LockdownOff.
 //   - Volumes (MountVolume) are ext4 files served by ext4lite inside
 //     runsc's gofer (package runtime/volume): guest writes land in that
 //     one file; after the guest exits or is stopped with SIGTERM/SIGINT
@@ -83,15 +84,33 @@
 // namespace; without Landlock nothing is confined by path; with NAT the
 // host side dials wherever the NAT's forwarders are let dial.
 //
+// # Where things are
+//
+// One episode is one plan (plan_linux.go): Run validates the spec.Spec,
+// adds the Host's side and what the host resolves (isolation, network),
+// prepare fills in the bundle, rootfs, mounts and the OCI spec
+// (ocispec.go, written to the bundle for runsc), and runsc's argv is made
+// from the plan only where runsc starts: runSupervised (namespaces: the
+// supervisor and init get their share as one JSON value, nsEpisode) or
+// runDirect (seccomp-only, direct_linux.go: in stages). Around it:
+//
+//	runtime/volume     ext4lite volumes served over lisafs (the gofer's extension, or this process)
+//	runtime/egress     the NAT's egress policy
+//	runtime/lockdown   Landlock and dropping capabilities (the profiles are lockdown_linux.go's)
+//	runtime/cgroup     the episode's host cgroup
+//	runtime/dind       what a Docker daemon needs in the Sentry
+//	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
+//	checkpoint*.go     checkpoint, restore, fork (seccomp-only)
+//
 // The binary is three programs in one; its main must call Main first.
 //
 // Example (a main package):
 //
 //	func main() {
 //		runtime.Main(func() {
-//			code, err := runtime.Run(ctx, runtime.Options{
-//				Image: "oci:/srv/images/busybox", Args: []string{"echo", "hi"}, Lockdown: true,
-//			})
+//			s := spec.New("oci:/srv/images/busybox")
+//			s.Args = []string{"echo", "hi"}
+//			code, err := runtime.Run(ctx, s, runtime.Host{})
 //			...
 //		})
 //	}

@@ -11,7 +11,9 @@ import (
 
 	"z.gfire.dev/gvx/image"
 	"z.gfire.dev/gvx/reflink"
+	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/runtime/lockdown"
 )
 
 // HostInfo is what this host allows rungv and what rungv will use on it
@@ -56,7 +58,7 @@ type HostInfo struct {
 // Info probes the host. dir, if not "", is where volumes would live (its
 // reflink support is tried for real); cacheDir "" means the default.
 func Info(dir, cacheDir string) HostInfo {
-	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: landlockABI(), PtraceScope: -1}
+	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: lockdown.LandlockABI(), PtraceScope: -1}
 	h.SystrapMode = systrapMode()
 	h.GVisorPatches = GVisorPatches()
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
@@ -65,15 +67,15 @@ func Info(dir, cacheDir string) HostInfo {
 			h.PlatformNote = "Yama ptrace_scope " + strconv.Itoa(h.PtraceScope) + " forbids the ptrace systrap needs to start its stubs: set kernel.yama.ptrace_scope to 1 or less"
 		}
 	}
-	cg, err := newEpisodeCgroup("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024, nil)
+	cg, err := cgroup.New("info-probe-"+strconv.Itoa(os.Getpid()), 1<<30, 1, 1024, nil)
 	switch {
 	case err != nil:
 		h.Cgroup = "none (" + err.Error() + ")"
 	case cg == nil:
 		h.Cgroup = "none (not root, no delegated cgroup v2 subtree): -m/--cpus need --limits best-effort"
 	default:
-		h.Cgroup = cg.desc
-		cg.remove()
+		h.Cgroup = cg.Desc
+		cg.Remove()
 	}
 	if _, err := egress.HostAddrs(); err != nil {
 		h.NAT = "unavailable: cannot read the host's addresses (" + err.Error() + ")"

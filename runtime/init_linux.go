@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,7 +25,7 @@ import (
 // sandbox and gofer too.
 const initCmd = "_gvx-init"
 
-// stopTimeoutEnv passes Options.StopTimeout (a Go duration; 0: kill at
+// stopTimeoutEnv passes Host.StopTimeout (a Go duration; 0: kill at
 // once) through the supervisor to init.
 const stopTimeoutEnv = "GVX_STOP_TIMEOUT"
 
@@ -41,21 +40,15 @@ var ReapTimeout = 30 * time.Second
 // itself down (initProfile). Signals it gets are sent to the guest's init
 // as runsc kill would send them, over a connection to the sandbox's
 // control server opened before the lockdown; SIGTERM and SIGINT start
-// StopTimeout, after which the guest is killed. args are runsc's global
-// flags, "run", "--bundle=B", ID.
-func episodeInit(args []string) int {
-	var globals []string
-	for _, a := range args {
-		if a == "run" {
-			break
-		}
-		globals = append(globals, a)
-	}
-	if len(globals)+3 != len(args) {
-		fmt.Fprintln(os.Stderr, "rungv: init: want runsc flags, run, --bundle=B, ID")
+// StopTimeout, after which the guest is killed. The episode is the
+// supervisor's nsEpisode.
+func episodeInit() int {
+	ep, err := takeNSEpisode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init:", err)
 		return 125
 	}
-	bundle, id := args[len(args)-2], args[len(args)-1]
+	id := ep.ID
 	// /proc must show this PID namespace: runsc writes the uid_map of
 	// the children it starts through it. Mounts made here stay in this
 	// process's mount namespace: its copy of the host's tree is a slave
@@ -77,7 +70,7 @@ func episodeInit(args []string) int {
 		err = json.Unmarshal([]byte(os.Getenv(volumePathsEnv)), &paths)
 	}
 	if err == nil {
-		err = bindVolumes(filepath.Dir(strings.TrimPrefix(bundle, "--bundle=")), vols, paths)
+		err = bindVolumes(ep.State, vols, paths)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: init:", err)
@@ -86,10 +79,10 @@ func episodeInit(args []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 
-	pidFile := strings.TrimPrefix(bundle, "--bundle=") + "/sandbox.pid"
+	pidFile := filepath.Join(ep.Bundle, "sandbox.pid")
 	// The control server closes idle connections at once when the guest
 	// exits (by default it waits 15 s for them): init holds one open.
-	runArgs := append(append([]string{}, globals...), "--control-rpc-stop-timeout=0", "run", "--detach", "--pid-file="+pidFile)
+	runArgs := append(append([]string{}, ep.Runsc...), "--control-rpc-stop-timeout=0", "run", "--detach", "--pid-file="+pidFile)
 	// The published ports' guest ends (publish_linux.go), donated to the
 	// guest's init at the same numbers.
 	passFiles, err := inherited(passFDsEnv)
@@ -100,7 +93,7 @@ func episodeInit(args []string) int {
 	for i := range passFiles {
 		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, guestPassFD(i)))
 	}
-	start := exec.Command("/proc/self/exe", append(runArgs, bundle, id)...)
+	start := exec.Command("/proc/self/exe", append(runArgs, "--bundle="+ep.Bundle, id)...)
 	start.Stdin, start.Stdout, start.Stderr = os.Stdin, os.Stdout, os.Stderr
 	start.ExtraFiles = passFiles
 	err = start.Run()
@@ -125,7 +118,7 @@ func episodeInit(args []string) int {
 	// exec runsc kill nor open a socket. A guest that is already gone
 	// (its sandbox stops serving as it exits) leaves none: then only
 	// SIGKILL is sent, to the sandbox itself.
-	ctl, err := dialSandbox(globals, id)
+	ctl, err := dialSandbox(ep.Root, id)
 	if err == nil {
 		defer ctl.Close()
 	}
@@ -167,7 +160,7 @@ func episodeInit(args []string) int {
 		select {
 		case s := <-sigs:
 			if (s == unix.SIGTERM || s == unix.SIGINT) && stopTimeout == 0 {
-				_ = unix.Kill(sandbox, unix.SIGKILL) // at once (Options.StopTimeout)
+				_ = unix.Kill(sandbox, unix.SIGKILL) // at once (Host.StopTimeout)
 				continue
 			}
 			signalGuest(s.(syscall.Signal))
@@ -215,18 +208,9 @@ func reap(timeout time.Duration) {
 }
 
 // dialSandbox connects to the control server of sandbox id, whose state
-// is under the --root of runsc's global flags globals, as runsc kill
+// is under runsc's --root root, as runsc kill
 // does (container.Load, then the sandbox's control socket).
-func dialSandbox(globals []string, id string) (*urpc.Client, error) {
-	var root string
-	for _, g := range globals {
-		if r, ok := strings.CutPrefix(g, "--root="); ok {
-			root = r
-		}
-	}
-	if root == "" {
-		return nil, errors.New("no --root among runsc's flags")
-	}
+func dialSandbox(root, id string) (*urpc.Client, error) {
 	c, err := container.Load(root, container.FullID{SandboxID: id, ContainerID: id}, container.LoadOpts{Exact: true, SkipCheck: true})
 	if err != nil {
 		return nil, fmt.Errorf("load the sandbox's state: %w", err)

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/runtime/lockdown"
 )
 
 // The lockdown of rungv's own host processes. Every process of an episode
@@ -106,7 +108,7 @@ type profile struct {
 	// landlock confines access by path to files (Landlock; an empty
 	// list: no access by path at all) where the kernel has Landlock.
 	landlock bool
-	files    []fsRule
+	files    []lockdown.Rule
 	// landlockCaps are kept too, but only where Landlock confines them.
 	landlockCaps []uintptr
 }
@@ -152,7 +154,7 @@ func directProfile(nat bool, state string, sandbox []int, sockDirs, cgroups []st
 	p.extra = append(p.extra, unix.SYS_MEMFD_CREATE, unix.SYS_FTRUNCATE, unix.SYS_FALLOCATE,
 		unix.SYS_FSYNC, unix.SYS_FDATASYNC)
 	for _, d := range cgroups {
-		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
+		p.files = append(p.files, lockdown.Rule{Path: filepath.Dir(d), Access: unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
 	}
 	if len(cgroups) > 0 {
 		p.landlockCaps = []uintptr{unix.CAP_DAC_OVERRIDE}
@@ -160,10 +162,10 @@ func directProfile(nat bool, state string, sandbox []int, sockDirs, cgroups []st
 	return p
 }
 
-func removeFileRules(dirs []string) []fsRule {
-	var rules []fsRule
+func removeFileRules(dirs []string) []lockdown.Rule {
+	var rules []lockdown.Rule
 	for _, d := range dirs {
-		rules = append(rules, fsRule{d, unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
+		rules = append(rules, lockdown.Rule{Path: d, Access: unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
 	}
 	return rules
 }
@@ -171,14 +173,14 @@ func removeFileRules(dirs []string) []fsRule {
 // stateRules let a process read and remove everything beneath state, and
 // remove state itself from its parent (removeState opens the parent
 // before the lockdown).
-func stateRules(state string) []fsRule {
+func stateRules(state string) []lockdown.Rule {
 	if state == "" {
 		return nil
 	}
-	return []fsRule{
-		{state, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
+	return []lockdown.Rule{
+		{Path: state, Access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
 			unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
-		{filepath.Dir(state), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
+		{Path: filepath.Dir(state), Access: unix.LANDLOCK_ACCESS_FS_REMOVE_DIR},
 	}
 }
 
@@ -196,7 +198,7 @@ func supervisorProfile(init int, state string, cgroups, sockDirs []string) profi
 	p := profile{name: "supervisor", signals: []int{init}, landlock: true}
 	p.files = append(stateRules(state), removeFileRules(sockDirs)...)
 	for _, d := range cgroups {
-		p.files = append(p.files, fsRule{filepath.Dir(d), unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
+		p.files = append(p.files, lockdown.Rule{Path: filepath.Dir(d), Access: unix.LANDLOCK_ACCESS_FS_REMOVE_DIR})
 	}
 	if len(cgroups) > 0 {
 		p.landlockCaps = []uintptr{unix.CAP_DAC_OVERRIDE}
@@ -248,13 +250,13 @@ func lockdownAs(p profile) error {
 	}
 	abi := 0
 	if p.landlock {
-		abi = landlockABI()
+		abi = lockdown.LandlockABI()
 	}
 	keep := p.keepCaps
 	if abi > 0 {
 		keep = append(append([]uintptr{}, keep...), p.landlockCaps...)
 	}
-	if err := dropCaps(keep); err != nil {
+	if err := lockdown.DropCaps(keep); err != nil {
 		return fmt.Errorf("lockdown %s: %w", p.name, err)
 	}
 	// Not dumpable: /proc/PID/mem, ptrace and process_vm_* from other
@@ -273,7 +275,7 @@ func lockdownAs(p profile) error {
 		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
 			return fmt.Errorf("lockdown %s: prctl(PR_SET_NO_NEW_PRIVS) on every thread: %w", p.name, e)
 		}
-		if err := landlockRestrict(abi, p.files); err != nil {
+		if err := lockdown.LandlockRestrict(abi, p.files); err != nil {
 			return fmt.Errorf("lockdown %s: %w", p.name, err)
 		}
 	}
@@ -283,54 +285,6 @@ func lockdownAs(p profile) error {
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
 	if errno != 0 {
 		return fmt.Errorf("lockdown %s: seccomp(SET_MODE_FILTER, TSYNC): %w", p.name, errno)
-	}
-	return nil
-}
-
-// dropCaps leaves only keep in the effective and permitted sets of every
-// thread (capabilities are per thread): the bounding set is cleared of
-// everything else where CAP_SETPCAP allows it, the ambient and inheritable
-// sets are emptied. Without capabilities (an unprivileged caller on the
-// host) there is nothing to drop and it succeeds.
-func dropCaps(keep []uintptr) error {
-	var hdr unix.CapUserHeader
-	var data [2]unix.CapUserData
-	hdr.Version = unix.LINUX_CAPABILITY_VERSION_3
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
-	}
-	var want [2]uint32
-	for _, c := range keep {
-		want[c/32] |= 1 << (c % 32)
-	}
-	held := data[0].Permitted|data[1].Permitted|data[0].Inheritable|data[1].Inheritable != 0
-	if held && data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
-		for c := uintptr(0); c < 64; c++ {
-			if want[c/32]&(1<<(c%32)) != 0 {
-				continue
-			}
-			if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); e != 0 {
-				if e == unix.EINVAL {
-					break // past the kernel's last capability
-				}
-				return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, e)
-			}
-		}
-	}
-	if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 && e != unix.EINVAL {
-		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", e)
-	}
-	if !held {
-		return nil
-	}
-	for i := range data {
-		data[i].Effective &= want[i]
-		data[i].Permitted &= want[i]
-		data[i].Inheritable = 0
-	}
-	hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("capset: %w", e)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/runtime/lockdown"
 )
 
 // The lockdown is irreversible, so every test locks down a child: the test
@@ -96,7 +98,7 @@ func (c *lockedChild) denied(what string, err error) {
 
 // landlockAvailable is whether the kernel has Landlock (asked before any
 // lockdown: landlock_create_ruleset is refused after).
-var landlockAvailable = landlockABI() > 0
+var landlockAvailable = lockdown.LandlockABI() > 0
 
 func (c *lockedChild) works(what string, err error) {
 	if err != nil {
@@ -159,7 +161,7 @@ func prepareChild(c *lockedChild) *prepared {
 	p.status, err = os.Open("/proc/self/status")
 	c.must("status", err)
 	p.capEff = "0000000000000000"
-	p.abi = landlockABI()
+	p.abi = lockdown.LandlockABI()
 	p.remove = removeState(p.dir)
 	return p
 }
@@ -694,7 +696,7 @@ func TestLockdownSupervisorCgroups(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: CAP_DAC_OVERRIDE is what is tested")
 	}
-	if landlockABI() == 0 {
+	if lockdown.LandlockABI() == 0 {
 		t.Skip("no Landlock here: the supervisor keeps no capability, its cgroups stay")
 	}
 	runLockedChild(t, "supervisor-cgroups")

@@ -21,9 +21,6 @@ func Main(ours func()) {
 	if len(os.Args) > 1 && os.Args[1] == relayCmd { // inside the guest
 		os.Exit(relayInit(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == agentCmd { // inside the guest, under the relay
-		os.Exit(agentMain(os.Args[2:]))
-	}
 	if builtWithCgo && (len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) || isRunsc(os.Args[1:])) {
 		fmt.Fprintln(os.Stderr, errCgo)
 		os.Exit(125)
@@ -31,11 +28,11 @@ func Main(ours func()) {
 	if len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) {
 		closeInheritedOnExec()
 	}
-	if len(os.Args) > 2 && os.Args[1] == superviseCmd {
-		os.Exit(supervise(os.Args[2], os.Args[3:]))
+	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+		os.Exit(supervise())
 	}
 	if len(os.Args) > 1 && os.Args[1] == initCmd {
-		os.Exit(episodeInit(os.Args[2:]))
+		os.Exit(episodeInit())
 	}
 	if isRunsc(os.Args[1:]) {
 		os.Args = append(os.Args[:1:1], patchBootArgs(os.Args[1:])...)

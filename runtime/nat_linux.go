@@ -106,17 +106,6 @@ func networkRunscFlags(m NetworkMode) []string {
 	return []string{"--network=" + string(m)}
 }
 
-// natEnabled tells, from the runsc flags the supervisor got, whether the
-// episode has --network nat.
-func natEnabled(runscArgs []string) bool {
-	for _, a := range runscArgs {
-		if a == natRunscFlags[0] {
-			return true
-		}
-	}
-	return false
-}
-
 // natResolvFile is the guest's /etc/resolv.conf naming 10.0.2.3 (runsc
 // writes none), a first file of the rootfs's writable layer
 // (upper_linux.go).
@@ -218,7 +207,7 @@ type natHost struct {
 	open   map[io.Closer]struct{} // host sockets of live relays
 }
 
-// natConfig is what the caller sets of the host side (Options.Egress,
+// natConfig is what the spec sets of the host side (Egress,
 // AllowHostPorts, NATMaxRelays).
 type natConfig struct {
 	rules     []egress.Rule
@@ -226,8 +215,8 @@ type natConfig struct {
 	maxRelays int // 0: DefaultNATMaxRelays
 }
 
-func (o *Options) natConfig() natConfig {
-	return natConfig{rules: o.Egress, hostPorts: o.AllowHostPorts, maxRelays: o.NATMaxRelays}
+func (p *plan) natConfig() natConfig {
+	return natConfig{rules: p.egress, hostPorts: p.spec.AllowHostPorts, maxRelays: p.spec.NATMaxRelays}
 }
 
 // newNATHost makes the socket pair, reads the host's own addresses for
@@ -235,7 +224,7 @@ func (o *Options) natConfig() natConfig {
 // nameserver of /etc/resolv.conf). Call it before the process locks
 // itself down (reading the addresses needs a netlink socket).
 func newNATHost(c natConfig) (*natHost, error) {
-	if c.maxRelays <= 0 { // Options.checkNAT refused negative ones
+	if c.maxRelays <= 0 { // spec.Spec.Validate refused negative ones
 		c.maxRelays = DefaultNATMaxRelays
 	}
 	var ports []uint16

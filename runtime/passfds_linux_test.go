@@ -10,7 +10,7 @@ import (
 // to the sandbox at the descriptors the checkpoint recorded (gVisor saved
 // them); a checkpoint from before the record is not checked.
 func TestCheckRestorePassFDs(t *testing.T) {
-	o := &Options{RestoreFrom: "/srv/ck"}
+	o := &Host{RestoreFrom: "/srv/ck"}
 	for _, c := range []struct {
 		saved, now []int
 		want       string

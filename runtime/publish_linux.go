@@ -67,6 +67,7 @@ func guestPassFD(i int) int { return 3 + i }
 // publishedPort is one port as the host side serves it.
 type publishedPort struct {
 	port  Port
+	field string       // the spec's name of the port ("ports[1]"), for errors
 	ln    net.Listener // *net.UnixListener or *net.TCPListener
 	ctl   *net.UnixConn
 	guest *os.File // the donated end, until the supervisor has it
@@ -89,30 +90,39 @@ func openPublish(ports []Port) (_ *publisher, err error) {
 			p.Close()
 		}
 	}()
-	for _, port := range ports {
-		pp := &publishedPort{port: port}
+	for i, port := range ports {
+		pp := &publishedPort{port: port, field: fmt.Sprintf("ports[%d]", i)}
 		p.ports = append(p.ports, pp)
 		if port.HostAddr != "" {
 			if pp.ln, err = net.Listen("tcp", port.HostAddr); err != nil {
-				return nil, fmt.Errorf("-p %s: %w", port.HostAddr, err)
+				return nil, fmt.Errorf("%s.host_addr %s: %w", pp.field, port.HostAddr, err)
 			}
 		} else if err = pp.listenUnix(); err != nil {
 			return nil, err
 		}
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return nil, fmt.Errorf("-p: socketpair: %w", err)
+			return nil, fmt.Errorf("%s: socketpair: %w", pp.field, err)
 		}
 		pp.guest = os.NewFile(uintptr(fds[1]), "publish-guest")
 		host := os.NewFile(uintptr(fds[0]), "publish-host")
 		c, err := net.FileConn(host)
 		host.Close()
 		if err != nil {
-			return nil, fmt.Errorf("-p: %w", err)
+			return nil, fmt.Errorf("%s: %w", pp.field, err)
 		}
 		pp.ctl = c.(*net.UnixConn)
 	}
 	return p, nil
+}
+
+// socketName names the port's unix socket in errors: the spec's field
+// and the path ("ports[0].host_socket /run/x.sock").
+func (pp *publishedPort) socketName() string {
+	if pp.field == "" {
+		return pp.port.HostSocket
+	}
+	return pp.field + ".host_socket " + pp.port.HostSocket
 }
 
 // listenUnix creates the port's socket file with the caller's mode. It is
@@ -126,19 +136,20 @@ func (pp *publishedPort) listenUnix() error {
 		return err
 	}
 	pp.port.HostSocket = path
-	if err := removeStaleSocket(path); err != nil {
+	if err := removeStaleSocket(pp.socketName(), path); err != nil {
 		return err
 	}
 	mode := pp.port.Mode
 	if mode == 0 {
 		mode = DefaultSocketMode
 	}
+	name := pp.socketName()
 	l, id, err := privdir.ListenUnix(path, mode)
 	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("-p unix:%s: something was put at the path while the socket was made: remove it or publish on another path", path)
+		return fmt.Errorf("%s: something was put at the path while the socket was made: remove it or publish on another path", name)
 	}
 	if err != nil {
-		return fmt.Errorf("-p unix:%s: %w", path, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	pp.ln = l // Close removes the file only if it is still this one
 	pp.dev, pp.ino = id.Dev, id.Ino
@@ -148,28 +159,28 @@ func (pp *publishedPort) listenUnix() error {
 // removeStaleSocket clears path for a new listener: nothing there is
 // fine; a socket of the caller's that nobody listens on (an episode that
 // was killed) is removed; anything else is refused.
-func removeStaleSocket(path string) error {
+func removeStaleSocket(name, path string) error {
 	st, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("-p unix:%s: %w", path, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	sys, _ := st.Sys().(*syscall.Stat_t)
 	if st.Mode()&os.ModeSocket == 0 || sys == nil || int(sys.Uid) != os.Getuid() {
-		return fmt.Errorf("-p unix:%s: the path exists and is not a socket of this user's: remove it or publish on another path", path)
+		return fmt.Errorf("%s: the path exists and is not a socket of this user's: remove it or publish on another path", name)
 	}
 	c, err := net.Dial("unix", path)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("-p unix:%s: a live socket is there (another episode?): stop it or publish on another path", path)
+		return fmt.Errorf("%s: a live socket is there (another episode?): stop it or publish on another path", name)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("-p unix:%s: %w", path, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("-p unix:%s: remove the stale socket: %w", path, err)
+		return fmt.Errorf("%s: remove the stale socket: %w", name, err)
 	}
 	return nil
 }

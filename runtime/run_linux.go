@@ -20,8 +20,10 @@ import (
 
 	"z.gfire.dev/gvx/erofs"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // forwarded are the signals rungv passes on to the guest.
@@ -32,31 +34,22 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // rungv binary (a program that calls Main first): the sandbox is run by
 // re-executing /proc/self/exe. Cancelling ctx kills the episode.
 //
-// Process tree: this process (the host side, locked down with
-// Options.Lockdown) → a supervisor in a new user and network namespace
+// s describes the episode (it is validated first: spec.Spec.Validate); h
+// is this host's side of it. The spec is not changed.
+//
+// Process tree: this process (the host side, locked down unless
+// s.Lockdown is spec.LockdownOff) → a supervisor in a new user and network namespace
 // (uid 0 there is the caller's uid; lo is brought up) → runsc run (attached:
 // its sandbox and gofer die with it). The supervisor watches a pipe from
 // this process: if this process dies, even by SIGKILL, the supervisor kills
 // the sandbox and removes the episode's state directory.
-func Run(ctx context.Context, o Options) (int, error) {
+func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	if builtWithCgo {
 		return 0, errCgo
 	}
-	if o.Network == "" {
-		o.Network = NetworkNone
-	}
-	if o.Network != NetworkNone && o.Network != NetworkNAT {
-		return 0, fmt.Errorf("%w: --network %s (none or nat)", ErrUnsupported, o.Network)
-	}
-	if err := o.checkNAT(); err != nil {
+	p, err := newPlan(s, h)
+	if err != nil {
 		return 0, err
-	}
-	var err error
-	if o.Isolation, err = resolveIsolation(o.Isolation); err != nil {
-		return 0, err
-	}
-	if (o.CheckpointDir != "" || o.RestoreFrom != "") && o.Isolation != IsolationSeccompOnly {
-		return 0, fmt.Errorf("%w: checkpoint and restore need --isolation seccomp-only (rungv serves the volumes and drives the Sentry itself there; runsc's own restore refuses --rootless, which the namespaced path uses for volumes: docs/runtime.md, \"Checkpoint, restore, fork\")", ErrUnsupported)
 	}
 	// Caught from here on, so that SIGTERM or SIGINT during the set-up
 	// does not end this process before it can remove what it made: they
@@ -74,7 +67,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer removeState(state)() // works after the lockdown too
 	defer lock.Close()
-	vols, err := openVolumes(o.Mounts)
+	vols, err := openVolumes(p.spec.Mounts)
 	if err != nil {
 		return 0, err
 	}
@@ -83,7 +76,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 			f.Close()
 		}
 	}()
-	pub, err := openPublish(o.Ports)
+	pub, err := openPublish(p.ports())
 	if err != nil {
 		return 0, err
 	}
@@ -91,12 +84,12 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
 		return 0, err
 	}
-	ep, err := prepare(ctx, &o, state, id)
+	ep, err := prepare(ctx, p, state, id, vols)
 	if err != nil {
 		return 0, err
 	}
 	ep.lock, ep.sigs = lock, sigs
-	return ep.run(ctx, &o, pub, vols)
+	return ep.run(ctx, p, pub, vols)
 }
 
 // openVolumes opens each volume file once, for the episode's life, and
@@ -123,11 +116,11 @@ func openVolumes(ms []Mount) (files []*os.File, err error) {
 			files = nil
 		}
 	}()
-	for _, m := range ms {
+	for i, m := range ms {
 		if m.Type != MountVolume {
 			continue
 		}
-		f, err := openVolume(m)
+		f, err := openVolume(fmt.Sprintf("mounts[%d].source", i), m)
 		if err != nil {
 			return files, err
 		}
@@ -136,30 +129,32 @@ func openVolumes(ms []Mount) (files []*os.File, err error) {
 	return files, nil
 }
 
-func openVolume(m Mount) (*os.File, error) {
+// openVolume opens m's volume file; field is the spec's name of its
+// source ("mounts[2].source"), for errors.
+func openVolume(field string, m Mount) (*os.File, error) {
 	flag := os.O_RDWR
 	if m.ReadOnly {
 		flag = os.O_RDONLY
 	}
 	f, err := os.OpenFile(m.Source, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("--mount %s: %s is a symbolic link: name the volume file itself", m.Target, m.Source)
+		return nil, fmt.Errorf("%s: %s is a symbolic link: name the volume file itself", field, m.Source)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %s is not a regular file (an ext4 volume file)", m.Target, m.Source)
+		return nil, fmt.Errorf("%s: %s is not a regular file (an ext4 volume file)", field, m.Source)
 	}
 	if int(st.Uid) != os.Getuid() && !m.AllowForeignOwner {
 		f.Close()
-		return nil, fmt.Errorf("--mount %s: %s belongs to uid %d, not to the caller (uid %d): chown it, or add allow-foreign to the --mount if it is meant to be shared", m.Target, m.Source, st.Uid, os.Getuid())
+		return nil, fmt.Errorf("%s: %s belongs to uid %d, not to the caller (uid %d): chown it, or allow it if it is meant to be shared (the mount's allow_foreign: --mount …,allow-foreign)", field, m.Source, st.Uid, os.Getuid())
 	}
 	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
 		f.Close()
@@ -168,26 +163,29 @@ func openVolume(m Mount) (*os.File, error) {
 	if err := ext4lite.LockFile(f, !m.ReadOnly); err != nil {
 		f.Close()
 		if errors.Is(err, ext4lite.ErrInUse) {
-			return nil, fmt.Errorf("--mount %s: %s is in use by another episode or a gvx-vol command", m.Target, m.Source)
+			return nil, fmt.Errorf("%s: %s is in use by another episode or a gvx-vol command", field, m.Source)
 		}
-		return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return f, nil
 }
 
-// episode is a prepared bundle.
+// episode is a prepared episode as this process runs it: the plan, and
+// the handles of the process tree.
 type episode struct {
-	id        string
-	state     string
-	lock      *os.File       // the state directory's, for the supervisor
-	sigs      chan os.Signal // rungv's signals, caught since Run began
-	runscArgs []string
-	ctx       context.Context
+	*plan
+	lock *os.File       // the state directory's, for the supervisor
+	sigs chan os.Signal // rungv's signals, caught since Run began
+	ctx  context.Context
 }
 
-// prepare resolves the image and writes the bundle into state.
-func prepare(ctx context.Context, o *Options, state, id string) (*episode, error) {
-	img, err := resolveImage(ctx, o.Image, o.Pull, o.CacheDir, state)
+// prepare resolves the image and fills in the plan: the rootfs, the
+// mounts, the OCI spec (written to the bundle's config.json for runsc),
+// the sandbox's settings. vols are openVolumes' files, in mount order.
+func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*episode, error) {
+	o := p.spec
+	p.id, p.state, p.bundle = id, state, filepath.Join(state, "bundle")
+	img, err := resolveImage(ctx, o.Image, o.Pull, p.host.CacheDir, state)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +194,7 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 		return nil, err
 	}
 	defer f.Close()
-	if err := checkExecMount(f, img.RootfsPath, o.CacheDir); err != nil {
+	if err := checkExecMount(f, img.RootfsPath, p.host.CacheDir); err != nil {
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -207,116 +205,171 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 	if im, err := erofs.Open(f, st.Size()); err == nil {
 		src = im
 	}
-	bundle := filepath.Join(state, "bundle")
-	rootDir := filepath.Join(bundle, "rootfs")
+	rootDir := filepath.Join(p.bundle, "rootfs")
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
 		return nil, err
 	}
-	spec, err := buildSpec(o, img, src, rootDir, id)
-	if err != nil {
+	p.rootfs = rootfsPlan{image: img.RootfsPath, overlay: true}
+	if p.oci, err = buildOCISpec(o, img, src, rootDir, id); err != nil {
 		return nil, err
 	}
-	guestArgs := spec.Process.Args // before a relay goes in front
-	vol := 0
-	for i, m := range o.Mounts {
-		switch m.Type {
-		case MountBind:
-			if _, err := os.Stat(m.Source); err != nil {
-				return nil, fmt.Errorf("--mount %s: %w", m.Target, err)
-			}
-		case MountVolume:
-			// The spec mount binds the volume file as init bound it into the
-			// state directory (bindVolumes: the file opened by openVolumes,
-			// never the path again); the gofer mounts it at the destination
-			// in its root, where the extension opens it before locking down,
-			// and serves the filesystem inside it.
-			opt := "rw"
-			if m.ReadOnly {
-				opt = "ro"
-			}
-			src := volumeBindPath(state, vol)
-			vol++
-			if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(src, nil, 0o600); err != nil {
-				return nil, err
-			}
-			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: src, Options: []string{opt, "rbind"}})
-			for k, v := range volume.Annotations(i, volume.Spec{Source: src, Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, MaxOpen: m.MaxOpen}) {
-				spec.Annotations[k] = v
-			}
-		}
+	guestArgs := p.oci.Process.Args // before a relay goes in front
+	if err := p.planMounts(vols); err != nil {
+		return nil, err
 	}
 	if len(o.Ports) > 0 {
 		// The relay is this binary, copied into a read-only EROFS image of
 		// its own (relayimage.go); the ports' descriptors are donated at
 		// start (publish_linux.go).
-		relay, err := relayImage(img.cache)
-		if err != nil {
+		if p.relay, err = relayImage(img.cache); err != nil {
 			return nil, err
 		}
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: relay, Options: []string{"ro"}})
-		spec.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(o.Ports)...), "--"), spec.Process.Args...)
+		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
+		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), p.oci.Process.Args...)
 	}
-	if o.MemoryBytes > 0 {
-		spec.Annotations[annTotalMemory] = strconv.FormatInt(o.MemoryBytes, 10)
-	}
-	if o.CPUs > 0 {
-		n := int(o.CPUs)
-		if float64(n) < o.CPUs {
-			n++
-		}
-		spec.Annotations[annCPUNum] = strconv.Itoa(n)
-	}
+	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
-	if o.Network == NetworkNAT {
+	if p.network == NetworkNAT {
 		upper = append(upper, natResolvFile)
 	}
 	if shim := dockerdShim(o, img, src); shim != nil {
 		upper = append(upper, *shim)
 	}
-	if err := writeUpperTar(spec, bundle, upper); err != nil {
+	if p.rootfs.upperTar, err = writeUpperTar(p.bundle, upper); err != nil {
 		return nil, err
 	}
-	if o.RestoreFrom == "" {
-		if err := lookupExec(src, guestArgs[0], spec.Process.Env, spec.Process.Cwd, shadowedBy(spec.Mounts, upper)); err != nil {
+	if p.host.RestoreFrom == "" {
+		if err := lookupExec(src, guestArgs[0], p.oci.Process.Env, p.oci.Process.Cwd, shadowedBy(p.oci.Mounts, upper)); err != nil {
 			return nil, err
 		}
 	}
-	if hasVolume(o.Mounts) {
-		shareBindMounts(spec, o.Mounts)
+	if err := p.writeBundle(); err != nil {
+		return nil, err
 	}
-	js, err := json.MarshalIndent(spec, "", "  ")
+	return &episode{plan: p}, nil
+}
+
+// planMounts adds the spec's bind and volume mounts to the plan (buildOCISpec
+// made the others). A volume's OCI mount binds the volume file as init
+// bound it into the state directory (bindVolumes: the file opened by
+// openVolumes, never the path again); runsc's gofer mounts it at the
+// destination in its root, where the extension opens it before locking
+// down, and serves the filesystem inside it. The seccomp-only path serves
+// the opened file itself (runDirect).
+func (p *plan) planMounts(vols []*os.File) error {
+	for i, m := range p.spec.Mounts {
+		field := fmt.Sprintf("mounts[%d]", i)
+		switch m.Type {
+		case MountBind:
+			if _, err := os.Stat(m.Source); err != nil {
+				return fmt.Errorf("%s.source: %w", field, err)
+			}
+		case MountVolume:
+			n := len(p.volumes)
+			if n >= len(vols) {
+				return fmt.Errorf("rungv: internal: %s: no open volume file", field)
+			}
+			v := volumePlan{field: field, target: m.Target, source: m.Source, bind: volumeBindPath(p.state, n),
+				readOnly: m.ReadOnly, maxOpen: m.MaxOpen, file: vols[n]}
+			if err := os.MkdirAll(filepath.Dir(v.bind), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(v.bind, nil, 0o600); err != nil {
+				return err
+			}
+			opt := "rw"
+			if v.readOnly {
+				opt = "ro"
+			}
+			p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: v.target, Type: "bind", Source: v.bind, Options: []string{opt, "rbind"}})
+			p.volumes = append(p.volumes, v)
+		}
+	}
+	return nil
+}
+
+// writeBundle writes the OCI spec into the bundle, for runsc, with the
+// annotations runsc's processes read there (the Sentry its rootfs and
+// first files, the gofer's extension its volumes, the sandbox's boot its
+// memory and CPUs: patchBootArgs). Nothing in this process reads them
+// back: it has the plan.
+func (p *plan) writeBundle() error {
+	a := p.oci.Annotations
+	a[annRootfsSource], a[annRootfsType] = p.rootfs.image, "erofs"
+	a[annRootfsOverlay] = "none"
+	if p.rootfs.overlay {
+		a[annRootfsOverlay] = "memory"
+	}
+	if p.rootfs.upperTar != "" {
+		a[annRootfsUpperTar] = p.rootfs.upperTar
+	}
+	for i, v := range p.volumes {
+		for k, val := range volume.Annotations(i, p.volumeMount(v)) {
+			a[k] = val
+		}
+	}
+	if l := p.spec.Limits; l.MemoryBytes > 0 {
+		a[annTotalMemory] = strconv.FormatInt(l.MemoryBytes, 10)
+	}
+	if n := p.cpuNum(); n > 0 {
+		a[annCPUNum] = strconv.Itoa(n)
+	}
+	if len(p.volumes) > 0 {
+		shareBindMounts(p.oci, p.volumes)
+	}
+	js, err := json.MarshalIndent(p.oci, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
-		return nil, err
+	p.ociJSON = js
+	return os.WriteFile(filepath.Join(p.bundle, "config.json"), js, 0o644)
+}
+
+// volumeMount is how package volume takes v.
+func (p *plan) volumeMount(v volumePlan) volume.Mount {
+	return volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen}
+}
+
+// cpuNum is the number of CPUs the guest sees: the spec's limits.cpus
+// rounded up; 0 for the host's.
+func (p *plan) cpuNum() int {
+	c := p.spec.Limits.CPUs
+	n := int(c)
+	if float64(n) < c {
+		n++
 	}
+	return n
+}
+
+// runscRoot is runsc's state directory (--root), in the episode's.
+func (p *plan) runscRoot() string { return filepath.Join(p.state, "runsc") }
+
+// runscGlobals are runsc's global flags for the plan: the one place where
+// the plan becomes runsc's command line, for the namespaced path's runsc
+// run (runSupervised) and the seccomp-only path's runsc boot (runDirect).
+func (p *plan) runscGlobals() []string {
 	args := []string{
-		"--root=" + filepath.Join(state, "runsc"),
+		"--root=" + p.runscRoot(),
 		"--ignore-cgroups",
 	}
-	args = append(args, networkRunscFlags(o.Network)...)
-	if len(upper) > 0 {
+	args = append(args, networkRunscFlags(p.network)...)
+	if p.rootfs.upperTar != "" {
 		args = append(args, allowRootfsTar)
 	}
-	if o.Platform != "" {
-		args = append(args, "--platform="+o.Platform)
+	if p.spec.Platform != "" {
+		args = append(args, "--platform="+string(p.spec.Platform))
 	}
-	args = append(args, sandboxSocketFlags(o, img)...)
-	if o.AllowSUID {
+	args = append(args, p.sockets.flags()...)
+	if p.spec.AllowSUID {
 		args = append(args, "--allow-suid")
 	}
-	if hasVolume(o.Mounts) {
+	if len(p.volumes) > 0 {
 		args = append(args, volumeRunscFlags...)
 	}
-	if o.DebugLogDir != "" {
-		args = append(args, "--debug", "--debug-log="+filepath.Clean(o.DebugLogDir)+"/")
+	if p.host.DebugLogDir != "" {
+		args = append(args, "--debug", "--debug-log="+filepath.Clean(p.host.DebugLogDir)+"/")
 	}
-	args = append(args, "run", "--bundle="+bundle, "gvx-"+id)
-	return &episode{id: id, state: state, runscArgs: args}, nil
+	return args
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
@@ -341,71 +394,60 @@ func prepare(ctx context.Context, o *Options, state, id string) (*episode, error
 // keeps runsc's defaults (directfs).
 var volumeRunscFlags = []string{"--file-access-mounts=exclusive", "--directfs=false", "--rootless"}
 
-// shareBindMounts gives every host bind mount of spec a share=shared hint:
+// shareBindMounts gives every host bind mount of oci a share=shared hint:
 // with --file-access-mounts=exclusive (volumeRunscFlags) the Sentry would
 // otherwise cache them as if nothing outside changed them, and a file the
 // host adds to a bind-mounted directory would stay invisible in the guest.
-// Volume mounts (binds of the volume files, at the targets of mounts) get
+// Volume mounts (binds of the volume files, at the targets of vols) get
 // none: they must be exclusive.
-func shareBindMounts(spec *specs.Spec, mounts []Mount) {
-	vols := map[string]bool{}
-	for _, m := range mounts {
-		if m.Type == MountVolume {
-			vols[m.Target] = true
-		}
+func shareBindMounts(oci *specs.Spec, vols []volumePlan) {
+	isVol := map[string]bool{}
+	for _, v := range vols {
+		isVol[v.target] = true
 	}
 	seen := map[string]bool{}
-	for _, m := range spec.Mounts {
-		if m.Type != "bind" || vols[m.Destination] || seen[m.Source] {
+	for _, m := range oci.Mounts {
+		if m.Type != "bind" || isVol[m.Destination] || seen[m.Source] {
 			continue // runsc refuses two hints for one source
 		}
 		seen[m.Source] = true
 		name := "dev.gvisor.spec.mount.gvxbind" + strconv.Itoa(len(seen)) + "."
-		spec.Annotations[name+"source"] = m.Source
-		spec.Annotations[name+"type"] = "bind"
-		spec.Annotations[name+"share"] = "shared"
+		oci.Annotations[name+"source"] = m.Source
+		oci.Annotations[name+"type"] = "bind"
+		oci.Annotations[name+"share"] = "shared"
 	}
-}
-
-func hasVolume(ms []Mount) bool {
-	for _, m := range ms {
-		if m.Type == MountVolume {
-			return true
-		}
-	}
-	return false
 }
 
 // run starts the episode in its isolation mode and waits for it.
-func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*os.File) (int, error) {
+func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.File) (int, error) {
 	ep.ctx = ctx
 	var nat *natHost
 	var err error
-	if o.Network == NetworkNAT {
-		if nat, err = newNATHost(o.natConfig()); err != nil {
+	if p.network == NetworkNAT {
+		if nat, err = newNATHost(p.natConfig()); err != nil {
 			return 0, err
 		}
 		defer nat.Close()
 	}
-	lim, err := newEpisodeLimits(ep.id, ep.state, o)
+	lim, err := newEpisodeLimits(ep.id, ep.state, p)
 	if err != nil {
 		return 0, err
 	}
-	lim.info.Isolation = o.Isolation
-	if o.OnStart != nil {
-		o.OnStart(lim.info)
+	lim.info.Isolation = p.isolation
+	if p.host.OnStart != nil {
+		p.host.OnStart(lim.info)
 	}
-	if o.Isolation == IsolationSeccompOnly {
-		defer lim.cg.removeWhenEmpty()
-		return ep.runDirect(o, pub, vols, nat, lim, func(pid int) error {
+	if p.isolation == IsolationSeccompOnly {
+		defer lim.cg.RemoveWhenEmpty()
+		return ep.runDirect(p, pub, nat, lim, func(pid int) error {
 			if lim.cg != nil {
-				if err := lim.cg.add(pid); err != nil {
+				if err := lim.cg.Add(pid); err != nil {
 					return fmt.Errorf("limits: host cgroup: %w", err)
 				}
 			}
-			if o.Lockdown {
-				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.dirList())
-				if o.RestoreFrom != "" {
+			if p.lockdown {
+				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
+				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
 					// the control server once restored (redialControl).
 					prof.extra = append(prof.extra, unix.SYS_CONNECT)
@@ -418,12 +460,12 @@ func (ep *episode) run(ctx context.Context, o *Options, pub *publisher, vols []*
 			return nil
 		})
 	}
-	return ep.runSupervised(o, pub, vols, nat, lim)
+	return ep.runSupervised(p, pub, vols, nat, lim)
 }
 
 // hostLimits is what bounds one episode on the host, and how.
 type hostLimits struct {
-	cg   *episodeCgroup // nil: none
+	cg   *cgroup.Episode // nil: none
 	info StartInfo
 	// pidsRlimit is the RLIMIT_NPROC to set where a user namespace of the
 	// episode's own counts it (0: none).
@@ -432,16 +474,14 @@ type hostLimits struct {
 
 // newEpisodeLimits makes the episode's host cgroup where it may and
 // decides who enforces each limit, refusing (ErrLimits) what nothing
-// would enforce unless o.Limits is LimitsBestEffort. The cgroup's
+// would enforce unless the spec's limits policy is LimitsBestEffort. The cgroup's
 // directories are recorded in the state directory (cgroups.json) before
 // they are made, in every isolation mode: a start after the episode was
 // killed removes them (sweepStale).
-func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
-	pids := o.PidsLimit
-	if pids == 0 {
-		pids = DefaultPidsLimit
-	}
-	cg, err := newEpisodeCgroup(id, o.MemoryBytes, o.CPUs, max(pids, 0), func(dirs []string) error {
+func newEpisodeLimits(id, state string, p *plan) (*hostLimits, error) {
+	o := p.spec
+	pids := p.pidsLimit()
+	cg, err := cgroup.New(id, o.Limits.MemoryBytes, o.Limits.CPUs, max(pids, 0), func(dirs []string) error {
 		return writeStateJSON(state, stateCgroups, dirs)
 	})
 	if err != nil {
@@ -449,62 +489,62 @@ func newEpisodeLimits(id, state string, o *Options) (*hostLimits, error) {
 	}
 	lim := &hostLimits{cg: cg, info: StartInfo{Enforcement: map[string]string{}}}
 	refuse := func(err error) (*hostLimits, error) {
-		cg.remove()
+		cg.Remove()
 		return nil, err
 	}
 	if pids > 0 {
-		userns := o.Isolation != IsolationSeccompOnly
+		userns := p.isolation != IsolationSeccompOnly
 		if userns {
 			// RLIMIT_NPROC always (the kernel exempts only real root's
 			// tasks from it, and a cgroup holds those).
 			lim.pidsRlimit = pids
 		}
 		switch {
-		case cg.has("pids") && userns:
-			lim.info.Enforcement["pids"] = cg.version + " + rlimit (user namespace)"
-		case cg.has("pids"):
-			lim.info.Enforcement["pids"] = cg.version
+		case cg.Has("pids") && userns:
+			lim.info.Enforcement["pids"] = cg.Version + " + rlimit (user namespace)"
+		case cg.Has("pids"):
+			lim.info.Enforcement["pids"] = cg.Version
 		case !userns:
 			// No user namespace of the episode's own: RLIMIT_NPROC would
 			// count every process of the caller's uid (on the whole host,
 			// in a container without a user namespace of its own).
 			lim.info.Enforcement["pids"] = "none (seccomp-only without a host cgroup: the container's or pod's own pids limit applies)"
-		case os.Getuid() == 0 && o.Limits == LimitsBestEffort:
+		case os.Getuid() == 0 && p.limitsPolicy() == LimitsBestEffort:
 			lim.info.Enforcement["pids"] = "none (best effort: no pids cgroup, and the kernel exempts root from RLIMIT_NPROC)"
 		case os.Getuid() == 0:
-			return refuse(fmt.Errorf("%w: --pids-limit: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with --limits best-effort (or --pids-limit -1)", ErrLimits))
+			return refuse(fmt.Errorf("%w: limits.pids: as root no pids cgroup can be made here (is a cgroup filesystem mounted?), and the kernel exempts root from RLIMIT_NPROC: run with a pids cgroup, or accept that with limits.policy best-effort (--limits best-effort), or no limit (limits.pids -1, --pids-limit -1)", ErrLimits))
 		default:
 			lim.info.Enforcement["pids"] = "rlimit (user namespace)"
 		}
 	}
-	if o.MemoryBytes > 0 || o.CPUs > 0 {
+	if o.Limits.MemoryBytes > 0 || o.Limits.CPUs > 0 {
 		lim.info.Limits = "sentry"
 		if cg != nil {
-			lim.info.Limits += " + " + cg.desc
+			lim.info.Limits += " + " + cg.Desc
 		}
 		unenforced := false
 		for _, l := range []struct {
 			name, ctrl string
 			set        bool
-		}{{"memory", "memory", o.MemoryBytes > 0}, {"cpus", "cpu", o.CPUs > 0}} {
+		}{{"memory", "memory", o.Limits.MemoryBytes > 0}, {"cpus", "cpu", o.Limits.CPUs > 0}} {
 			switch {
 			case !l.set:
-			case cg.has(l.ctrl):
-				lim.info.Enforcement[l.name] = cg.version
+			case cg.Has(l.ctrl):
+				lim.info.Enforcement[l.name] = cg.Version
 			default:
 				lim.info.Enforcement[l.name] = "sentry only (best effort)"
 				unenforced = true
 			}
 		}
-		if unenforced && o.Limits != LimitsBestEffort {
-			return refuse(fmt.Errorf("%w: -m/--cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with --limits best-effort", ErrLimits))
+		if unenforced && p.limitsPolicy() != LimitsBestEffort {
+			return refuse(fmt.Errorf("%w: limits.memory_bytes, limits.cpus: no host cgroup can be made here (not root, no delegated cgroup v2 subtree), so only the Sentry's own shaping would bound the episode: run as root or in a delegated cgroup, or accept that with limits.policy best-effort (--limits best-effort)", ErrLimits))
 		}
 	}
 	return lim, nil
 }
 
 // setStdio gives cmd the episode's stdio.
-func setStdio(cmd *exec.Cmd, o *Options) {
+func setStdio(cmd *exec.Cmd, o *Host) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -527,26 +567,30 @@ func setStdio(cmd *exec.Cmd, o *Options) {
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
 // it.
-func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
+func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
-		lim.cg.remove()
+		lim.cg.Remove()
 		return 0, err
 	}
 	defer syncW.Close()
-	cmd := exec.Command("/proc/self/exe", append([]string{superviseCmd, ep.state}, ep.runscArgs...)...)
-	setStdio(cmd, o)
+	// The state directory after the verb names the episode for ps and
+	// for whoever looks for its processes (nothing reads it back: the
+	// supervisor takes its nsEpisode).
+	cmd := exec.Command("/proc/self/exe", superviseCmd, p.state)
+	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
 	}
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
+		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
 	inherit(cmd, passFDsEnv, pub.guestFiles())
 	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())
 	inherit(cmd, volumeFDsEnv, vols)
 	if len(vols) > 0 {
 		var paths []string
-		for _, m := range o.Mounts {
+		for _, m := range p.spec.Mounts {
 			if m.Type == MountVolume {
 				paths = append(paths, m.Source)
 			}
@@ -556,14 +600,14 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	}
 	cg := lim.cg
 	if cg != nil {
-		cmd.Env = append(cmd.Env, cg.env()) // recorded in cgroups.json already (newEpisodeLimits)
+		cmd.Env = append(cmd.Env, cg.Env()) // recorded in cgroups.json already (newEpisodeLimits)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ep.lock) // held, unnamed, by the supervisor
 	if lim.pidsRlimit > 0 {
 		cmd.Env = append(cmd.Env, pidsLimitEnv+"="+strconv.Itoa(lim.pidsRlimit))
 	}
-	if o.StopTimeout != 0 {
-		cmd.Env = append(cmd.Env, stopTimeoutEnv+"="+o.stopGrace().String()) // for init
+	if p.host.StopTimeout != 0 {
+		cmd.Env = append(cmd.Env, stopTimeoutEnv+"="+p.stopGrace().String()) // for init
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNET,
@@ -576,7 +620,7 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	if err := cmd.Start(); err != nil {
 		syncR.Close()
 		if cg != nil {
-			cg.remove()
+			cg.Remove()
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
 			return 0, fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
@@ -588,14 +632,14 @@ func (ep *episode) runSupervised(o *Options, pub *publisher, vols []*os.File, na
 	if cg != nil {
 		// Before the go-ahead: everything the supervisor starts inherits
 		// the cgroup. The supervisor removes it at the end.
-		if err := cg.add(cmd.Process.Pid); err != nil {
+		if err := cg.Add(cmd.Process.Pid); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			cg.remove()
-			return 0, fmt.Errorf("-m/--cpus: host cgroup: %w", err)
+			cg.Remove()
+			return 0, fmt.Errorf("limits: host cgroup: %w", err)
 		}
 	}
-	if o.Lockdown {
+	if p.lockdown {
 		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/runtime/cgroup"
 )
 
 // The episode's private state directory: $TMPDIR/rungv-<id>, mode 0700,
@@ -278,7 +280,7 @@ func (g *gc) checkEpisodeCgroup(d, id string) error {
 		return fmt.Errorf("recorded cgroup %s is not named gvx-%s: left alone", d, id)
 	}
 	if g.mounts == nil {
-		g.mounts, _ = cgroupMounts()
+		g.mounts, _ = cgroup.Mounts()
 	}
 	if !underCgroupMount(d, g.mounts) {
 		return fmt.Errorf("recorded cgroup %s is not under a cgroup mount: left alone", d)
@@ -336,7 +338,7 @@ var orphanCgroup = regexp.MustCompile(`^gvx-([0-9a-f]{12}|info-probe-[0-9]+)$`)
 // orphans lists (and removes) the empty gvx-* cgroups no record names.
 func (g *gc) orphans() {
 	if g.mounts == nil {
-		g.mounts, _ = cgroupMounts()
+		g.mounts, _ = cgroup.Mounts()
 	}
 	seen := map[string]bool{}
 	for _, m := range g.mounts {

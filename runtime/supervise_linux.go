@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,21 +13,65 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/runtime/cgroup"
 )
 
 // superviseCmd is the hidden subcommand of the supervisor process.
 const superviseCmd = "_gvx-supervise"
 
+// nsEpisodeEnv carries the namespaced path's share of the plan
+// (nsEpisode, as JSON) from the host side to the supervisor, and from it to
+// init.
+const nsEpisodeEnv = "GVX_EPISODE"
+
+// nsEpisode is what the supervisor and init need of the plan: one typed
+// value, never runsc's argv parsed back.
+type nsEpisode struct {
+	State  string   `json:"state"`  // the episode's state directory
+	Runsc  []string `json:"runsc"`  // runsc's global flags (plan.runscGlobals)
+	Root   string   `json:"root"`   // runsc's --root among them
+	Bundle string   `json:"bundle"` // the bundle directory
+	ID     string   `json:"id"`     // the container's ID
+	NAT    bool     `json:"nat"`    // the supervisor sets up NAT's veth pair
+}
+
+// env is e as an environment entry.
+func (e nsEpisode) env() string {
+	js, _ := json.Marshal(e)
+	return nsEpisodeEnv + "=" + string(js)
+}
+
+// takeNSEpisode reads (and unsets) nsEpisodeEnv.
+func takeNSEpisode() (nsEpisode, error) {
+	v, ok := os.LookupEnv(nsEpisodeEnv)
+	os.Unsetenv(nsEpisodeEnv)
+	var e nsEpisode
+	if !ok {
+		return e, fmt.Errorf("no %s", nsEpisodeEnv)
+	}
+	if err := json.Unmarshal([]byte(v), &e); err != nil || e.State == "" || e.Root == "" || e.Bundle == "" || e.ID == "" {
+		return e, fmt.Errorf("bad %s (%v)", nsEpisodeEnv, err)
+	}
+	return e, nil
+}
+
 // supervise is the supervisor: it runs in the episode's user and network
 // namespaces, waits for the host side's go-ahead on fd 3, brings lo up,
-// starts the episode's init (episodeInit) with args, forwards signals to
-// it, and when fd 3 reaches EOF before init is done (the host side died)
+// starts the episode's init (episodeInit) with the episode (nsEpisode),
+// forwards signals to it, and when fd 3 reaches EOF before init is done (the host side died)
 // kills it. It removes the state
 // directory in every case and returns runsc's exit code. Once init runs it
 // is locked down (supervisorProfile).
-func supervise(state string, args []string) int {
+func supervise() int {
+	ep, err := takeNSEpisode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: supervisor:", err)
+		return 125
+	}
+	state := ep.State
 	defer removeState(state)()
-	leave, cgroups := leaveCgroups() // the episode's host cgroup, if it has one
+	leave, cgroups := cgroup.Leave() // the episode's host cgroup, if it has one
 	defer leave()
 	if err := limitPids(); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
@@ -54,7 +99,7 @@ func supervise(state string, args []string) int {
 		fmt.Fprintf(os.Stderr, "rungv: bring up lo: %v\n", err)
 		return 125
 	}
-	if natEnabled(args) {
+	if ep.NAT {
 		if err := natSetup(); err != nil {
 			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)
 			return 125
@@ -64,11 +109,11 @@ func supervise(state string, args []string) int {
 	// (even by SIGKILL, or with this thread: Pdeathsig), the kernel kills
 	// the sandbox and gofer with it.
 	goruntime.LockOSThread()
-	cmd := exec.Command("/proc/self/exe", append([]string{initCmd}, args...)...)
+	cmd := exec.Command("/proc/self/exe", initCmd, state) // state: for ps, as the supervisor's
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL, Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
 	// The published ports' guest ends and the volume files go on to init.
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), ep.env())
 	inherit(cmd, passFDsEnv, pass)
 	inherit(cmd, volumeFDsEnv, vols)
 	sigs := make(chan os.Signal, 8)

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // The rootfs's writable layer can start with files of rungv's: the Sentry
@@ -34,15 +32,15 @@ const allowRootfsTar = "--allow-rootfs-tar-annotation"
 
 // writeUpperTar writes files into the bundle's rootfs-upper tar (parent
 // directories 0755 root:root, which the guest then sees as theirs) and
-// names it in the spec. No files: nothing is written.
-func writeUpperTar(spec *specs.Spec, bundle string, files []upperFile) error {
+// returns its path. No files: nothing is written, and the path is "".
+func writeUpperTar(bundle string, files []upperFile) (string, error) {
 	if len(files) == 0 {
-		return nil
+		return "", nil
 	}
 	p := filepath.Join(bundle, "rootfs-upper.tar")
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return "", err
 	}
 	tw := tar.NewWriter(f)
 	now := time.Now()
@@ -77,8 +75,7 @@ func writeUpperTar(spec *specs.Spec, bundle string, files []upperFile) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("the rootfs's first files: %s: %w", p, err)
+		return "", fmt.Errorf("the rootfs's first files: %s: %w", p, err)
 	}
-	spec.Annotations[annRootfsUpperTar] = p
-	return nil
+	return p, nil
 }

@@ -20,7 +20,8 @@ const DefaultVolumeSize = 32 << 30
 // (the seeds' golden-volume workflow starts from `rungv run --mount
 // type=volume,src=golden.ext4,…` with no such file). The new file is an
 // empty ext4lite volume of m.Size bytes (DefaultVolumeSize if 0). The
-// parent directory must exist. It reports whether it created the file.
+// parent directory must exist. It reports whether it created the file;
+// its errors name the file, and the caller names the mount.
 func CreateMissingVolume(m Mount) (bool, error) {
 	if m.Type != MountVolume {
 		return false, nil
@@ -29,7 +30,7 @@ func CreateMissingVolume(m Mount) (bool, error) {
 		return false, nil // exists, or an error that Run reports with context
 	}
 	if st, err := os.Stat(filepath.Dir(m.Source)); err != nil || !st.IsDir() {
-		return false, fmt.Errorf("--mount %s: %s does not exist, and its directory cannot hold a new volume: %v", m.Target, m.Source, err)
+		return false, fmt.Errorf("%s does not exist, and its directory cannot hold a new volume: %v", m.Source, err)
 	}
 	size := m.Size
 	if size == 0 {
@@ -37,11 +38,11 @@ func CreateMissingVolume(m Mount) (bool, error) {
 	}
 	v, err := ext4lite.Create(m.Source, size, nil)
 	if err != nil {
-		return false, fmt.Errorf("--mount %s: create the volume %s: %w", m.Target, m.Source, err)
+		return false, fmt.Errorf("create the volume %s: %w", m.Source, err)
 	}
 	if err := v.Close(); err != nil {
 		os.Remove(m.Source)
-		return false, fmt.Errorf("--mount %s: create the volume %s: %w", m.Target, m.Source, err)
+		return false, fmt.Errorf("create the volume %s: %w", m.Source, err)
 	}
 	return true, nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"z.gfire.dev/gvx/serve/agent"
+	"z.gfire.dev/gvx/agent"
 )
 
 // maxCreateRequest bounds a create's JSON.

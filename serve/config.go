@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/internal/privdir"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
-	"z.gfire.dev/gvx/serve/agent"
 )
 
 // Config is a Server's configuration. Zero values are the documented

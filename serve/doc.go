@@ -8,7 +8,7 @@
 //   - Create clones a golden ext4 volume (reflink, package reflink) into
 //     the episode's directory, runs the episode through the Go SDK
 //     (gvx.NewFromSpec, so rungv dies with the server: Pdeathsig) with the
-//     in-guest agent (package serve/agent) as its command, publishes the
+//     in-guest agent (package z.gfire.dev/gvx/agent) as its command, publishes the
 //     agent's guest port and, on request, the Docker port (2375) as unix
 //     sockets in that directory, and returns once the agent answers.
 //   - Exec, files and archives are forwarded to the agent, streamed both

@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/pkg/gvx"
 	"z.gfire.dev/gvx/reflink"
-	"z.gfire.dev/gvx/serve/agent"
 	"z.gfire.dev/gvx/spec"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"z.gfire.dev/gvx/serve/agent"
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/spec"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/serve"
-	"z.gfire.dev/gvx/serve/agent"
 )
 
 // fork asks for n children of id and returns them (or fails the test

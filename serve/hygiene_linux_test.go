@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/serve"
-	"z.gfire.dev/gvx/serve/agent"
 )
 
 // descendants is pid and every process under it, by /proc's PPid.

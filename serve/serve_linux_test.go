@@ -22,11 +22,11 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/reflink"
 	"z.gfire.dev/gvx/runtime/runtimetest"
 	"z.gfire.dev/gvx/serve"
-	"z.gfire.dev/gvx/serve/agent"
 	"z.gfire.dev/gvx/sink"
 )
 

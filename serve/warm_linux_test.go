@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/serve"
-	"z.gfire.dev/gvx/serve/agent"
 )
 
 // metric reads one gauge or counter from /metrics.

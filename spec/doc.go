@@ -12,7 +12,8 @@
 //     with --spec FILE (docs/runtime.md, "The episode spec");
 //   - `rungv pool` builds it from the same flags, with the same names,
 //     defaults and parsing, and runs every episode of the pool from it;
-//   - the runtime turns it into runtime.Options (runtime.OptionsFromSpec).
+//   - the runtime runs it as it is (runtime.Run takes the Spec and a
+//     runtime.Host: what runs it on this host, not what it is).
 //
 // The package is plain data and rules: it imports no gVisor and builds for
 // every GOOS.

@@ -22,11 +22,12 @@ import (
 )
 
 // AnnotationPrefix + an index names one volume mount in the spec; the
-// value is a Spec as JSON.
+// value is a Mount as JSON.
 const AnnotationPrefix = "dev.gvx.volume."
 
-// Spec is one volume mount as the runtime describes it to the gofer.
-type Spec struct {
+// Mount is one volume mount as the runtime describes it to the gofer (and
+// to Serve, on the seccomp-only path).
+type Mount struct {
 	Source   string `json:"src"`            // host path the gofer binds: the runtime's bind of the opened file
 	Name     string `json:"name,omitempty"` // the caller's path of the file, for messages
 	Target   string `json:"dst"`            // guest path (the spec mount's Destination)
@@ -44,26 +45,13 @@ type Spec struct {
 // share=container puts a memory overlay over the mount. The runtime runs
 // runsc with --file-access-mounts=exclusive and --directfs=false instead
 // (see runtime.volumeRunscFlags).
-func Annotations(i int, v Spec) map[string]string {
+func Annotations(i int, v Mount) map[string]string {
 	js, _ := json.Marshal(v)
 	return map[string]string{AnnotationPrefix + strconv.Itoa(i): string(js)}
 }
 
-// specsOf lists the volumes a spec carries.
-// SpecsOf returns the volumes annotated in s, by guest path.
-func SpecsOf(s *specs.Spec) (map[string]Spec, error) {
-	list, err := specsOf(s)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]Spec, len(list))
-	for _, v := range list {
-		out[v.Target] = v
-	}
-	return out, nil
-}
-
-func specsOf(s *specs.Spec) ([]Spec, error) {
+// mountsOf lists the volumes annotated in s, in annotation order.
+func mountsOf(s *specs.Spec) ([]Mount, error) {
 	var keys []string
 	for k := range s.Annotations {
 		if strings.HasPrefix(k, AnnotationPrefix) {
@@ -71,9 +59,9 @@ func specsOf(s *specs.Spec) ([]Spec, error) {
 		}
 	}
 	sort.Strings(keys)
-	out := make([]Spec, 0, len(keys))
+	out := make([]Mount, 0, len(keys))
 	for _, k := range keys {
-		var v Spec
+		var v Mount
 		if err := json.Unmarshal([]byte(s.Annotations[k]), &v); err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
@@ -118,7 +106,7 @@ func (e *Extension) SetFlags(f *flag.FlagSet) {
 // PrepareGofer opens every volume file before the gofer chroots, drops
 // capabilities and installs its seccomp filter.
 func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.GoferPrepareResult, error) {
-	vols, err := specsOf(ctx.Spec)
+	vols, err := mountsOf(ctx.Spec)
 	if err != nil || len(vols) == 0 {
 		return extension.GoferPrepareResult{}, err
 	}
@@ -179,7 +167,7 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 	if m == nil {
 		return nil, lisafs.ConnectionOpts{}, nil
 	}
-	vols, err := specsOf(spec)
+	vols, err := mountsOf(spec)
 	if err != nil {
 		return nil, lisafs.ConnectionOpts{}, err
 	}
@@ -206,7 +194,7 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 // a killed sandbox can lose. The gofer extension and the runtime's own
 // in-process server (seccomp-only episodes, which have no gofer) both
 // serve volumes through it.
-func Serve(f *os.File, v Spec, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+func Serve(f *os.File, v Mount, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
 	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly})
 	if err != nil {
 		return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)

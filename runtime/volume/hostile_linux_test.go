@@ -438,7 +438,7 @@ func (h *hostile) hostFD(op string, fd int, err error) {
 // e2fsck -fn when withE2fsck.
 func playHostile(t *testing.T, prog []byte, withE2fsck bool) *hostile {
 	t.Helper()
-	s := serveSpec(t, hostileSize, Spec{Target: "/vol", MaxOpen: hostileMaxOpen})
+	s := serveMount(t, hostileSize, Mount{Target: "/vol", MaxOpen: hostileMaxOpen})
 	h := &hostile{tb: t, s: s, ctx: context.Background(), prog: prog, fds: []lisafs.FDID{s.root.ID()}}
 	h.run()
 	// The unmount, as the Sentry sends it, is bounded too.

@@ -152,7 +152,7 @@ func TestHostileMountTwice(t *testing.T) {
 // control FD and its open FD), and is refused with ENFILE unless both fit
 // under MaxOpen. Before: it checked for one, so the server held MaxOpen+1.
 func TestHostileMaxOpenOpenCreate(t *testing.T) {
-	s := serveSpec(t, 8<<20, Spec{Target: "/vol", MaxOpen: 3})
+	s := serveMount(t, 8<<20, Mount{Target: "/vol", MaxOpen: 3})
 	ctx := context.Background()
 	if _, _, _, err := s.root.OpenCreateAt(ctx, "a", unix.O_RDWR, 0o644, 0, 0); err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestHostileReadOnlyUnchanged(t *testing.T) {
 		progs = append(progs, p)
 	}
 	for i, p := range progs {
-		ro := serveFile(t, path, Spec{Target: "/vol", ReadOnly: true, MaxOpen: hostileMaxOpen})
+		ro := serveFile(t, path, Mount{Target: "/vol", ReadOnly: true, MaxOpen: hostileMaxOpen})
 		h := &hostile{tb: t, s: ro, ctx: ctx, prog: p, fds: []lisafs.FDID{ro.root.ID()}}
 		h.run()
 		ro.close()
@@ -462,7 +462,7 @@ func TestHostileDirentsBounded(t *testing.T) {
 func TestHostileConcurrentPrograms(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	for round := 0; round < 20; round++ {
-		s := serveSpec(t, hostileSize, Spec{Target: "/vol", MaxOpen: hostileMaxOpen})
+		s := serveMount(t, hostileSize, Mount{Target: "/vol", MaxOpen: hostileMaxOpen})
 		var wg sync.WaitGroup
 		hs := make([]*hostile, 4)
 		for g := range hs {

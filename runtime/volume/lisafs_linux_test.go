@@ -33,18 +33,18 @@ type served struct {
 // with Serve, as the gofer extension does.
 func serve(tb testing.TB, size int64) *served {
 	tb.Helper()
-	return serveSpec(tb, size, Spec{Target: "/vol"})
+	return serveMount(tb, size, Mount{Target: "/vol"})
 }
 
-// serveSpec is serve with the mount described by v (Name is set to the
+// serveMount is serve with the mount described by v (Name is set to the
 // volume file's path).
-func serveSpec(tb testing.TB, size int64, v Spec) *served {
+func serveMount(tb testing.TB, size int64, v Mount) *served {
 	tb.Helper()
 	return serveAt(tb, filepath.Join(tb.TempDir(), "vol.ext4"), size, v)
 }
 
-// serveAt is serveSpec with the volume file at path.
-func serveAt(tb testing.TB, path string, size int64, v Spec) *served {
+// serveAt is serveMount with the volume file at path.
+func serveAt(tb testing.TB, path string, size int64, v Mount) *served {
 	tb.Helper()
 	fsys, err := ext4lite.Create(path, size, nil)
 	if err != nil {
@@ -58,7 +58,7 @@ func serveAt(tb testing.TB, path string, size int64, v Spec) *served {
 
 // serveFile serves the existing volume file at path as v describes
 // (read-only: the file is opened O_RDONLY, as the gofer opens it).
-func serveFile(tb testing.TB, path string, v Spec) *served {
+func serveFile(tb testing.TB, path string, v Mount) *served {
 	tb.Helper()
 	flags := os.O_RDWR
 	if v.ReadOnly {

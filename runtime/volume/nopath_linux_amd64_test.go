@@ -121,7 +121,7 @@ func TestHostileServerOpensNoPath(t *testing.T) {
 // returning (the test framework's cleanup removes files by path).
 func noPathChild(t *testing.T, path string) {
 	path, canary := strings.CutPrefix(path, "canary:")
-	s := serveAt(t, path, 32<<20, Spec{Target: "/vol", MaxOpen: hostileMaxOpen})
+	s := serveAt(t, path, 32<<20, Mount{Target: "/vol", MaxOpen: hostileMaxOpen})
 	ctx := context.Background()
 	// What touches a path once, lazily, before the filter: the local time
 	// zone (log timestamps), lisafs's log.

@@ -211,7 +211,7 @@ func runEpisode(c *cli.Context) error {
 }
 
 // parseStopTimeout reads --stop-timeout: whole seconds, or a Go duration.
-// 0 becomes a negative duration (runtime.Options: at once).
+// 0 becomes a negative duration (runtime.Host.StopTimeout: at once).
 func parseStopTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if n, nerr := strconv.Atoi(v); nerr == nil {
@@ -271,10 +271,10 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range s.Mounts {
+	for i, m := range s.Mounts {
 		created, err := runtime.CreateMissingVolume(m)
 		if err != nil {
-			return cli.Exit(verb+": "+err.Error(), 125)
+			return cli.Exit(fmt.Sprintf("%s: mounts[%d].source: %v", verb, i, err), 125)
 		}
 		if created {
 			size := m.Size
@@ -285,49 +285,51 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 				fmt.Sprintf("rungv: created %s, a new %d GiB volume (sparse)", m.Source, size>>30))
 		}
 	}
-	o, err := runtime.OptionsFromSpec(s)
-	if err != nil {
+	if err := s.Validate(); err != nil {
 		return specflags.Usage(verb, "%v", err)
 	}
-	o.DebugLogDir = c.String("debug-log")
-	o.CheckpointDir, o.RestoreFrom = c.String("checkpoint-dir"), c.String("restore")
+	h := runtime.Host{DebugLogDir: c.String("debug-log"), CacheDir: c.String("cache-dir")}
+	h.CheckpointDir, h.RestoreFrom = c.String("checkpoint-dir"), c.String("restore")
 	if fd := c.Int("control-fd"); fd >= 0 {
 		if fd <= 2 {
 			return specflags.Usage(verb, "--control-fd %d: standard input, output and error are the guest's; pass the socket on another descriptor", fd)
 		}
 		f := os.NewFile(uintptr(fd), "control-fd")
 		defer f.Close()
-		o.Control = f
+		h.Control = f
 	}
-	o.CacheDir = c.String("cache-dir")
 	if v := c.String("stop-timeout"); v != "" {
 		d, err := parseStopTimeout(v)
 		if err != nil {
 			return specflags.Usage(verb, "%v", err)
 		}
-		o.StopTimeout = d
+		h.StopTimeout = d
 	}
-	if rep.level >= 2 && o.DebugLogDir == "" {
+	if rep.level >= 2 && h.DebugLogDir == "" {
 		d, err := os.MkdirTemp("", "rungv-debug-")
 		if err != nil {
 			return cli.Exit("rungv run: "+err.Error(), 125)
 		}
-		o.DebugLogDir = d
+		h.DebugLogDir = d
 		fmt.Fprintf(c.App.ErrWriter, "rungv: runsc debug logs in %s\n", d)
 	}
 	var vols []string
-	for _, m := range o.Mounts {
+	for _, m := range s.Mounts {
 		if m.Type == runtime.MountVolume {
 			vols = append(vols, m.Source)
 		}
 	}
-	o.OnStart = func(info runtime.StartInfo) {
-		rep.emit(event{Event: "start", Image: o.Image, Network: string(o.Network), Isolation: string(info.Isolation), Volumes: vols, Limits: info.Limits, Enforcement: info.Enforcement}, "")
+	network := s.Network
+	if network == "" {
+		network = runtime.NetworkNone
+	}
+	h.OnStart = func(info runtime.StartInfo) {
+		rep.emit(event{Event: "start", Image: s.Image, Network: string(network), Isolation: string(info.Isolation), Volumes: vols, Limits: info.Limits, Enforcement: info.Enforcement}, "")
 		if info.Limits != "" && rep.level >= 2 {
 			fmt.Fprintf(c.App.ErrWriter, "rungv: -m/--cpus enforced by: %s\n", info.Limits)
 		}
 	}
-	code, err := runtime.Run(context.Background(), o)
+	code, err := runtime.Run(context.Background(), s, h)
 	var notFound *runtime.ExecNotFoundError
 	if errors.As(err, &notFound) {
 		return execNotFound{notFound} // Docker's words and status

@@ -10,6 +10,7 @@ import (
 
 	"z.gfire.dev/gvx/runtime/dind"
 	"z.gfire.dev/gvx/sink"
+	"z.gfire.dev/gvx/spec"
 )
 
 // Annotations that make the Sentry mount the rootfs from an EROFS file with
@@ -46,10 +47,10 @@ var allCaps = []string{
 
 // processArgs merges entrypoint and command as docker run does: an
 // explicit entrypoint drops the image's Cmd; arguments replace the Cmd.
-func processArgs(o *Options, img *Image) ([]string, error) {
+func processArgs(o *spec.Spec, img *Image) ([]string, error) {
 	entry := img.Config.Entrypoint
 	cmd := img.Config.Cmd
-	if o.EntrypointSet {
+	if o.Entrypoint != nil {
 		entry = o.Entrypoint
 		cmd = nil
 	}
@@ -97,9 +98,9 @@ func isDindDaemon(args []string, privileged bool) bool {
 	return privileged && dind.IsDaemon(args)
 }
 
-// sandboxSocketFlags are the runsc flags for the sockets o asks for
-// (NetRaw, AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets
-// both, because:
+// sandboxSocketFlags are the sockets o asks for (NetRaw,
+// AllowPacketSocketWrite); a Docker daemon (isDindDaemon) gets both,
+// because:
 //
 //   - --net-raw: in each container's network namespace dockerd runs
 //     iptables to DNAT 127.0.0.11:53 to its embedded DNS server (it does
@@ -114,16 +115,21 @@ func isDindDaemon(args []string, privileged bool) bool {
 //
 // Both act on the Sentry's netstack only: the host sees nothing but the
 // episode's network interface, whose traffic the NAT's policy decides.
-func sandboxSocketFlags(o *Options, img *Image) []string {
+func sandboxSocketFlags(o *spec.Spec, img *Image) socketFlags {
 	args, err := processArgs(o, img)
 	// A daemon image's episode whose command starts dockerd from a script
 	// (dockerdShim) needs the same.
 	dind := err == nil && (isDindDaemon(args, o.Privileged) || o.Privileged && dindImage(img))
+	return socketFlags{netRaw: o.NetRaw || dind, packetWrite: o.AllowPacketSocketWrite || dind}
+}
+
+// flags are f as runsc's flags.
+func (f socketFlags) flags() []string {
 	var flags []string
-	if o.NetRaw || dind {
+	if f.netRaw {
 		flags = append(flags, "--net-raw")
 	}
-	if o.AllowPacketSocketWrite || dind {
+	if f.packetWrite {
 		flags = append(flags, "--allow-packet-socket-write")
 	}
 	return flags
@@ -162,10 +168,11 @@ func mergeEnv(imageEnv, extra []string, hostname, home string) []string {
 	return out
 }
 
-// buildSpec makes the OCI runtime spec of an episode. src reads the image
+// buildOCISpec makes the OCI runtime spec of an episode (what runsc
+// boots; spec.Spec is the episode's own description). src reads the image
 // (for /etc/passwd and /etc/group); rootDir is the empty directory standing
 // in for the rootfs.
-func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
+func buildOCISpec(o *spec.Spec, img *Image, src sink.Source, rootDir, hostname string) (*specs.Spec, error) {
 	args, err := processArgs(o, img)
 	if err != nil {
 		return nil, err
@@ -222,11 +229,7 @@ func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		},
-		Annotations: map[string]string{
-			annRootfsSource:  img.RootfsPath,
-			annRootfsType:    "erofs",
-			annRootfsOverlay: "memory",
-		},
+		Annotations: map[string]string{}, // the plan's (writeBundle)
 		Linux: &specs.Linux{
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace},
@@ -241,21 +244,21 @@ func buildSpec(o *Options, img *Image, src sink.Source, rootDir, hostname string
 		// The Sentry's own cgroupfs (never the host's): dockerd needs it.
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev"}})
 	}
-	for _, m := range o.Mounts {
+	for i, m := range o.Mounts {
 		if m.Type == MountVolume {
-			continue // added by prepare, which knows the state directory
+			continue // added by planMounts, which knows the state directory
 		}
-		sm, err := specMount(m)
+		sm, err := ociMount(m)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mounts[%d].type: %w", i, err)
 		}
 		s.Mounts = append(s.Mounts, sm)
 	}
 	return s, nil
 }
 
-// specMount turns a Mount into a spec mount.
-func specMount(m Mount) (specs.Mount, error) {
+// ociMount turns a Mount into an OCI spec mount.
+func ociMount(m Mount) (specs.Mount, error) {
 	opts := []string{"rw"}
 	if m.ReadOnly {
 		opts = []string{"ro"}
@@ -301,7 +304,7 @@ const shimPath = "/usr/local/sbin/dockerd"
 // already, no dockerd where docker:dind and Debian keep it, or a
 // daemon.json that sets iptables itself (dockerd refuses a directive given
 // both ways).
-func dockerdShim(o *Options, img *Image, src sink.Source) *upperFile {
+func dockerdShim(o *spec.Spec, img *Image, src sink.Source) *upperFile {
 	if !o.Privileged || src == nil || !dindImage(img) {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/sink/sinktest"
+	"z.gfire.dev/gvx/spec"
 )
 
 func TestProcessArgs(t *testing.T) {
@@ -19,18 +20,18 @@ func TestProcessArgs(t *testing.T) {
 	noEntry := &Image{Config: v1.Config{Cmd: []string{"sh"}}}
 	for _, tc := range []struct {
 		name string
-		o    Options
+		o    spec.Spec
 		img  *Image
 		want []string
 		err  error
 	}{
-		{"image entrypoint and cmd", Options{}, img, []string{"/entry", "default"}, nil},
-		{"args replace cmd", Options{Args: []string{"a"}}, img, []string{"/entry", "a"}, nil},
-		{"entrypoint drops cmd", Options{Entrypoint: []string{"/x"}, EntrypointSet: true}, img, []string{"/x"}, nil},
-		{"entrypoint with args", Options{Entrypoint: []string{"/x"}, EntrypointSet: true, Args: []string{"b"}}, img, []string{"/x", "b"}, nil},
-		{"empty entrypoint uses args", Options{EntrypointSet: true, Args: []string{"echo"}}, img, []string{"echo"}, nil},
-		{"cmd only", Options{}, noEntry, []string{"sh"}, nil},
-		{"nothing", Options{EntrypointSet: true}, img, nil, ErrNoCommand},
+		{"image entrypoint and cmd", spec.Spec{}, img, []string{"/entry", "default"}, nil},
+		{"args replace cmd", spec.Spec{Args: []string{"a"}}, img, []string{"/entry", "a"}, nil},
+		{"entrypoint drops cmd", spec.Spec{Entrypoint: []string{"/x"}}, img, []string{"/x"}, nil},
+		{"entrypoint with args", spec.Spec{Entrypoint: []string{"/x"}, Args: []string{"b"}}, img, []string{"/x", "b"}, nil},
+		{"empty entrypoint uses args", spec.Spec{Entrypoint: []string{}, Args: []string{"echo"}}, img, []string{"echo"}, nil},
+		{"cmd only", spec.Spec{}, noEntry, []string{"sh"}, nil},
+		{"nothing", spec.Spec{Entrypoint: []string{}}, img, nil, ErrNoCommand},
 	} {
 		got, err := processArgs(&tc.o, tc.img)
 		if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
@@ -147,20 +148,20 @@ func TestSandboxSocketFlags(t *testing.T) {
 	both := []string{"--net-raw", "--allow-packet-socket-write"}
 	for _, tc := range []struct {
 		name string
-		o    Options
+		o    spec.Spec
 		img  *Image
 		want []string
 	}{
-		{"dind privileged", Options{Privileged: true}, dind, both},
-		{"dind with flags", Options{Privileged: true, Args: []string{"--tls=false"}}, dind, both},
-		{"dind unprivileged", Options{}, dind, nil},
-		{"dind entrypoint running a shell", Options{Privileged: true, Args: []string{"sh", "-c", "dockerd"}}, dind, both},
-		{"shell privileged", Options{Privileged: true}, shell, nil},
-		{"asked for raw", Options{NetRaw: true}, shell, both[:1]},
-		{"asked for packet writes", Options{AllowPacketSocketWrite: true}, shell, both[1:]},
-		{"no command", Options{Privileged: true, EntrypointSet: true}, dind, nil},
+		{"dind privileged", spec.Spec{Privileged: true}, dind, both},
+		{"dind with flags", spec.Spec{Privileged: true, Args: []string{"--tls=false"}}, dind, both},
+		{"dind unprivileged", spec.Spec{}, dind, nil},
+		{"dind entrypoint running a shell", spec.Spec{Privileged: true, Args: []string{"sh", "-c", "dockerd"}}, dind, both},
+		{"shell privileged", spec.Spec{Privileged: true}, shell, nil},
+		{"asked for raw", spec.Spec{NetRaw: true}, shell, both[:1]},
+		{"asked for packet writes", spec.Spec{AllowPacketSocketWrite: true}, shell, both[1:]},
+		{"no command", spec.Spec{Privileged: true, Entrypoint: []string{}}, dind, nil},
 	} {
-		if got := sandboxSocketFlags(&tc.o, tc.img); !reflect.DeepEqual(got, tc.want) {
+		if got := sandboxSocketFlags(&tc.o, tc.img).flags(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package cgroup
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 // gofer, helpers — takes from the host. rungv makes one only when it can
 // create a child of its own cgroup with the controller it needs: as root,
 // or in a delegated cgroup v2 subtree. Otherwise the Sentry's shaping is
-// all there is, and Options.OnStart says so.
+// all there is, and the runtime says so (runtime.Host.OnStart).
 //
 // Lifecycle: the host side creates the cgroup and moves the supervisor
 // into it before the supervisor starts anything (every process of the
@@ -32,12 +32,12 @@ import (
 // (a JSON list).
 const cgroupsEnv = "GVX_CGROUPS"
 
-// episodeCgroup is the host cgroup directories of one episode (one per
+// Episode is the host cgroup directories of one episode (one per
 // v1 hierarchy, or one v2 directory).
-type episodeCgroup struct {
+type Episode struct {
 	dirs    []string
-	desc    string   // "cgroup v2 (memory, cpu)"
-	version string   // "cgroup v2" or "cgroup v1"
+	Desc    string   // "cgroup v2 (memory, cpu)"
+	Version string   // "cgroup v2" or "cgroup v1"
 	ctrls   []string // the controllers it sets limits with
 }
 
@@ -66,7 +66,7 @@ func episodeLimits(memBytes int64, cpus float64, pids int) []cgroupLimit {
 	return ls
 }
 
-// newEpisodeCgroup makes the episode's cgroup with memBytes, cpus and
+// New makes the episode's cgroup with memBytes, cpus and
 // pids as limits (0: none), or returns nil when this process may not (no
 // error: the caller decides what that means for each limit). Where the
 // pids controller alone is missing, the cgroup is made without it.
@@ -76,7 +76,7 @@ func episodeLimits(memBytes int64, cpus float64, pids int) []cgroupLimit {
 // (cgroups.json), so that whatever kills the episode (SIGKILL, the OOM
 // killer) a later sweep knows what to remove. Its error is returned
 // before anything is made.
-func newEpisodeCgroup(id string, memBytes int64, cpus float64, pids int, record func(dirs []string) error) (*episodeCgroup, error) {
+func New(id string, memBytes int64, cpus float64, pids int, record func(dirs []string) error) (*Episode, error) {
 	cg, err := makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, pids), record)
 	if cg == nil && err == nil && pids > 0 && (memBytes > 0 || cpus > 0) {
 		return makeEpisodeCgroup(id, episodeLimits(memBytes, cpus, 0), record)
@@ -84,11 +84,11 @@ func newEpisodeCgroup(id string, memBytes int64, cpus float64, pids int, record 
 	return cg, err
 }
 
-func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) error) (*episodeCgroup, error) {
+func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) error) (*Episode, error) {
 	if len(limits) == 0 {
 		return nil, nil
 	}
-	mounts, err := cgroupMounts()
+	mounts, err := Mounts()
 	if err != nil {
 		return nil, nil
 	}
@@ -96,10 +96,10 @@ func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) er
 	if err != nil {
 		return nil, nil
 	}
-	cg := &episodeCgroup{}
+	cg := &Episode{}
 	var ctrls []string
-	fail := func(err error) (*episodeCgroup, error) {
-		cg.remove()
+	fail := func(err error) (*Episode, error) {
+		cg.Remove()
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EROFS) {
 			return nil, nil // not permitted here
 		}
@@ -129,8 +129,8 @@ func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) er
 			}
 			ctrls = append(ctrls, l.ctrl)
 		}
-		cg.desc = "cgroup v2 (" + strings.Join(ctrls, ", ") + ")"
-		cg.version = "cgroup v2"
+		cg.Desc = "cgroup v2 (" + strings.Join(ctrls, ", ") + ")"
+		cg.Version = "cgroup v2"
 		cg.ctrls = ctrls
 		return cg, nil
 	}
@@ -160,14 +160,14 @@ func makeEpisodeCgroup(id string, limits []cgroupLimit, record func([]string) er
 		}
 		ctrls = append(ctrls, l.ctrl)
 	}
-	cg.desc = "cgroup v1 (" + strings.Join(ctrls, ", ") + ")"
-	cg.version = "cgroup v1"
+	cg.Desc = "cgroup v1 (" + strings.Join(ctrls, ", ") + ")"
+	cg.Version = "cgroup v1"
 	cg.ctrls = ctrls
 	return cg, nil
 }
 
-// has tells whether the cgroup enforces controller ctrl.
-func (c *episodeCgroup) has(ctrl string) bool {
+// Has tells whether the cgroup enforces controller ctrl.
+func (c *Episode) Has(ctrl string) bool {
 	if c == nil {
 		return false
 	}
@@ -179,8 +179,8 @@ func (c *episodeCgroup) has(ctrl string) bool {
 	return false
 }
 
-// add moves pid into every directory of the cgroup.
-func (c *episodeCgroup) add(pid int) error {
+// Add moves pid into every directory of the cgroup.
+func (c *Episode) Add(pid int) error {
 	for _, d := range c.dirs {
 		if err := writeCgroup(d, "cgroup.procs", strconv.Itoa(pid)); err != nil {
 			return err
@@ -189,14 +189,14 @@ func (c *episodeCgroup) add(pid int) error {
 	return nil
 }
 
-// env is the supervisor's cgroupsEnv value.
-func (c *episodeCgroup) env() string {
+// Env is the supervisor's cgroupsEnv value.
+func (c *Episode) Env() string {
 	b, _ := json.Marshal(c.dirs)
 	return cgroupsEnv + "=" + string(b)
 }
 
-// remove removes the directories (already empty of processes).
-func (c *episodeCgroup) remove() {
+// Remove removes the directories (already empty of processes).
+func (c *Episode) Remove() {
 	if c == nil {
 		return
 	}
@@ -205,19 +205,19 @@ func (c *episodeCgroup) remove() {
 	}
 }
 
-// dirList is c's directories (nil for no cgroup).
-func (c *episodeCgroup) dirList() []string {
+// Dirs is c's directories (nil for no cgroup).
+func (c *Episode) Dirs() []string {
 	if c == nil {
 		return nil
 	}
 	return c.dirs
 }
 
-// removeWhenEmpty removes the cgroup once the kernel has let go of its
+// RemoveWhenEmpty removes the cgroup once the kernel has let go of its
 // dead tasks (within a few milliseconds; at most 5 s): the host side's
 // last act with IsolationSeccompOnly, where it is not in the cgroup
 // itself.
-func (c *episodeCgroup) removeWhenEmpty() {
+func (c *Episode) RemoveWhenEmpty() {
 	if c == nil {
 		return
 	}
@@ -242,13 +242,13 @@ func removeCgroupDir(d string) {
 	}
 }
 
-// leaveCgroups prepares the supervisor's last act, which the returned func
+// Leave prepares the supervisor's last act, which the returned func
 // does: it moves itself to the parent of each episode cgroup and removes
 // the cgroup, waiting up to 5 s for the kernel to let go of the episode's
 // dead processes. The parents' cgroup.procs are opened now: the
 // supervisor's lockdown (supervisorProfile) opens files read-only. dirs
 // are the episode's cgroup directories.
-func leaveCgroups() (leave func(), dirs []string) {
+func Leave() (leave func(), dirs []string) {
 	if json.Unmarshal([]byte(os.Getenv(cgroupsEnv)), &dirs) != nil {
 		return func() {}, nil
 	}
@@ -272,9 +272,9 @@ func writeCgroup(dir, file, value string) error {
 	return os.WriteFile(filepath.Join(dir, file), []byte(value), 0)
 }
 
-// cgroupMounts maps each v1 controller (memory, cpu) to its hierarchy's
+// Mounts maps each v1 controller (memory, cpu) to its hierarchy's
 // mount point, and "" to the cgroup v2 mount, from /proc/self/mountinfo.
-func cgroupMounts() (map[string]string, error) {
+func Mounts() (map[string]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package runtime
+package lockdown
 
 import (
 	"fmt"
@@ -14,15 +14,15 @@ import (
 // CAP_DAC_OVERRIDE, to remove cgroup directories from a hierarchy root
 // that is mode 0555), Landlock limits it to the directories that need it.
 
-// fsRule grants access (LANDLOCK_ACCESS_FS_* bits) beneath path.
-type fsRule struct {
-	path   string
-	access uint64
+// Rule grants Access (LANDLOCK_ACCESS_FS_* bits) beneath Path.
+type Rule struct {
+	Path   string
+	Access uint64
 }
 
-// landlockABI is the kernel's Landlock ABI version, or 0 without
+// LandlockABI is the kernel's Landlock ABI version, or 0 without
 // Landlock (an old kernel, or the LSM not enabled).
-func landlockABI() int {
+func LandlockABI() int {
 	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if e != 0 {
 		return 0
@@ -30,9 +30,9 @@ func landlockABI() int {
 	return int(v)
 }
 
-// landlockHandled is every file-system right the ABI abi knows: all are
+// LandlockHandled is every file-system right the ABI abi knows: all are
 // denied but what a rule grants.
-func landlockHandled(abi int) uint64 {
+func LandlockHandled(abi int) uint64 {
 	h := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
 		unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
 		unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE |
@@ -52,18 +52,18 @@ func landlockHandled(abi int) uint64 {
 	return h
 }
 
-// landlockRestrict confines every thread of the process to rules (no
+// LandlockRestrict confines every thread of the process to rules (no
 // file-system access by path but what they grant). Every thread must
 // already have no_new_privs. A rule whose path is gone is skipped.
-func landlockRestrict(abi int, rules []fsRule) error {
-	return landlockRestrictHandled(landlockHandled(abi), rules, false)
+func LandlockRestrict(abi int, rules []Rule) error {
+	return LandlockRestrictHandled(LandlockHandled(abi), rules, false)
 }
 
-// landlockRestrictHandled is landlockRestrict with the rights handled
+// LandlockRestrictHandled is LandlockRestrict with the rights handled
 // (denied but where a rule grants them) given; with thisThread, only the
 // calling thread is confined (it must have no_new_privs), to exec a
 // program that then runs in that one domain.
-func landlockRestrictHandled(handled uint64, rules []fsRule, thisThread bool) error {
+func LandlockRestrictHandled(handled uint64, rules []Rule, thisThread bool) error {
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
 	// Only the fs field is passed: every ABI accepts that size.
 	rfd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.Handled_access_fs), 0)
@@ -72,18 +72,18 @@ func landlockRestrictHandled(handled uint64, rules []fsRule, thisThread bool) er
 	}
 	defer unix.Close(int(rfd))
 	for _, r := range rules {
-		fd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if err == unix.ENOENT {
 				continue
 			}
-			return fmt.Errorf("landlock: %s: %w", r.path, err)
+			return fmt.Errorf("landlock: %s: %w", r.Path, err)
 		}
-		pb := unix.LandlockPathBeneathAttr{Allowed_access: r.access & handled, Parent_fd: int32(fd)}
+		pb := unix.LandlockPathBeneathAttr{Allowed_access: r.Access & handled, Parent_fd: int32(fd)}
 		_, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&pb)), 0, 0, 0)
 		unix.Close(fd)
 		if e != 0 {
-			return fmt.Errorf("landlock_add_rule %s: %w", r.path, e)
+			return fmt.Errorf("landlock_add_rule %s: %w", r.Path, e)
 		}
 	}
 	if thisThread {
