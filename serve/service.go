@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/pkg/gvx"
-	"z.gfire.dev/gvx/serve/agent"
 )
 
 // The service: CreateRequest.Spec's entrypoint and args, which the agent
