@@ -45,6 +45,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/image/dindtest"
+	"z.gfire.dev/gvx/internal/filehash"
 )
 
 // version is part of every key: change it when the build changes.
@@ -240,7 +241,7 @@ func ensure(ctx context.Context, entry string, s spec, mirror string) error {
 	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
 		return err
 	}
-	sum, err := fileSHA256(tmp)
+	sum, err := filehash.SHA256(tmp)
 	if err != nil {
 		return err
 	}
@@ -249,19 +250,6 @@ func ensure(ctx context.Context, entry string, s spec, mirror string) error {
 	}
 	// The digest file appears last: its presence means the entry is whole.
 	return os.WriteFile(entry+".sha256", []byte(sum+"\n"), 0o600)
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // copyVerified copies entry.tar to dst, hashing on the way, and fails

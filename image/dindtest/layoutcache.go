@@ -1,8 +1,6 @@
 package dindtest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"z.gfire.dev/gvx/internal/filehash"
 	"z.gfire.dev/gvx/reflink"
 )
 
@@ -232,7 +231,7 @@ func checkBlobs(dir string, known map[string]blobStamp) (map[string]int64, map[s
 		}
 		st := stampOf(fi)
 		if prev, ok := known[name]; !ok || prev != st || st.Ino == 0 {
-			sum, err := hashFile(filepath.Join(bdir, name))
+			sum, err := filehash.SHA256(filepath.Join(bdir, name))
 			if err != nil {
 				return nil, nil, damaged(dir, "%s: %v", rel, err)
 			}
@@ -326,19 +325,6 @@ func readSmall(p string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return b, nil
-}
-
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func isHex64(s string) bool {

@@ -7,13 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 
+	"z.gfire.dev/gvx/internal/filehash"
 	gvisorseries "z.gfire.dev/gvx/patches/gvisor"
 )
 
@@ -184,7 +184,7 @@ func buildTree(src, tree string, outs map[string][]byte, res *Result) error {
 	for rel := range want {
 		dst := filepath.Join(tree, "src", filepath.FromSlash(rel))
 		if sum, ok := manifest[rel]; ok && checkPrivate(dst, false) == nil {
-			if got, err := fileSum(dst); err == nil && got == sum {
+			if got, err := filehash.SHA256(dst); err == nil && got == sum {
 				fresh[rel] = sum
 				continue
 			}
@@ -237,19 +237,6 @@ func buildTree(src, tree string, outs map[string][]byte, res *Result) error {
 		}
 	}
 	return nil
-}
-
-func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // goLine is the go directive of the go.mod at p.
