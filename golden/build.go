@@ -2,8 +2,6 @@ package golden
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -20,6 +17,7 @@ import (
 	"z.gfire.dev/gvx/erofs/cache"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/image"
+	"z.gfire.dev/gvx/internal/durable"
 	"z.gfire.dev/gvx/internal/termsafe"
 	"z.gfire.dev/gvx/internal/units"
 	"z.gfire.dev/gvx/pkg/gvx"
@@ -212,9 +210,7 @@ func (b *builder) run(ctx context.Context) (sum *Summary, err error) {
 	for _, p := range ps {
 		loads = append(loads, p.path)
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(b.out), "."+filepath.Base(b.out)+".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := durable.TempName(b.out) // ext4lite.Create makes it exclusively
 	defer func() {
 		if err != nil {
 			os.Remove(tmp)
@@ -249,7 +245,7 @@ func (b *builder) run(ctx context.Context) (sum *Summary, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}
-	if err := publish(tmp, b.out); err != nil {
+	if err := durable.Publish(tmp, b.out, durable.Options{}); err != nil {
 		return nil, err
 	}
 	return &Summary{
@@ -380,34 +376,6 @@ func (b *builder) runDaemon(ctx context.Context, d *daemon, vol string, loads []
 		return nil, fmt.Errorf("the daemon did not stop cleanly (status %d, guest exit %d):\n%s", rep.status, code, guestLines(rep.tail))
 	}
 	return rep, nil
-}
-
-// publish renames tmp to out durably: fsync the file, rename, fsync the
-// directory.
-func publish(tmp, out string) error {
-	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(out))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) { // EINVAL: directories cannot be synced here (Windows)
-		return fmt.Errorf("fsync %s: %w", filepath.Dir(out), err)
-	}
-	return nil
 }
 
 // tailWriter keeps the last 4 KiB written to it (the guest's stderr).

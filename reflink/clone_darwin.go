@@ -49,22 +49,6 @@ func fsTypeName(path string) string {
 	return unix.ByteSliceToString(st.Fstypename[:])
 }
 
-// renameNoReplace renames old to new unless new exists (renamex_np
-// RENAME_EXCL; link+unlink where the filesystem lacks it).
-func renameNoReplace(oldpath, newpath string) error {
-	err := ignoringEINTR(func() error { return unix.RenamexNp(oldpath, newpath, unix.RENAME_EXCL) })
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	if err := os.Link(oldpath, newpath); err != nil {
-		return err
-	}
-	return os.Remove(oldpath)
-}
-
 func ignoringEINTR(f func() error) error {
 	for {
 		err := f()

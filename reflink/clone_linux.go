@@ -13,7 +13,7 @@ import (
 // while it is open, gives it perm and (with sync) makes it durable: the
 // file that gets the mode is the one cloned into, never whatever the name
 // in a shared directory holds by then, in two to four calls fewer than
-// doing both by name afterwards. A raw descriptor, not openFile's
+// doing both by name afterwards. A raw descriptor, not durable.OpenFile's
 // *os.File, whose os.NewFile asks fcntl for flags nobody reads here.
 // settled says it did; the other systems' cloneNew leave that to finish.
 func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
@@ -116,24 +116,6 @@ func fsTypeName(path string) string {
 		return n
 	}
 	return fmt.Sprintf("statfs type %#x", uint32(st.Type))
-}
-
-// renameNoReplace renames old to new unless new exists (renameat2
-// RENAME_NOREPLACE; link+unlink where the filesystem lacks it).
-func renameNoReplace(oldpath, newpath string) error {
-	err := ignoringEINTR(func() error {
-		return unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
-	})
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	if err := os.Link(oldpath, newpath); err != nil {
-		return err
-	}
-	return os.Remove(oldpath)
 }
 
 func ignoringEINTR(f func() error) error {

@@ -27,13 +27,6 @@ func isCrossDevice(err error) bool  { return false }
 func isNoSpace(err error) bool      { return false }
 func fsTypeName(path string) string { return "" }
 
-func renameNoReplace(oldpath, newpath string) error {
-	if err := os.Link(oldpath, newpath); err != nil {
-		return err
-	}
-	return os.Remove(oldpath)
-}
-
 func copyData(dst, src *os.File, size int64, mayShare bool) (int64, error) {
 	if err := dst.Truncate(size); err != nil {
 		return 0, err

@@ -161,46 +161,6 @@ func fsTypeName(path string) string {
 	return windows.UTF16ToString(name[:])
 }
 
-// renameNoReplace renames old to new unless new exists.
-func renameNoReplace(oldpath, newpath string) error {
-	from, err := windows.UTF16PtrFromString(oldpath)
-	if err != nil {
-		return err
-	}
-	to, err := windows.UTF16PtrFromString(newpath)
-	if err != nil {
-		return err
-	}
-	if err := windows.MoveFileEx(from, to, windows.MOVEFILE_WRITE_THROUGH); err != nil {
-		if errors.Is(err, windows.ERROR_ALREADY_EXISTS) || errors.Is(err, windows.ERROR_FILE_EXISTS) {
-			err = fs.ErrExist
-		}
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	return nil
-}
-
-// syncFile makes name durable, then sets its permission bits (on Windows,
-// only the read-only attribute; set last since it would block writing).
-func syncFile(name string, perm fs.FileMode) error {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Chmod(name, perm)
-}
-
-// syncDir is a no-op: Windows has no directory fsync; MoveFileEx with
-// MOVEFILE_WRITE_THROUGH (and NTFS/ReFS journaling) makes renames durable.
-func syncDir(dir string) error { return nil }
-
 // copyData copies size bytes of src into dst leaving all-zero blocks as
 // holes (dst is marked sparse first so they stay holes).
 func copyData(dst, src *os.File, size int64, mayShare bool) (int64, error) {

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
+
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // Mode says whether CloneFile may copy data when it cannot clone. The names
@@ -129,7 +129,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	if opts.Mode > Never {
 		return Result{}, fmt.Errorf("reflink: invalid mode %v", opts.Mode)
 	}
-	sf, err := openFile(src, os.O_RDONLY, 0)
+	sf, err := durable.OpenFile(src, os.O_RDONLY, 0)
 	if err != nil {
 		return Result{}, fmt.Errorf("reflink: %w", err)
 	}
@@ -167,7 +167,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	}
 	if res.Method == 0 {
 		tmp, err = withTemp(dst, func(name string) error {
-			df, err := openFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			df, err := durable.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
 				return err
 			}
@@ -215,15 +215,12 @@ func existErr(dst string) error {
 	return fmt.Errorf("reflink: %s already exists (Overwrite replaces it): %w", dst, fs.ErrExist)
 }
 
-// withTemp calls make with a fresh temporary name beside dst until make does
-// not fail with "exists", and removes the temporary file if make fails.
+// withTemp calls make with a fresh temporary name beside dst
+// (durable.TempName) until make does not fail with "exists", and removes
+// the temporary file if make fails.
 func withTemp(dst string, make func(name string) error) (string, error) {
-	dir, base := filepath.Split(dst)
 	for range 100 {
-		// O_EXCL makes the name safe, whoever guessed it; crypto/rand
-		// would cost a whole-process clone its runtime's poller (the
-		// kernel-entropy read arms a one-minute warning timer).
-		name := filepath.Join(dir, fmt.Sprintf(".%s.reflink-%012x", base, rand.Uint64()&(1<<48-1)))
+		name := durable.TempName(dst)
 		err := make(name)
 		if err == nil {
 			return name, nil
@@ -238,7 +235,7 @@ func withTemp(dst string, make func(name string) error) (string, error) {
 }
 
 // finish sets the permission bits and makes the data durable (unless
-// cloneNew did: settled) and publishes tmp as dst.
+// cloneNew did: settled) and publishes tmp as dst (durable.Publish).
 func finish(tmp, dst string, perm fs.FileMode, opts Options, settled bool) error {
 	var err error
 	switch {
@@ -246,24 +243,14 @@ func finish(tmp, dst string, perm fs.FileMode, opts Options, settled bool) error
 	case opts.NoSync:
 		err = os.Chmod(tmp, perm)
 	default:
-		err = syncFile(tmp, perm)
+		err = durable.SyncFile(tmp, perm)
 	}
 	if err != nil {
 		return err
 	}
-	if opts.Overwrite {
-		err = os.Rename(tmp, dst)
-	} else {
-		err = renameNoReplace(tmp, dst)
+	err = durable.Publish(tmp, dst, durable.Options{NoReplace: !opts.Overwrite, Synced: true, NoSync: opts.NoSync})
+	if errors.Is(err, fs.ErrExist) {
+		return existErr(dst)
 	}
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return existErr(dst)
-		}
-		return err
-	}
-	if opts.NoSync {
-		return nil
-	}
-	return syncDir(filepath.Dir(dst))
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"z.gfire.dev/gvx/internal/durable"
 	"z.gfire.dev/gvx/internal/privdir"
 )
 
@@ -38,17 +39,18 @@ type record struct {
 	RungvIno uint64 `json:"rungv_ino,omitempty"`
 }
 
-// writeRecord publishes rec in dir by temp file and rename.
+// writeRecord publishes rec in dir by temp file and rename
+// (durable.WriteFile, without fsync: the state dir does not outlive a
+// reboot that matters, and a crash leaves the old record or the new one).
 func writeRecord(dir string, rec *record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, recordFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("episode record: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, recordFile)); err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, recordFile), 0o600, durable.Options{NoSync: true}, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	}); err != nil {
 		return fmt.Errorf("episode record: %w", err)
 	}
 	return nil

@@ -145,14 +145,12 @@ func cachedLayout(ctx context.Context, dir string, b builder) (string, error) {
 	if err := syncDir(layoutDir); err != nil {
 		return "", err
 	}
-	if err := os.Rename(layoutDir, final); err != nil {
-		return "", fmt.Errorf("dindtest: publish: %w", err)
-	}
-	// The rename, not the cache's whole tree: another flavour's build may
-	// be under way in dir, its rootfs with /proc mounted (fsync there is
-	// EINVAL: a TestPoolDocker failed so while sid was being built).
-	if err := durable.SyncDir(dir); err != nil {
-		return "", fmt.Errorf("dindtest: publish: %w", err)
+	// Publish fsyncs dir for the rename, not the cache's whole tree:
+	// another flavour's build may be under way in dir, its rootfs with
+	// /proc mounted (fsync there is EINVAL: a TestPoolDocker failed so
+	// while sid was being built).
+	if err := durable.Publish(layoutDir, final, durable.Options{Synced: true}); err != nil {
+		return "", fmt.Errorf("dindtest: %w", err)
 	}
 	// Hash once now, so that later calls find the marker.
 	if err := VerifyLayout(final, marker); err != nil {

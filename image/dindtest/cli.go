@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // CLI is the Docker client of a flavour's image, copied out for the host
@@ -105,23 +106,14 @@ func ExtractCLI(layoutDir, dir string) (CLI, error) {
 }
 
 // writeExecutable writes r to path as a 0755 file, by a temp file and a
-// rename (a concurrent reader never runs half a binary).
+// rename (durable.WriteFile: a concurrent reader never runs half a
+// binary).
 func writeExecutable(p string, r io.Reader) error {
-	f, err := os.CreateTemp(filepath.Dir(p), ".cli-")
-	if err != nil {
-		return fmt.Errorf("dindtest: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
+	if err := durable.WriteFile(p, 0o755, durable.Options{}, func(f *os.File) error {
+		_, err := io.Copy(f, r)
+		return err
+	}); err != nil {
 		return fmt.Errorf("dindtest: %s: %w", p, err)
 	}
-	if err := f.Chmod(0o755); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), p)
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"z.gfire.dev/gvx/internal/durable"
 	"z.gfire.dev/gvx/internal/filehash"
 	"z.gfire.dev/gvx/reflink"
 )
@@ -339,25 +340,12 @@ func isHex64(s string) bool {
 	return true
 }
 
-// writeMarker replaces path with b (0644) by a temporary file and a rename.
+// writeMarker replaces path with b (0644), durably.
 func writeMarker(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".marker-")
-	if err != nil {
+	return durable.WriteFile(path, 0o644, durable.Options{}, func(f *os.File) error {
+		_, err := f.Write(b)
 		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	})
 }
 
 // CopyLayout puts a copy of the OCI layout src (a verified cache entry)

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"z.gfire.dev/gvx/internal/durable"
 )
 
 // skipContents are directories of the rootfs packed empty: the runtime
@@ -23,15 +24,11 @@ var skipContents = map[string]bool{"dev": true, "proc": true, "sys": true}
 // symlinks and hard links are kept; xattrs are not (the runtime's EROFS
 // profile holds none).
 func packRootfs(root, blobDir string) (v1.Layer, error) {
-	f, err := os.CreateTemp(blobDir, ".layer-")
+	f, err := durable.CreateTemp(filepath.Join(blobDir, "layer")) // named once hashed
 	if err != nil {
 		return nil, err
 	}
-	tmp := f.Name()
-	defer func() {
-		f.Close()
-		os.Remove(tmp)
-	}()
+	defer f.Discard()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
 	tw := tar.NewWriter(cw)
@@ -103,18 +100,9 @@ func packRootfs(root, blobDir string) (v1.Layer, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	if err := f.Chmod(0o644); err != nil { // rootless runs read it too
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
 	hex := hex.EncodeToString(h.Sum(nil))
 	final := filepath.Join(blobDir, hex)
-	if err := os.Rename(tmp, final); err != nil {
+	if err := f.Publish(final, 0o644, durable.Options{}); err != nil { // 0644: rootless runs read it too
 		return nil, err
 	}
 	return &fileLayer{path: final, hash: v1.Hash{Algorithm: "sha256", Hex: hex}, size: cw.n}, nil

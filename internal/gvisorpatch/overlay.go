@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"z.gfire.dev/gvx/internal/durable"
 	"z.gfire.dev/gvx/internal/filehash"
 	gvisorseries "z.gfire.dev/gvx/patches/gvisor"
 )
@@ -344,22 +345,10 @@ func ensure(p string, body []byte) (bool, error) {
 			return false, fmt.Errorf("gvisorpatch: cache: %v", err)
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return false, fmt.Errorf("gvisorpatch: cache: %v", err)
-	}
-	_, err = f.Write(body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), p)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := durable.WriteFile(p, 0o600, durable.Options{}, func(f *os.File) error {
+		_, err := f.Write(body)
+		return err
+	}); err != nil {
 		return false, fmt.Errorf("gvisorpatch: cache: writing %s: %v", p, err)
 	}
 	return true, nil
