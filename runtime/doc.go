@@ -100,7 +100,8 @@
 //	runtime/cgroup     the episode's host cgroup
 //	runtime/dind       what a Docker daemon needs in the Sentry
 //	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
-//	checkpoint*.go     checkpoint, restore, fork (seccomp-only)
+//	runtime/checkpoint checkpoint, restore, fork (seccomp-only): the directory, save, control
+//	                   (checkpoint_linux.go here: what needs the plan)
 //
 // The binary is three programs in one; its main must call Main first.
 //

@@ -450,7 +450,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
 				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
-					// the control server once restored (redialControl).
+					// the control server once restored (checkpoint.RedialControl).
 					prof.extra = append(prof.extra, unix.SYS_CONNECT)
 				}
 				if err := lockdownAs(prof); err != nil {
