@@ -96,7 +96,8 @@
 //
 //	runtime/volume     ext4lite volumes served over lisafs (the gofer's extension, or this process)
 //	runtime/egress     the NAT's egress policy
-//	runtime/lockdown   Landlock and dropping capabilities (the profiles are lockdown_linux.go's)
+//	runtime/lockdown   Landlock, dropping capabilities, the seccomp assembler (the profiles and
+//	                   their allowlists are lockdown_linux.go's)
 //	runtime/cgroup     the episode's host cgroup
 //	runtime/dind       what a Docker daemon needs in the Sentry
 //	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
