@@ -27,6 +27,7 @@ import (
 	"gvisor.dev/gvisor/runsc/boot"
 	"gvisor.dev/gvisor/runsc/specutils"
 
+	"z.gfire.dev/gvx/runtime/checkpoint"
 	"z.gfire.dev/gvx/runtime/lockdown"
 	"z.gfire.dev/gvx/runtime/volume"
 )
@@ -137,15 +138,13 @@ type directBoot struct {
 	env     []string
 	gc      *gcHold
 	natLink *os.File
-	ck      *checkpointer
+	ck      *checkpoint.Controller
 }
 
 // close releases what b holds, in the reverse order of the stages.
 func (b *directBoot) close() {
 	if b.ck != nil {
-		for _, f := range b.ck.files {
-			f.Close()
-		}
+		b.ck.Close()
 	}
 	if b.gc != nil {
 		b.gc.release()
@@ -180,7 +179,7 @@ func (b *directBoot) bootSpec(p *plan) error {
 	}
 	var js []byte
 	var err error
-	if b.restore, js, b.restoreInfo, err = openCheckpoint(dir); err != nil {
+	if b.restore, js, b.restoreInfo, err = checkpoint.Open(dir); err != nil {
 		return err
 	}
 	if err := checkRestoreMatches(p, b.restoreInfo); err != nil {
@@ -358,7 +357,7 @@ func (b *directBoot) bootControl(p *plan) error {
 }
 
 // bootSync makes the start's sync pipe, the sandbox's environment, the
-// hold on a restoring Sentry's collector, and the checkpointer of an
+// hold on a restoring Sentry's collector, and the checkpoint.Controller of an
 // episode with Host.CheckpointDir.
 func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
 	syncR, syncW, err := os.Pipe()
@@ -384,11 +383,11 @@ func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
 	if p.host.CheckpointDir == "" {
 		return nil
 	}
-	files, err := createCheckpoint(p.host.CheckpointDir, b.ociJSON, CheckpointInfo{ContainerID: b.id, Volumes: b.volTargets, Network: p.network, PassFDs: b.passFDs})
+	files, err := checkpoint.Create(p.host.CheckpointDir, b.ociJSON, CheckpointInfo{ContainerID: b.id, Volumes: b.volTargets, Network: p.network, PassFDs: b.passFDs})
 	if err != nil {
 		return err
 	}
-	b.ck = &checkpointer{id: b.id, ctl: b.ctl, files: files, vols: b.volConns, pub: pub, told: make(chan struct{})}
+	b.ck = checkpoint.NewController(b.id, b.ctl, files, b.volConns, func() { _ = pub.relayWord(relayLinksSave, relayLinksWait) })
 	return nil
 }
 
@@ -444,12 +443,12 @@ func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
 		return nil
 	}
 	dir := p.host.RestoreFrom
-	err := restoreSandbox(b.ctl, b.restore)
+	err := checkpoint.RestoreSandbox(b.ctl, b.restore)
 	b.gc.release()
 	if err != nil {
 		return fmt.Errorf("seccomp-only: restore %s: %w%s", dir, err, bootLogTail(p.state))
 	}
-	c, err := redialControl(b.redial, b.ctlPath)
+	c, err := checkpoint.RedialControl(b.redial, b.ctlPath)
 	b.redial = -1
 	if err != nil {
 		return fmt.Errorf("seccomp-only: restore %s: reconnect to the sandbox's control server: %w", dir, err)
@@ -457,7 +456,7 @@ func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
 	b.ctl.Close()
 	b.ctl = c
 	if b.ck != nil {
-		b.ck.ctl = c
+		b.ck.SetClient(c)
 	}
 	// The guest's own bridges (dockerd's docker0) were not saved.
 	if err := pub.relayWord(relayLinksRestore, 0); err != nil {
@@ -470,7 +469,7 @@ func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
 // the control connection, then for the volumes' final sync.
 func (b *directBoot) waitDirect(ep *episode, p *plan, cmd *exec.Cmd, done chan error, lim *hostLimits) (int, error) {
 	if b.ck != nil && p.host.Control != nil {
-		go b.ck.serve(p.host.Control)
+		go b.ck.Serve(p.host.Control)
 	}
 	code, err := waitChild(ep.ctx, ep.sigs, cmd, done, p.stopGrace(), func(s unix.Signal) {
 		args := boot.SignalArgs{CID: b.id, Signo: int32(s), Mode: boot.DeliverToProcess}
@@ -487,9 +486,9 @@ func (b *directBoot) waitDirect(ep *episode, p *plan, cmd *exec.Cmd, done chan e
 	// and closes its volume then.
 	b.srv.Wait()
 	if b.ck != nil {
-		b.ck.awaitTold()
+		b.ck.AwaitTold()
 	}
-	if b.ck != nil && b.ck.ended.Load() && err == nil {
+	if b.ck != nil && b.ck.Ended() && err == nil {
 		code = 0 // ended by its checkpoint (spec.ControlRequest)
 	}
 	return code, err

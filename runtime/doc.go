@@ -96,11 +96,13 @@
 //
 //	runtime/volume     ext4lite volumes served over lisafs (the gofer's extension, or this process)
 //	runtime/egress     the NAT's egress policy
-//	runtime/lockdown   Landlock and dropping capabilities (the profiles are lockdown_linux.go's)
+//	runtime/lockdown   Landlock, dropping capabilities, the seccomp assembler (the profiles and
+//	                   their allowlists are lockdown_linux.go's)
 //	runtime/cgroup     the episode's host cgroup
 //	runtime/dind       what a Docker daemon needs in the Sentry
 //	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
-//	checkpoint*.go     checkpoint, restore, fork (seccomp-only)
+//	runtime/checkpoint checkpoint, restore, fork (seccomp-only): the directory, save, control
+//	                   (checkpoint_linux.go here: what needs the plan)
 //
 // The binary is three programs in one; its main must call Main first.
 //

@@ -289,51 +289,6 @@ func lockdownAs(p profile) error {
 	return nil
 }
 
-// bpfInsn is an instruction whose jump targets are labels, resolved by
-// assemble.
-type bpfInsn struct {
-	code   uint16
-	k      uint32
-	jt, jf string // labels; "" is the next instruction
-	label  string // this instruction's label
-}
-
-// assemble resolves labels into relative jumps (forward only, < 256).
-func assemble(insns []bpfInsn) ([]unix.SockFilter, error) {
-	at := map[string]int{}
-	for i, in := range insns {
-		if in.label != "" {
-			if _, dup := at[in.label]; dup {
-				return nil, fmt.Errorf("seccomp: label %q twice", in.label)
-			}
-			at[in.label] = i
-		}
-	}
-	rel := func(i int, l string) (uint8, error) {
-		if l == "" {
-			return 0, nil
-		}
-		to, ok := at[l]
-		if !ok || to <= i || to-i-1 > 255 {
-			return 0, fmt.Errorf("seccomp: bad jump from %d to %q", i, l)
-		}
-		return uint8(to - i - 1), nil
-	}
-	p := make([]unix.SockFilter, len(insns))
-	for i, in := range insns {
-		jt, err := rel(i, in.jt)
-		if err != nil {
-			return nil, err
-		}
-		jf, err := rel(i, in.jf)
-		if err != nil {
-			return nil, err
-		}
-		p[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: jt, Jf: jf}
-	}
-	return p, nil
-}
-
 // lockdownProgram assembles p's allowlist for the process self (its PID,
 // which tgkill and kill may target).
 func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
@@ -353,13 +308,13 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
 	)
-	prog := []bpfInsn{
-		{code: ldW, k: offArch},
-		{code: jeq, k: arch, jf: "kill"},
-		{code: ldW, k: offNr},
+	prog := []lockdown.Insn{
+		{Code: ldW, K: offArch},
+		{Code: jeq, K: arch, Jf: "kill"},
+		{Code: ldW, K: offNr},
 	}
 	if arch == auditArchX8664 {
-		prog = append(prog, bpfInsn{code: jset, k: x32SyscallBit, jt: "kill"})
+		prog = append(prog, lockdown.Insn{Code: jset, K: x32SyscallBit, Jt: "kill"})
 	}
 	// Calls allowed only with some arguments: each has its block below.
 	special := []struct {
@@ -381,63 +336,63 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 		}{unix.SYS_SOCKET, "socket"})
 	}
 	for _, s := range special {
-		prog = append(prog, bpfInsn{code: jeq, k: uint32(s.nr), jt: s.label})
+		prog = append(prog, lockdown.Insn{Code: jeq, K: uint32(s.nr), Jt: s.label})
 	}
 	allowed := append(append([]uintptr{}, baseSyscalls...), p.extra...)
 	if len(p.sockets) > 0 {
 		allowed = append(allowed, unix.SYS_CONNECT)
 	}
 	for _, nr := range allowed {
-		prog = append(prog, bpfInsn{code: jeq, k: uint32(nr), jt: "allow"})
+		prog = append(prog, lockdown.Insn{Code: jeq, K: uint32(nr), Jt: "allow"})
 	}
-	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)}) // the default
+	prog = append(prog, lockdown.Insn{Code: ret, K: seccompRetErrno | uint32(unix.EPERM)}) // the default
 
 	// clone: threads only (CLONE_THREAD), never a namespace.
 	prog = append(prog,
-		bpfInsn{label: "clone", code: ldW, k: offArg0},
-		bpfInsn{code: jset, k: nsCloneFlags, jt: "eperm"},
-		bpfInsn{code: jset, k: unix.CLONE_THREAD, jt: "allow", jf: "eperm"},
+		lockdown.Insn{Label: "clone", Code: ldW, K: offArg0},
+		lockdown.Insn{Code: jset, K: nsCloneFlags, Jt: "eperm"},
+		lockdown.Insn{Code: jset, K: unix.CLONE_THREAD, Jt: "allow", Jf: "eperm"},
 	)
 	// openat: read-only, never creating (no O_WRONLY, O_RDWR, O_CREAT,
 	// O_TRUNC, O_TMPFILE): a locked-down process writes only to
 	// descriptors it opened before.
 	prog = append(prog,
-		bpfInsn{label: "openat", code: ldW, k: offArg2},
-		bpfInsn{code: jset, k: unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | oTmpfileBit, jt: "eperm", jf: "allow"},
+		lockdown.Insn{Label: "openat", Code: ldW, K: offArg2},
+		lockdown.Insn{Code: jset, K: unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | oTmpfileBit, Jt: "eperm", Jf: "allow"},
 	)
 	// fcntl: what Go's os, net and poll packages use. Not F_SETOWN or
 	// F_SETSIG (SIGIO, or any signal, to another process), leases,
 	// notifications or locks.
-	prog = append(prog, bpfInsn{label: "fcntl", code: ldW, k: offArg1})
+	prog = append(prog, lockdown.Insn{Label: "fcntl", Code: ldW, K: offArg1})
 	for _, cmd := range []uint32{unix.F_DUPFD, unix.F_DUPFD_CLOEXEC, unix.F_GETFD, unix.F_SETFD,
 		unix.F_GETFL, unix.F_SETFL, unix.F_GETPIPE_SZ, unix.F_SETPIPE_SZ} {
-		prog = append(prog, bpfInsn{code: jeq, k: cmd, jt: "allow"})
+		prog = append(prog, lockdown.Insn{Code: jeq, K: cmd, Jt: "allow"})
 	}
-	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)})
+	prog = append(prog, lockdown.Insn{Code: ret, K: seccompRetErrno | uint32(unix.EPERM)})
 	// kill: itself (the Go runtime raises fatal signals so) and the
 	// profile's targets; never a process group or -1.
-	prog = append(prog, bpfInsn{label: "killcall", code: ldW, k: offArg0})
+	prog = append(prog, lockdown.Insn{Label: "killcall", Code: ldW, K: offArg0})
 	for _, pid := range append([]int{self}, p.signals...) {
 		if pid > 0 {
-			prog = append(prog, bpfInsn{code: jeq, k: uint32(pid), jt: "allow"})
+			prog = append(prog, lockdown.Insn{Code: jeq, K: uint32(pid), Jt: "allow"})
 		}
 	}
-	prog = append(prog, bpfInsn{code: ret, k: seccompRetErrno | uint32(unix.EPERM)})
+	prog = append(prog, lockdown.Insn{Code: ret, K: seccompRetErrno | uint32(unix.EPERM)})
 	// tgkill: its own threads only (preemption signals).
 	prog = append(prog,
-		bpfInsn{label: "tgkill", code: ldW, k: offArg0},
-		bpfInsn{code: jeq, k: uint32(self), jt: "allow", jf: "eperm"},
+		lockdown.Insn{Label: "tgkill", Code: ldW, K: offArg0},
+		lockdown.Insn{Code: jeq, K: uint32(self), Jt: "allow", Jf: "eperm"},
 	)
 	// prctl: naming its own mappings only (so never PR_SET_DUMPABLE back).
 	prog = append(prog,
-		bpfInsn{label: "prctl", code: ldW, k: offArg0},
-		bpfInsn{code: jeq, k: prSetVMA, jt: "allow", jf: "eperm"},
+		lockdown.Insn{Label: "prctl", Code: ldW, K: offArg0},
+		lockdown.Insn{Code: jeq, K: prSetVMA, Jt: "allow", Jf: "eperm"},
 	)
 	if len(p.sockets) > 0 {
 		// socket(family, type|flags, 0) for the profile's pairs.
 		prog = append(prog,
-			bpfInsn{label: "socket", code: ldW, k: offArg2},
-			bpfInsn{code: jeq, k: 0, jf: "eperm"},
+			lockdown.Insn{Label: "socket", Code: ldW, K: offArg2},
+			lockdown.Insn{Code: jeq, K: 0, Jf: "eperm"},
 		)
 		for i, s := range p.sockets {
 			next := fmt.Sprintf("socket%d", i+1)
@@ -445,19 +400,19 @@ func lockdownProgram(p profile, self int) ([]unix.SockFilter, error) {
 				next = "eperm"
 			}
 			prog = append(prog,
-				bpfInsn{label: fmt.Sprintf("socket%d", i), code: ldW, k: offArg0},
-				bpfInsn{code: jeq, k: s.family, jf: next},
-				bpfInsn{code: ldW, k: offArg1},
-				bpfInsn{code: and, k: 0xf}, // SOCK_TYPE_MASK
-				bpfInsn{code: jeq, k: s.typ, jt: "allow", jf: next},
+				lockdown.Insn{Label: fmt.Sprintf("socket%d", i), Code: ldW, K: offArg0},
+				lockdown.Insn{Code: jeq, K: s.family, Jf: next},
+				lockdown.Insn{Code: ldW, K: offArg1},
+				lockdown.Insn{Code: and, K: 0xf}, // SOCK_TYPE_MASK
+				lockdown.Insn{Code: jeq, K: s.typ, Jt: "allow", Jf: next},
 			)
 		}
 	}
 	prog = append(prog,
-		bpfInsn{label: "allow", code: ret, k: seccompRetAllow},
-		bpfInsn{label: "eperm", code: ret, k: seccompRetErrno | uint32(unix.EPERM)},
-		bpfInsn{label: "enosys", code: ret, k: seccompRetErrno | uint32(unix.ENOSYS)},
-		bpfInsn{label: "kill", code: ret, k: seccompRetKillProcess},
+		lockdown.Insn{Label: "allow", Code: ret, K: seccompRetAllow},
+		lockdown.Insn{Label: "eperm", Code: ret, K: seccompRetErrno | uint32(unix.EPERM)},
+		lockdown.Insn{Label: "enosys", Code: ret, K: seccompRetErrno | uint32(unix.ENOSYS)},
+		lockdown.Insn{Label: "kill", Code: ret, K: seccompRetKillProcess},
 	)
-	return assemble(prog)
+	return lockdown.Assemble(prog)
 }

@@ -20,6 +20,7 @@ import (
 
 	"z.gfire.dev/gvx/erofs"
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
@@ -449,7 +450,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
 				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
-					// the control server once restored (redialControl).
+					// the control server once restored (checkpoint.RedialControl).
 					prof.extra = append(prof.extra, unix.SYS_CONNECT)
 				}
 				if err := lockdownAs(prof); err != nil {
@@ -583,7 +584,10 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	if nat != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
 	}
-	cmd.Env = append(os.Environ(), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
+	// Of the caller's environment only hostenv's allow-list: a token or
+	// credential of the caller's stays with the caller (the guest's is
+	// the spec's alone in any case).
+	cmd.Env = append(hostenv.Filter(os.Environ()), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
 		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
 	inherit(cmd, passFDsEnv, pub.guestFiles())
 	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
 )
 
@@ -113,7 +114,10 @@ func supervise() int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL, Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
 	// The published ports' guest ends and the volume files go on to init.
-	cmd.Env = append(os.Environ(), ep.env())
+	// Init's environment: hostenv's allow-list and what the host side
+	// set for init; the rest (what the supervisor itself read: the
+	// cgroups, the published sockets) stays here.
+	cmd.Env = append(hostenv.Filter(os.Environ(), volumePathsEnv, stopTimeoutEnv), ep.env())
 	inherit(cmd, passFDsEnv, pass)
 	inherit(cmd, volumeFDsEnv, vols)
 	sigs := make(chan os.Signal, 8)

@@ -297,3 +297,71 @@ func TestBindLaterHostMountHidden(t *testing.T) {
 		}
 	})
 }
+
+// TestRunEnvHygiene starts `rungv run` from a shell-like caller whose
+// environment holds secrets (a server's token, a credential of its own):
+// neither reaches the supervisor or init (their /proc/PID/environ, which
+// the caller's uid, or whoever gets at those processes, could read), and
+// the guest's environment is the spec's only. rungv itself keeps what the
+// caller gave it (it is the caller's program).
+func TestRunEnvHygiene(t *testing.T) {
+	const token, secret = "gvx-serve-token-6f1e", "foo-secret-93ab"
+	both(t, func(t *testing.T, u user) {
+		tmp := privateTmp(t, u)
+		c := command(t, u, tmp, "run", "--network", "none", "-e", "SPEC_VAR=from-spec", imageRef,
+			"sh", "-c", "env; echo started; exec sleep 1000")
+		c.Env = append(c.Env, "GVX_SERVE_TOKEN="+token, "FOO_SECRET="+secret,
+			"GVX_STOP_TIMEOUT=forged", "GVX_EPISODE=forged")
+		line, _ := startLines(t, c)
+		var guest []string
+		for {
+			s := line()
+			if s == "started" {
+				break
+			}
+			guest = append(guest, s)
+		}
+		sup := childMentioning(c.Process.Pid, "_gvx-supervise")
+		if sup == 0 {
+			t.Fatal("no supervisor found")
+		}
+		init := childMentioning(sup, "_gvx-init")
+		if init == 0 {
+			t.Fatal("no init found under the supervisor")
+		}
+		for _, p := range []struct {
+			name string
+			pid  int
+		}{{"supervisor", sup}, {"init", init}} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.pid))
+			if err != nil {
+				t.Fatalf("%s: %v", p.name, err)
+			}
+			for _, bad := range []string{token, secret, "GVX_SERVE_TOKEN", "FOO_SECRET", "forged"} {
+				if bytes.Contains(b, []byte(bad)) {
+					t.Errorf("the %s's environment holds %q of the caller's (variables: %s)", p.name, bad, envNames(b))
+				}
+			}
+			if !bytes.Contains(b, []byte("\x00TMPDIR="+tmp+"\x00")) && !bytes.HasPrefix(b, []byte("TMPDIR="+tmp+"\x00")) {
+				t.Errorf("the %s lacks the caller's TMPDIR", p.name)
+			}
+		}
+		env := strings.Join(guest, "\n")
+		if strings.Contains(env, token) || strings.Contains(env, secret) || strings.Contains(env, "GVX_") ||
+			!strings.Contains(env, "SPEC_VAR=from-spec") || !strings.Contains(env, "PATH=") {
+			t.Errorf("the guest's environment is not the spec's:\n%s", env)
+		}
+	})
+}
+
+// envNames is the names of the variables of a /proc/PID/environ, not their
+// values (which may be the test runner's own secrets).
+func envNames(environ []byte) string {
+	var names []string
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if k, _, ok := bytes.Cut(kv, []byte("=")); ok {
+			names = append(names, string(k))
+		}
+	}
+	return strings.Join(names, " ")
+}

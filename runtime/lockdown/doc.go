@@ -1,8 +1,10 @@
 // Package lockdown holds the mechanisms with which rungv's host processes
 // give up what they no longer need once an episode's setup is done:
 // capabilities (DropCaps: bounding, ambient, inheritable, effective and
-// permitted sets, on every thread) and Landlock (LandlockRestrict: no
-// file-system access by path but what a Rule grants).
+// permitted sets, on every thread), Landlock (LandlockRestrict: no
+// file-system access by path but what a Rule grants) and the assembler of
+// the seccomp allowlists (Insn, Assemble: labels resolved into forward
+// jumps; a jump to nowhere or backwards is an error, never a program).
 //
 // Contract: each function acts on the calling process (every thread, or
 // with LandlockRestrictHandled's thisThread the calling one) and only ever

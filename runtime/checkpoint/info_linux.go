@@ -1,23 +1,23 @@
-package runtime
+package checkpoint
 
 import (
 	"fmt"
 	"regexp"
 )
 
-// What a restore takes from a checkpoint directory's CheckpointInfo goes
+// What a restore takes from a checkpoint directory's Info goes
 // on the sandbox's command line (the container ID is runsc boot's last
 // argument) and into the checks against the restore's own options, so it
 // is checked before it is used: a directory someone else may write, or a
 // damaged one, is refused with a message naming it, never passed on.
 
-// maxCheckpointInfo bounds gvx-checkpoint.json (rungv writes a few
+// maxInfo bounds gvx-checkpoint.json (rungv writes a few
 // hundred bytes): a larger one is refused before it is read whole.
-const maxCheckpointInfo = 1 << 20
+const maxInfo = 1 << 20
 
-// maxCheckpointSpec bounds a checkpoint's config.json (the episode's OCI
+// maxSpec bounds a checkpoint's config.json (the episode's OCI
 // spec: some KiB; its env and mounts are the caller's, so be generous).
-const maxCheckpointSpec = 64 << 20
+const maxSpec = 64 << 20
 
 // checkpointID is a container ID a restore may pass on: what runsc
 // accepts (validateID), starting with a letter or digit, so it can never
@@ -25,8 +25,8 @@ const maxCheckpointSpec = 64 << 20
 // digits, as rungv makes them, is one).
 var checkpointID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$`)
 
-// validate refuses a CheckpointInfo a restore must not use.
-func (ci *CheckpointInfo) validate() error {
+// validate refuses a Info a restore must not use.
+func (ci *Info) validate() error {
 	if !checkpointID.MatchString(ci.ContainerID) {
 		return fmt.Errorf("container_id %q is not one rungv makes (letters, digits, _.+-, starting with a letter or digit)", ci.ContainerID)
 	}

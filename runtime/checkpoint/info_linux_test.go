@@ -1,4 +1,4 @@
-package runtime
+package checkpoint
 
 import (
 	"os"
@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// TestReadCheckpointInfoHostile: a gvx-checkpoint.json that rungv did not
+// TestReadInfoHostile: a gvx-checkpoint.json that rungv did not
 // write is refused with the directory and what is wrong in it, before
 // anything of it reaches the sandbox's command line; a huge one is not
 // read whole.
-func TestReadCheckpointInfoHostile(t *testing.T) {
+func TestReadInfoHostile(t *testing.T) {
 	for _, c := range []struct{ name, js, want string }{
 		{"flag", `{"container_id":"--debug-log=/tmp/x","network":"none"}`, `container_id "--debug-log=/tmp/x" is not one rungv makes`},
 		{"path", `{"container_id":"../../etc","network":"none"}`, "container_id"},
@@ -28,10 +28,10 @@ func TestReadCheckpointInfoHostile(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, CheckpointInfoFile), []byte(c.js), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, InfoFile), []byte(c.js), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			ci, err := ReadCheckpointInfo(dir)
+			ci, err := ReadInfo(dir)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatal(err)
@@ -48,16 +48,16 @@ func TestReadCheckpointInfoHostile(t *testing.T) {
 	}
 	t.Run("huge", func(t *testing.T) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, CheckpointInfoFile)
+		path := filepath.Join(dir, InfoFile)
 		if err := os.WriteFile(path, []byte(`{"container_id":"gvx-1"}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Truncate(path, 1<<30); err != nil { // sparse: a valid prefix, then 1 GiB of NULs
 			t.Fatal(err)
 		}
-		_, err := ReadCheckpointInfo(dir)
+		_, err := ReadInfo(dir)
 		if err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
-			t.Fatalf("a 1 GiB %s: %v", CheckpointInfoFile, err)
+			t.Fatalf("a 1 GiB %s: %v", InfoFile, err)
 		}
 	})
 }
@@ -79,7 +79,7 @@ func TestCheckpointDirTrust(t *testing.T) {
 		return d
 	}
 	for _, d := range []string{mk("own", 0o700), mk("readable", 0o755)} {
-		if err := checkCheckpointDir(d); err != nil {
+		if err := checkDir(d); err != nil {
 			t.Errorf("%s: %v", d, err)
 		}
 	}
@@ -101,16 +101,16 @@ func TestCheckpointDirTrust(t *testing.T) {
 		bad[other] = "owned by uid 65534"
 	}
 	for d, want := range bad {
-		err := checkCheckpointDir(d)
+		err := checkDir(d)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", d, err, want)
 		}
-		if _, _, _, err := openCheckpoint(d); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("openCheckpoint(%s): %v, want %q", d, err, want)
+		if _, _, _, err := Open(d); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s): %v, want %q", d, err, want)
 		}
 		if !strings.HasSuffix(d, "/no") { // (MkdirAll makes that one)
-			if _, err := createCheckpoint(d, []byte("{}"), CheckpointInfo{ContainerID: "x"}); err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("createCheckpoint(%s): %v, want %q", d, err, want)
+			if _, err := Create(d, []byte("{}"), Info{ContainerID: "x"}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Create(%s): %v, want %q", d, err, want)
 			}
 		}
 	}
