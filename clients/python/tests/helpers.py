@@ -79,8 +79,11 @@ class Fixture:
 
     @classmethod
     def cleanup(cls) -> None:
+        """Removes what _make made; a later get() makes it again (a module
+        that ran after test_serve's cleanup used to find rungv gone)."""
         if cls.work:
             shutil.rmtree(cls.work, ignore_errors=True)
+        cls.work = cls.rungv = cls.image = cls.golden = None
 
 
 class Server:
