@@ -110,11 +110,18 @@ type daemon struct {
 // command. extra are more rungv run flags (before the image).
 func startDaemon(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonFiles(t, s, u, tmp, sockDir, mount, nil, extra...)
+}
+
+// startDaemonFiles is startDaemon with files passed to rungv from fd 3.
+func startDaemonFiles(t *testing.T, s dindSetup, u user, tmp, sockDir, mount string, files []*os.File, extra ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, log: &syncBuffer{}, sock: filepath.Join(sockDir, "docker.sock"), cli: s.docker, exited: make(chan error, 1)}
 	args := append([]string{"run", "--rm", "-p", "unix:" + d.sock + ":2375",
 		"-e", "DOCKER_TLS_CERTDIR=", "--mount", mount}, extra...)
 	d.cmd = command(t, u, tmp, append(args, "oci:"+s.layout, "--tls=false")...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.ExtraFiles = files
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := d.cmd.Start(); err != nil {

@@ -374,7 +374,7 @@ func (c *Controller) checkpoint(resume bool) error {
 		}
 		_ = c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
 		if !strings.Contains(err.Error(), "not savable") || time.Now().After(deadline) {
-			return fmt.Errorf("control: checkpoint: %w%s", err, saveHint(err))
+			return saveFailed(err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -410,6 +410,20 @@ func (c *Controller) save(files []*os.File) error {
 		HavePagesFile: true,
 	}
 	return c.ctl.Call(boot.ContMgrCheckpoint, &opts, nil)
+}
+
+// saveFailed is the one-line error of a save gVisor refused, with what to
+// change where gvx knows it. gVisor's error can carry the Sentry's
+// goroutine dump (an encoding error's stack): that goes to rungv's
+// stderr, the episode's log, not to the caller.
+func saveFailed(err error) error {
+	msg := err.Error()
+	line, rest, _ := strings.Cut(msg, "\n")
+	line = strings.TrimRight(strings.TrimSpace(line), ":")
+	if strings.TrimSpace(rest) != "" {
+		fmt.Fprintf(os.Stderr, "rungv: checkpoint: gVisor's save failed (the episode goes on, unchanged):\n%s\n", msg)
+	}
+	return fmt.Errorf("control: checkpoint: %s%s", line, saveHint(err))
 }
 
 // saveHint says what to change for a save gVisor refused.
