@@ -5,12 +5,12 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"z.gfire.dev/gvx/erofs"
 	"z.gfire.dev/gvx/erofs/cache"
+	"z.gfire.dev/gvx/internal/filehash"
 	"z.gfire.dev/gvx/sink"
 )
 
@@ -86,14 +86,9 @@ func binaryID(bin string) (string, error) {
 			}
 		}
 	}
-	f, err := os.Open(bin)
+	sum, err := filehash.SHA256(bin)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return "sha256:" + sum, nil
 }
