@@ -17,36 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/internal/hostiletest"
+
 	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/serve"
 )
-
-// descendants is pid and every process under it, by /proc's PPid.
-func descendants(pid int) []int {
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			pp, _ := strconv.Atoi(f[1])
-			kids[pp] = append(kids[pp], p)
-		}
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, kids[out[i]]...)
-	}
-	return out
-}
 
 // rungvPID is the rungv process of episode id (its record).
 func rungvPID(t *testing.T, stateDir, id string) int {
@@ -128,7 +103,7 @@ func TestEpisodeEnvAndMemory(t *testing.T) {
 	_, a := startServer(t, serve.Config{StateDir: state})
 
 	in := a.create(map[string]any{"spec": busybox()})
-	pids := descendants(rungvPID(t, state, in.ID))
+	pids := hostiletest.Descendants(rungvPID(t, state, in.ID))
 	if len(pids) < 2 {
 		t.Fatalf("rungv %d has no processes under it: %v", pids[0], pids)
 	}

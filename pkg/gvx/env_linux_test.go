@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/internal/hostiletest"
+
 	"z.gfire.dev/gvx/pkg/gvx"
 )
 
@@ -43,7 +45,7 @@ func TestRungvGetsNoCallerSecrets(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	pids := descendants(sb.Pid())
+	pids := hostiletest.Descendants(sb.Pid())
 	if len(pids) < 2 {
 		t.Fatalf("rungv %d has no processes under it", pids[0])
 	}
@@ -84,31 +86,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// descendants is pid and every process under it, by /proc's PPid.
-func descendants(pid int) []int {
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			pp, _ := strconv.Atoi(f[1])
-			kids[pp] = append(kids[pp], p)
-		}
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, kids[out[i]]...)
-	}
-	return out
 }
