@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -354,4 +355,52 @@ func TestFileModeBits(t *testing.T) {
 			t.Errorf("%v: %d %q, X-Gvx-Mode %q, want %q", tc.mode, code, b, h.Get("X-Gvx-Mode"), tc.want)
 		}
 	}
+}
+
+// TestWriteModeSpecialBits: PUT /file?mode=04755 and an archive entry of
+// mode 02775 keep setuid, setgid and sticky, and the umask does not narrow
+// the permissions; an existing file keeps its mode. os.FileMode(0o4755)
+// is 0755 to Go, so both used to drop the special bits.
+func TestWriteModeSpecialBits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setuid/setgid on a file of one's own needs no root, but a test dir's group may drop setgid for a non-member: run as root")
+	}
+	ts := newAgent(t)
+	dir := t.TempDir()
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	want := func(p string, m os.FileMode) {
+		t.Helper()
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); got != m {
+			t.Errorf("%s: mode %v, want %v", p, got, m)
+		}
+	}
+	p := filepath.Join(dir, "suid")
+	if code, b, _ := do(t, "PUT", ts.URL+"/file?"+url.Values{"path": {p}, "mode": {"04755"}}.Encode(), strings.NewReader("x")); code != 200 {
+		t.Fatalf("put: %d %s", code, b)
+	}
+	want(p, 0o755|os.ModeSetuid)
+	if code, b, _ := do(t, "PUT", ts.URL+"/file?"+url.Values{"path": {p}, "mode": {"0600"}}.Encode(), strings.NewReader("y")); code != 200 {
+		t.Fatalf("put again: %d %s", code, b)
+	}
+	want(p, 0o755|os.ModeSetuid) // existing: kept
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "shared/", Typeflag: tar.TypeDir, Mode: 0o2775})
+	tw.WriteHeader(&tar.Header{Name: "shared/tool", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 1})
+	tw.Write([]byte("z"))
+	tw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777})
+	tw.Close()
+	dst := filepath.Join(dir, "x")
+	if code, b, _ := do(t, "PUT", ts.URL+"/archive?path="+url.QueryEscape(dst), &buf); code != 200 {
+		t.Fatalf("put archive: %d %s", code, b)
+	}
+	want(filepath.Join(dst, "shared"), 0o775|os.ModeSetgid)
+	want(filepath.Join(dst, "shared/tool"), 0o755|os.ModeSetuid|os.ModeSetgid)
+	want(filepath.Join(dst, "tmp"), 0o777|os.ModeSticky)
 }

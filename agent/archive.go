@@ -123,7 +123,7 @@ func extract(dst string, r io.Reader) (ArchiveResult, error) {
 		if target == dst && h.Typeflag != tar.TypeDir {
 			continue
 		}
-		mode := os.FileMode(h.Mode).Perm() | os.FileMode(h.Mode)&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
+		mode := fileMode(uint32(h.Mode) & 0o7777) // a tar header's mode is chmod's bits
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return res, err
 		}
@@ -144,7 +144,6 @@ func extract(dst string, r io.Reader) (ArchiveResult, error) {
 			if err != nil {
 				return res, err
 			}
-			_ = os.Chmod(target, mode) // past the umask
 		case tar.TypeSymlink:
 			_ = os.Remove(target)
 			if err := os.Symlink(h.Linkname, target); err != nil {
@@ -159,6 +158,9 @@ func extract(dst string, r io.Reader) (ArchiveResult, error) {
 			continue
 		}
 		_ = os.Lchown(target, h.Uid, h.Gid)
+		if h.Typeflag == tar.TypeReg && mode&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			_ = os.Chmod(target, mode) // chown(2) cleared setuid and setgid
+		}
 		if h.Typeflag != tar.TypeSymlink && h.Typeflag != tar.TypeDir {
 			_ = os.Chtimes(target, h.ModTime, h.ModTime)
 		}

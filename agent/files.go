@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -37,8 +39,9 @@ func (a *Agent) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeFile writes the body to path (its parents made 0755), truncating
-// an existing file; ?mode= (octal) sets the permission bits of a new file
-// (0644).
+// an existing file; ?mode= (octal, as chmod(1) takes it: 0644, 04755)
+// sets a new file's mode, setuid, setgid and sticky included, past the
+// umask (default 0644).
 func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 	p, err := guestPath(r)
 	if err != nil {
@@ -52,7 +55,7 @@ func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusBadRequest, "mode %q: want octal permission bits such as 0644", m))
 			return
 		}
-		mode = os.FileMode(v)
+		mode = fileMode(uint32(v))
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxFileBytes)
 	n, err := writeFileFrom(p, mode, body)
@@ -68,15 +71,41 @@ func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return 0, err
 	}
+	_, serr := os.Lstat(p)
+	created := errors.Is(serr, fs.ErrNotExist)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return 0, err
 	}
 	n, err := io.Copy(f, r)
+	if err == nil && created {
+		// After the write: the umask narrowed OpenFile's mode, and a
+		// write by an unprivileged writer clears setuid and setgid. An
+		// existing file keeps its mode.
+		err = f.Chmod(mode)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
+}
+
+// fileMode is the os.FileMode of Unix mode bits v (the 0o7777 of
+// chmod(2): permissions, setuid 04000, setgid 02000, sticky 01000).
+// os.FileMode(v) would keep only the permissions: Go's special bits are
+// elsewhere.
+func fileMode(v uint32) os.FileMode {
+	m := os.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
 }
 
 // unixMode is m's permission bits, setuid, setgid and sticky included, in
