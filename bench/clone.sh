@@ -11,13 +11,17 @@
 #
 # The goal (issue 29): whole-process `gvx-vol clone` <= 2x `cp
 # --reflink=always`, by median and by minimum; the ratios are printed last
-# in the latency table. (The clone that matters runs in-process: the SDK,
-# the pool and rungv serve call package reflink, ~1 ms.)
+# in the latency table, and again from bench/cmdtime, which runs gvx-vol and
+# cp in turn (hyperfine runs each command's block after the other's, so on a
+# shared machine a burst of other work lands on one side and its medians
+# say little). (The clone that matters runs in-process: the SDK, the pool
+# and rungv serve call package reflink, ~1 ms.)
 #
 # usage: sudo bench/clone.sh [RUNS]   (default 50; uses hyperfine if
 # installed and NO_HYPERFINE is unset, else a date +%s%N loop; needs
 # xfsprogs, go, python3 for the ratios, ~3.5 GiB in /var/tmp)
 # env:   GVX_VOL=path: a prebuilt gvx-vol instead of go build (so a shared bench lock is not held while building)
+#        ROUNDS=n: bench/cmdtime's rounds (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
@@ -43,6 +47,7 @@ if [ -z "$gvx" ]; then
 	CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 	gvx=$work/gvx-vol
 fi
+CGO_ENABLED=0 go build -o "$work/" ./bench/cmdtime
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every number below)"
 echo "== making golden files on $(uname -r) XFS (reflink=1)"
@@ -90,7 +95,7 @@ for p in ("gvx-vol clone ", "gvx-vol clone --no-sync ", "cp --reflink=always "):
         a, b = r[p + g], r[p + "1G-dense"]
         print(f"{p + g:40} / 1G-dense: median ratio {a['median'] / b['median']:.2f}, min ratio {a['min'] / b['min']:.2f}")
 print()
-print("the goal (issue 29): whole-process gvx-vol clone <= 2x cp --reflink=always")
+print("the goal (issue 29): whole-process gvx-vol clone <= 2x cp --reflink=always (hyperfine's blocks, one after the other)")
 for p in ("gvx-vol clone ", "gvx-vol clone --no-sync "):
     for g in ("16G-1ext", "16G-64ext", "1G-dense"):
         a, b = r[p + g], r["cp --reflink=always " + g]
@@ -116,6 +121,15 @@ else
 		measure "cp --reflink=always ${g%%:*}" cp --reflink=always "${g#*:}" "$ep"
 	done
 fi
+
+echo
+echo "== the goal again, interleaved: each round runs gvx-vol clone, clone --no-sync and cp once (bench/cmdtime)"
+for g in "16G-1ext:$g16one" "1G-dense:$g1"; do
+	echo "-- ${g%%:*}"
+	"$work/cmdtime" -n "${ROUNDS:-200}" -rm "$ep" "$gvx clone -q ${g#*:} $ep" \
+		"$gvx clone -q --no-sync ${g#*:} $ep" "cp --reflink=always ${g#*:} $ep" | sed "s#$mnt/##g"
+done
+rm -f "$ep"
 
 echo
 echo "== what a silent full copy would cost (16G-64ext: copies its 1 GiB of data)"
