@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/spec"
 )
 
 // TestPublishHostileGuest: the guest holds the other end of each
@@ -30,7 +32,7 @@ func TestPublishHostileGuest(t *testing.T) {
 
 func testPublishHostileGuest(t *testing.T, takes bool) {
 	dir := t.TempDir()
-	p, err := openPublish([]Port{{HostSocket: filepath.Join(dir, "s.sock"), GuestPort: 80}, {HostAddr: "127.0.0.1:0", GuestPort: 81}})
+	p, err := openPublish([]spec.Port{{HostSocket: filepath.Join(dir, "s.sock"), GuestPort: 80}, {HostAddr: "127.0.0.1:0", GuestPort: 81}})
 	if err != nil {
 		t.Fatal(err)
 	}

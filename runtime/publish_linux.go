@@ -15,14 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/internal/privdir"
+	"z.gfire.dev/gvx/spec"
 )
 
-// Publishing (-p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT) without any
-// host directory in the guest.
+// Publishing (spec.Port: -p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT)
+// without any host directory in the guest. gVisor's own port forwarding
+// is not used: it lost data on bulk transfers here.
 //
 // The host side (the rungv process) creates every published endpoint
 // itself, before it locks itself down: the unix socket HOSTSOCK (mode
-// Port.Mode, 0600 by default; it refuses to replace anything but a stale
+// 0600, socketMode; it refuses to replace anything but a stale
 // socket of its own) or the TCP listener. For each port it also makes a
 // socketpair; one end is donated into the sandbox (runsc run --pass-fd) as
 // a file descriptor of the guest's init, the relay (relay_linux.go). For
@@ -41,8 +43,8 @@ import (
 // supervisor when the host side was killed (it checks the inode first),
 // or by the next episode on the same path, which finds it stale.
 
-// DefaultSocketMode is the mode of a published unix socket.
-const DefaultSocketMode os.FileMode = 0o600
+// socketMode is the mode of a published unix socket: its owner's only.
+const socketMode os.FileMode = 0o600
 
 // publishMaxConns bounds the TCP connections of one published port that
 // the host side splices at once; beyond it new clients wait in the
@@ -66,7 +68,7 @@ func guestPassFD(i int) int { return 3 + i }
 
 // publishedPort is one port as the host side serves it.
 type publishedPort struct {
-	port  Port
+	port  spec.Port
 	field string       // the spec's name of the port ("ports[1]"), for errors
 	ln    net.Listener // *net.UnixListener or *net.TCPListener
 	ctl   *net.UnixConn
@@ -83,7 +85,7 @@ type publisher struct {
 
 // openPublish creates every endpoint of ports (it must run before the
 // host side locks itself down) or fails and leaves nothing behind.
-func openPublish(ports []Port) (_ *publisher, err error) {
+func openPublish(ports []spec.Port) (_ *publisher, err error) {
 	p := &publisher{}
 	defer func() {
 		if err != nil {
@@ -139,12 +141,8 @@ func (pp *publishedPort) listenUnix() error {
 	if err := removeStaleSocket(pp.socketName(), path); err != nil {
 		return err
 	}
-	mode := pp.port.Mode
-	if mode == 0 {
-		mode = DefaultSocketMode
-	}
 	name := pp.socketName()
-	l, id, err := privdir.ListenUnix(path, mode)
+	l, id, err := privdir.ListenUnix(path, socketMode)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s: something was put at the path while the socket was made: remove it or publish on another path", name)
 	}
@@ -223,7 +221,7 @@ func (p *publisher) socketsEnv() string {
 }
 
 // relaySpecs are the relay's arguments: "FD=GUESTPORT" per port.
-func relaySpecs(ports []Port) []string {
+func relaySpecs(ports []spec.Port) []string {
 	var specs []string
 	for i, p := range ports {
 		specs = append(specs, strconv.Itoa(guestPassFD(i))+"="+strconv.Itoa(p.GuestPort))

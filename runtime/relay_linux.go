@@ -16,25 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Port publishes a guest TCP port on the host, as a unix socket
-// (-p unix:HOSTSOCK:GUESTPORT) or a TCP port (-p [IP:]HOSTPORT:GUESTPORT,
-// IP 127.0.0.1 by default). The host side creates the endpoint and hands
-// every client to a relay inside the guest (this binary, copied into a
-// read-only EROFS image mounted at /.gvx, relayimage.go, and run as the
-// guest's init, see relayInit) as
-// a connected socket over a descriptor donated to the sandbox; the relay
-// connects it to 127.0.0.1:GUESTPORT in the guest's netstack. No host
-// directory is mounted into the guest (publish_linux.go). gVisor's own
-// port forwarding is not used: it lost data on bulk transfers here.
-type Port struct {
-	HostSocket string // unix socket path, or ""
-	HostAddr   string // "IP:PORT" of a TCP port, or ""
-	GuestPort  int
-	// Mode is the unix socket's permission bits (0: DefaultSocketMode,
-	// owner only).
-	Mode os.FileMode
-}
-
 // relayCmd is the hidden subcommand run inside the guest.
 const relayCmd = "_gvx-relay"
 

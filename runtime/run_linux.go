@@ -77,7 +77,7 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 			f.Close()
 		}
 	}()
-	pub, err := openPublish(p.ports())
+	pub, err := openPublish(p.spec.Ports)
 	if err != nil {
 		return 0, err
 	}
@@ -226,7 +226,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 			return nil, err
 		}
 		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
-		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), p.oci.Process.Args...)
+		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
 	}
 	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
