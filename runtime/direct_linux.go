@@ -29,6 +29,7 @@ import (
 
 	"z.gfire.dev/gvx/runtime/checkpoint"
 	"z.gfire.dev/gvx/runtime/lockdown"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/runtime/volume"
 )
 
@@ -387,7 +388,7 @@ func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
 	if err != nil {
 		return err
 	}
-	b.ck = checkpoint.NewController(b.id, b.ctl, files, b.volConns, func() { _ = pub.relayWord(relayLinksSave, relayLinksWait) })
+	b.ck = checkpoint.NewController(b.id, b.ctl, files, b.volConns, func() { _ = pub.relayWord(episodenet.LinksSave, relayLinksWait) })
 	return nil
 }
 
@@ -459,7 +460,7 @@ func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
 		b.ck.SetClient(c)
 	}
 	// The guest's own bridges (dockerd's docker0) were not saved.
-	if err := pub.relayWord(relayLinksRestore, 0); err != nil {
+	if err := pub.relayWord(episodenet.LinksRestore, 0); err != nil {
 		return fmt.Errorf("seccomp-only: restore %s: tell the guest's relay: %w", dir, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/internal/privdir"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -389,7 +390,7 @@ func (p *publisher) relayWord(word string, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if string(b[:n]) != relayLinksOK {
+	if string(b[:n]) != episodenet.LinksOK {
 		return fmt.Errorf("relay answered %q", b[:n])
 	}
 	return nil

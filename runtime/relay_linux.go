@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // relayCmd is the hidden subcommand run inside the guest.
@@ -125,7 +127,7 @@ func serve(ctl *net.UnixConn, target string) {
 		}
 		if oobn == 0 {
 			// A control word from the host side (relaylinks_linux.go).
-			if ans := relayControl(string(b[:n])); ans != "" {
+			if ans := episodenet.RelayControl(string(b[:n])); ans != "" {
 				_, _, _ = ctl.WriteMsgUnix([]byte(ans), nil, nil)
 			}
 			continue

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // relayPair is a publisher with one port whose pair's guest end the test
@@ -64,24 +66,24 @@ func TestRelayWordHostileGuest(t *testing.T) {
 		p, g := relayPair(t)
 		go func() {
 			b := make([]byte, 64)
-			if n, err := g.Read(b); err == nil && string(b[:n]) == relayLinksSave {
-				g.Write([]byte(relayLinksOK))
+			if n, err := g.Read(b); err == nil && string(b[:n]) == episodenet.LinksSave {
+				g.Write([]byte(episodenet.LinksOK))
 			}
 		}()
-		if err := relayWordWithin(t, p, relayLinksSave, time.Second, limit); err != nil {
+		if err := relayWordWithin(t, p, episodenet.LinksSave, time.Second, limit); err != nil {
 			t.Errorf("honest relay: %v", err)
 		}
 	})
 	t.Run("silent", func(t *testing.T) {
 		p, _ := relayPair(t)
-		if err := relayWordWithin(t, p, relayLinksSave, wait, limit); err == nil {
+		if err := relayWordWithin(t, p, episodenet.LinksSave, wait, limit); err == nil {
 			t.Error("a relay that never answered was taken as having answered")
 		}
 	})
 	t.Run("junk", func(t *testing.T) {
 		p, g := relayPair(t)
 		g.Write(bytes.Repeat([]byte{0xff}, 1<<16)) // ahead of the question, and huge
-		err := relayWordWithin(t, p, relayLinksSave, wait, limit)
+		err := relayWordWithin(t, p, episodenet.LinksSave, wait, limit)
 		if err == nil || !strings.Contains(err.Error(), "relay answered") || len(err.Error()) > 400 {
 			t.Errorf("junk answer: %v", err)
 		}
@@ -100,11 +102,11 @@ func TestRelayWordHostileGuest(t *testing.T) {
 		}
 		c.SetWriteDeadline(time.Time{})
 		t.Logf("queue full after %d messages", n)
-		if err := relayWordWithin(t, p, relayLinksSave, wait, limit); err == nil {
+		if err := relayWordWithin(t, p, episodenet.LinksSave, wait, limit); err == nil {
 			t.Error("a word sent into a full queue reported success")
 		}
 		// The restore's word, which waits for no answer, must not hang either.
-		if err := relayWordWithin(t, p, relayLinksRestore, 0, limit); err == nil {
+		if err := relayWordWithin(t, p, episodenet.LinksRestore, 0, limit); err == nil {
 			t.Error("a restore word into a full queue reported success")
 		}
 	})
