@@ -27,6 +27,7 @@ import (
 	"gvisor.dev/gvisor/pkg/waiter"
 
 	"z.gfire.dev/gvx/runtime/egress"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // --network nat: slirp's layout, built from a veth pair in the episode's
@@ -592,7 +593,7 @@ type halfCloser interface {
 }
 
 // splice copies both ways, passing half-closes on, and closes both. It
-// copies through buffers of its own (copyPlain), never by splice(2): Go
+// copies through buffers of its own (episodenet.CopyPlain), never by splice(2): Go
 // splices between a published port's TCP client and its unix pair through
 // a pipe it sizes to 1 MiB, and a guest that takes nothing (or slowly)
 // left up to that much of what each client sent in the host's kernel,
@@ -601,11 +602,11 @@ type halfCloser interface {
 func splice(a, b halfCloser) {
 	done := make(chan struct{})
 	go func() {
-		copyPlain(b, a)
+		episodenet.CopyPlain(b, a)
 		_ = b.CloseWrite()
 		close(done)
 	}()
-	copyPlain(a, b)
+	episodenet.CopyPlain(a, b)
 	_ = a.CloseWrite()
 	<-done
 	a.Close()

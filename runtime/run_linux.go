@@ -22,6 +22,7 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/spec"
@@ -222,11 +223,11 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 		// The relay is this binary, copied into a read-only EROFS image of
 		// its own (relayimage.go); the ports' descriptors are donated at
 		// start (publish_linux.go).
-		if p.relay, err = relayImage(img.cache); err != nil {
+		if p.relay, err = episodenet.RelayImage(img.cache); err != nil {
 			return nil, err
 		}
-		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
-		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
+		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: episodenet.GuestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
+		p.oci.Process.Args = append(append(append([]string{episodenet.GuestRungv, episodenet.RelayCmd}, relaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
 	}
 	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile

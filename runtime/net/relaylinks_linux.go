@@ -61,9 +61,9 @@ var relayBridges struct {
 	list []bridgeRecord
 }
 
-// RelayControl handles a control word from the host side and returns the
+// relayControl handles a control word from the host side and returns the
 // answer to send back ("" for none).
-func RelayControl(word string) string {
+func relayControl(word string) string {
 	relayBridges.Lock()
 	defer relayBridges.Unlock()
 	switch word {

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"errors"
@@ -14,26 +14,32 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
-// relayCmd is the hidden subcommand run inside the guest.
-const relayCmd = "_gvx-relay"
+// The relay is rungv itself, copied into a read-only EROFS image of its
+// own mounted at GuestRelayDir (relayimage.go), and run as the guest's
+// init when ports are published (RelayInit). The host side hands it every
+// client as a connected socket over a descriptor donated to the sandbox
+// (publish_linux.go); it connects each one to 127.0.0.1:PORT in the
+// guest's netstack. It runs in the guest and is the guest's to break.
 
-// Guest paths of the relay's pieces.
+// RelayCmd is the hidden subcommand run inside the guest (RelayInit).
+const RelayCmd = "_gvx-relay"
+
+// Guest paths of the relay's pieces: its image (RelayImage) is mounted
+// at GuestRelayDir, and GuestRungv is the binary in it.
 const (
-	guestRelayDir = "/.gvx"
-	guestRungv    = guestRelayDir + "/rungv"
+	GuestRelayDir = "/.gvx"
+	GuestRungv    = GuestRelayDir + "/rungv"
 )
 
-// relayInit is the guest's init when ports are published: it serves every
+// RelayInit is the guest's init when ports are published: it serves every
 // "FD=PORT" before "--" (relay), runs the rest as the guest's command,
 // hands it every signal, reaps orphans as init must, and exits with the
 // command's status. (Starting the relay with runsc exec instead kept a
 // connection to the sandbox's control server open, and runsc kill was then
 // refused.)
-func relayInit(args []string) int {
+func RelayInit(args []string) int {
 	sep := -1
 	for i, a := range args {
 		if a == "--" {
@@ -127,7 +133,7 @@ func serve(ctl *net.UnixConn, target string) {
 		}
 		if oobn == 0 {
 			// A control word from the host side (relaylinks_linux.go).
-			if ans := episodenet.RelayControl(string(b[:n])); ans != "" {
+			if ans := relayControl(string(b[:n])); ans != "" {
 				_, _, _ = ctl.WriteMsgUnix([]byte(ans), nil, nil)
 			}
 			continue
@@ -174,26 +180,26 @@ func pipe(c net.Conn, target string) {
 	defer t.Close()
 	done := make(chan struct{})
 	go func() {
-		copyPlain(t, c)
+		CopyPlain(t, c)
 		if tc, ok := t.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
 		close(done)
 	}()
-	copyPlain(c, t)
+	CopyPlain(c, t)
 	if hc, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = hc.CloseWrite()
 	}
 	<-done
 }
 
-// copyPlain copies src to dst through a buffer of its own, never by
+// CopyPlain copies src to dst through a buffer of its own, never by
 // splice: Go splices between sockets through a pipe it sizes to 1 MiB
 // and keeps in a pool, and gVisor grows a pipe's buffer to what each
 // splice asks for and never shrinks it. Two such pipes were 2 MiB of a
 // booted dockerd's 2.5 MB of saved kernel state, decoded a byte at a
 // time on every restore (docs/runtime.md, "Checkpoint, restore, fork").
-func copyPlain(dst io.Writer, src io.Reader) {
+func CopyPlain(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
