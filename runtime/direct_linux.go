@@ -75,7 +75,7 @@ import (
 // the spec to boot (bootSpec), the sandbox's flags and descriptors
 // (bootFlags, bootMounts, bootControl, bootSync), the start (startBoot),
 // the guest's start or restore (startGuest) and the wait (waitDirect).
-func (ep *episode) runDirect(p *plan, pub *publisher, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+func (ep *episode) runDirect(p *plan, pub *publisher, nat *episodenet.NAT, lim *hostLimits, start func(pid int) error) (int, error) {
 	b := &directBoot{redial: -1}
 	defer b.close()
 	for _, stage := range []func() error{
@@ -360,7 +360,7 @@ func (b *directBoot) bootControl(p *plan) error {
 // bootSync makes the start's sync pipe, the sandbox's environment, the
 // hold on a restoring Sentry's collector, and the checkpoint.Controller of an
 // episode with Host.CheckpointDir.
-func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
+func (b *directBoot) bootSync(p *plan, nat *episodenet.NAT, pub *publisher) error {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -427,13 +427,13 @@ func (b *directBoot) startBoot(p *plan, pub *publisher) (*exec.Cmd, chan error, 
 
 // startGuest, once the sandbox has booted, sets up the guest's network
 // and starts the guest, or restores the checkpoint.
-func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
+func (b *directBoot) startGuest(p *plan, nat *episodenet.NAT, pub *publisher) error {
 	if err := b.ctl.Call(boot.ContMgrSetNetworkArgs, directNetwork(b.natLink), nil); err != nil {
 		return fmt.Errorf("seccomp-only: set up the guest's network: %w%s", err, bootLogTail(p.state))
 	}
 	if b.natLink != nil {
 		b.natLink.Close() // the sandbox has it
-		if err := nat.serveLink(); err != nil {
+		if err := nat.ServeLink(); err != nil {
 			return err
 		}
 	}
@@ -518,21 +518,21 @@ func directNetwork(link *os.File) *boot.CreateLinksAndRoutesArgs {
 	if link == nil {
 		return args
 	}
-	subnet := net.IPNet{IP: natGuestIP.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
+	subnet := net.IPNet{IP: episodenet.GuestIP.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
 	args.FDBasedLinks = []boot.FDBasedLink{{
-		Name:                 natGuestIf,
-		MTU:                  natMTU,
-		Addresses:            []boot.IPWithPrefix{{Address: natGuestIP, PrefixLen: 24}},
+		Name:                 episodenet.GuestIf,
+		MTU:                  episodenet.MTU,
+		Addresses:            []boot.IPWithPrefix{{Address: episodenet.GuestIP, PrefixLen: 24}},
 		Routes:               []boot.Route{{Destination: subnet}},
-		LinkAddress:          natGuestMAC,
-		Neighbors:            []boot.Neighbor{{IP: natGatewayIP, HardwareAddr: natHostMAC}, {IP: natDNSIP, HardwareAddr: natHostMAC}},
+		LinkAddress:          episodenet.GuestMAC,
+		Neighbors:            []boot.Neighbor{{IP: episodenet.GatewayIP, HardwareAddr: episodenet.HostMAC}, {IP: episodenet.DNSIP, HardwareAddr: episodenet.HostMAC}},
 		NumChannels:          1,
 		ProcessorsPerChannel: 1,
 		IsPacket:             []bool{false},
 		PreConfigured:        true,
 	}}
-	args.Defaultv4Gateway = boot.DefaultRoute{Name: natGuestIf, Route: boot.Route{
-		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: natGatewayIP}}
+	args.Defaultv4Gateway = boot.DefaultRoute{Name: episodenet.GuestIf, Route: boot.Route{
+		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: episodenet.GatewayIP}}
 	args.FilePayload = urpc.FilePayload{Files: []*os.File{link}}
 	return args
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -91,7 +92,7 @@ const (
 )
 
 // DefaultNATMaxRelays is the default of spec.Spec.NATMaxRelays.
-const DefaultNATMaxRelays = 256
+const DefaultNATMaxRelays = episodenet.DefaultMaxRelays
 
 // Mount types.
 const (

@@ -43,8 +43,8 @@ func Main(ours func()) {
 		holdBootGC(os.Args[1:])
 		remapBootStdio(os.Args[1:])
 		volume.Register()
-		if isSandboxNetRun(os.Args[1:]) {
-			runSandboxNet() // --network nat: see nat_run_linux.go
+		if episodenet.IsSandboxNetRun(os.Args[1:]) {
+			episodenet.RunSandboxNet() // --network nat: see runtime/net/nat_run_linux.go
 		}
 		maincli.Main()
 		os.Exit(0)

@@ -305,7 +305,7 @@ func (pp *publishedPort) spliceTCP(c *net.TCPConn) {
 	if err != nil {
 		return
 	}
-	splice(hc.(*net.UnixConn), c)
+	episodenet.Splice(hc.(*net.UnixConn), c)
 }
 
 // Close stops serving, closes every endpoint and removes the socket files

@@ -232,7 +232,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
 	if p.network == NetworkNAT {
-		upper = append(upper, natResolvFile)
+		upper = append(upper, upperFile{path: "/etc/resolv.conf", mode: 0o644, body: episodenet.ResolvConf})
 	}
 	if shim := dockerdShim(o, img, src); shim != nil {
 		upper = append(upper, *shim)
@@ -354,7 +354,7 @@ func (p *plan) runscGlobals() []string {
 		"--root=" + p.runscRoot(),
 		"--ignore-cgroups",
 	}
-	args = append(args, networkRunscFlags(p.network)...)
+	args = append(args, episodenet.RunscFlags(p.network)...)
 	if p.rootfs.upperTar != "" {
 		args = append(args, allowRootfsTar)
 	}
@@ -423,10 +423,10 @@ func shareBindMounts(oci *specs.Spec, vols []volumePlan) {
 // run starts the episode in its isolation mode and waits for it.
 func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.File) (int, error) {
 	ep.ctx = ctx
-	var nat *natHost
+	var nat *episodenet.NAT
 	var err error
 	if p.network == NetworkNAT {
-		if nat, err = newNATHost(p.natConfig()); err != nil {
+		if nat, err = newNAT(p); err != nil {
 			return 0, err
 		}
 		defer nat.Close()
@@ -463,6 +463,16 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 		})
 	}
 	return ep.runSupervised(p, pub, vols, nat, lim)
+}
+
+// newNAT makes the NAT's host side as the plan says (spec.Spec's Egress,
+// AllowHostPorts, NATMaxRelays); a config it refuses is ErrBadOption.
+func newNAT(p *plan) (*episodenet.NAT, error) {
+	nat, err := episodenet.NewNAT(episodenet.NATConfig{Rules: p.egress, HostPorts: p.spec.AllowHostPorts, MaxRelays: p.spec.NATMaxRelays})
+	if bad := (*episodenet.ConfigError)(nil); errors.As(err, &bad) {
+		return nil, fmt.Errorf("%w: %w", ErrBadOption, err)
+	}
+	return nat, err
 }
 
 // hostLimits is what bounds one episode on the host, and how.
@@ -569,7 +579,7 @@ func setStdio(cmd *exec.Cmd, o *Host) {
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
 // it.
-func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
+func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		lim.cg.Remove()
@@ -583,7 +593,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
+		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's episodenet.NATFD
 	}
 	// Of the caller's environment only hostenv's allow-list: a token or
 	// credential of the caller's stays with the caller (the guest's is
@@ -657,7 +667,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	if nat != nil {
-		go nat.serveOrReport(cmd.Stderr)
+		go nat.ServeOrReport(cmd.Stderr)
 	}
 	pub.serve()
 

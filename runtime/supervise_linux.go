@@ -16,6 +16,7 @@ import (
 
 	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // superviseCmd is the hidden subcommand of the supervisor process.
@@ -101,7 +102,7 @@ func supervise() int {
 		return 125
 	}
 	if ep.NAT {
-		if err := natSetup(); err != nil {
+		if err := episodenet.SetupNAT(); err != nil {
 			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)
 			return 125
 		}
