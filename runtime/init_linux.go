@@ -18,6 +18,8 @@ import (
 	"gvisor.dev/gvisor/pkg/urpc"
 	"gvisor.dev/gvisor/runsc/boot"
 	"gvisor.dev/gvisor/runsc/container"
+
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // initCmd is the hidden subcommand of the episode's init: PID 1 of a PID
@@ -91,7 +93,7 @@ func episodeInit() int {
 		return 125
 	}
 	for i := range passFiles {
-		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, guestPassFD(i)))
+		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, episodenet.GuestPassFD(i)))
 	}
 	start := exec.Command("/proc/self/exe", append(runArgs, "--bundle="+ep.Bundle, id)...)
 	start.Stdin, start.Stdout, start.Stderr = os.Stdin, os.Stdout, os.Stderr

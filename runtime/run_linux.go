@@ -78,12 +78,12 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 			f.Close()
 		}
 	}()
-	pub, err := openPublish(p.spec.Ports)
+	pub, err := episodenet.Publish(p.spec.Ports)
 	if err != nil {
 		return 0, err
 	}
 	defer pub.Close()
-	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
+	if err := writeStateJSON(state, stateSockets, pub.Sockets()); err != nil {
 		return 0, err
 	}
 	ep, err := prepare(ctx, p, state, id, vols)
@@ -227,7 +227,7 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 			return nil, err
 		}
 		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: episodenet.GuestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
-		p.oci.Process.Args = append(append(append([]string{episodenet.GuestRungv, episodenet.RelayCmd}, relaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
+		p.oci.Process.Args = append(append(append([]string{episodenet.GuestRungv, episodenet.RelayCmd}, episodenet.RelaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
 	}
 	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
@@ -421,7 +421,7 @@ func shareBindMounts(oci *specs.Spec, vols []volumePlan) {
 }
 
 // run starts the episode in its isolation mode and waits for it.
-func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.File) (int, error) {
+func (ep *episode) run(ctx context.Context, p *plan, pub *episodenet.Publisher, vols []*os.File) (int, error) {
 	ep.ctx = ctx
 	var nat *episodenet.NAT
 	var err error
@@ -448,7 +448,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 				}
 			}
 			if p.lockdown {
-				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
+				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.Dirs(), lim.cg.Dirs())
 				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
 					// the control server once restored (checkpoint.RedialControl).
@@ -458,7 +458,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 					return fmt.Errorf("lock down: %w", err)
 				}
 			}
-			pub.serve()
+			pub.Serve()
 			return nil
 		})
 	}
@@ -579,7 +579,7 @@ func setStdio(cmd *exec.Cmd, o *Host) {
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
 // it.
-func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits) (int, error) {
+func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		lim.cg.Remove()
@@ -600,8 +600,8 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	// the spec's alone in any case).
 	cmd.Env = append(hostenv.Filter(os.Environ()), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
 		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
-	inherit(cmd, passFDsEnv, pub.guestFiles())
-	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())
+	inherit(cmd, passFDsEnv, pub.GuestFiles())
+	cmd.Env = append(cmd.Env, episodenet.PublishedSocketsEnv+"="+pub.SocketsEnv())
 	inherit(cmd, volumeFDsEnv, vols)
 	if len(vols) > 0 {
 		var paths []string
@@ -643,7 +643,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	syncR.Close()
-	pub.closeGuestFiles() // the supervisor holds them now
+	pub.CloseGuestFiles() // the supervisor holds them now
 	if cg != nil {
 		// Before the go-ahead: everything the supervisor starts inherits
 		// the cgroup. The supervisor removes it at the end.
@@ -655,7 +655,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		}
 	}
 	if p.lockdown {
-		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.dirs())); err != nil {
+		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.Dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return 0, fmt.Errorf("lock down: %w", err)
@@ -669,7 +669,7 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	if nat != nil {
 		go nat.ServeOrReport(cmd.Stderr)
 	}
-	pub.serve()
+	pub.Serve()
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

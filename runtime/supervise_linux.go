@@ -79,9 +79,9 @@ func supervise() int {
 		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
 		return 125
 	}
-	socks := publishedSockets(os.Getenv(publishedSocketsEnv))
-	os.Unsetenv(publishedSocketsEnv)
-	defer removeSockets(socks)
+	socks := episodenet.ParseSockets(os.Getenv(episodenet.PublishedSocketsEnv))
+	os.Unsetenv(episodenet.PublishedSocketsEnv)
+	defer episodenet.RemoveSockets(socks)
 	pass, err := inherited(passFDsEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv:", err)
@@ -133,7 +133,7 @@ func supervise() int {
 	// From here on the supervisor only waits, signals init, removes the
 	// state directory and the published sockets, and leaves its cgroups
 	// (supervisorProfile).
-	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, state, cgroups, socketDirs(socks))); err != nil {
+	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, state, cgroups, episodenet.SocketDirs(socks))); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: %v\n", err)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -566,7 +566,7 @@ func (n *NAT) forwardTCP(r *tcp.ForwarderRequest) {
 		}
 		r.Complete(false)
 		gc := gonet.NewTCPConn(&wq, ep)
-		Splice(gc, hc.(*net.TCPConn))
+		splice(gc, hc.(*net.TCPConn))
 	}()
 }
 
@@ -576,21 +576,21 @@ type halfCloser interface {
 	CloseWrite() error
 }
 
-// Splice copies both ways, passing half-closes on, and closes both. It
-// copies through buffers of its own (CopyPlain), never by splice(2): Go
+// splice copies both ways, passing half-closes on, and closes both. It
+// copies through buffers of its own (copyPlain), never by splice(2): Go
 // splices between a published port's TCP client and its unix pair through
 // a pipe it sizes to 1 MiB, and a guest that takes nothing (or slowly)
 // left up to that much of what each client sent in the host's kernel,
 // publishMaxConns clients a port (TestPublishHostileGuest: 135 MiB for
 // 278 clients of 1 MiB each).
-func Splice(a, b halfCloser) {
+func splice(a, b halfCloser) {
 	done := make(chan struct{})
 	go func() {
-		CopyPlain(b, a)
+		copyPlain(b, a)
 		_ = b.CloseWrite()
 		close(done)
 	}()
-	CopyPlain(a, b)
+	copyPlain(a, b)
 	_ = a.CloseWrite()
 	<-done
 	a.Close()

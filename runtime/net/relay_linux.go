@@ -180,26 +180,26 @@ func pipe(c net.Conn, target string) {
 	defer t.Close()
 	done := make(chan struct{})
 	go func() {
-		CopyPlain(t, c)
+		copyPlain(t, c)
 		if tc, ok := t.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
 		close(done)
 	}()
-	CopyPlain(c, t)
+	copyPlain(c, t)
 	if hc, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = hc.CloseWrite()
 	}
 	<-done
 }
 
-// CopyPlain copies src to dst through a buffer of its own, never by
+// copyPlain copies src to dst through a buffer of its own, never by
 // splice: Go splices between sockets through a pipe it sizes to 1 MiB
 // and keeps in a pool, and gVisor grows a pipe's buffer to what each
 // splice asks for and never shrinks it. Two such pipes were 2 MiB of a
 // booted dockerd's 2.5 MB of saved kernel state, decoded a byte at a
 // time on every restore (docs/runtime.md, "Checkpoint, restore, fork").
-func CopyPlain(dst io.Writer, src io.Reader) {
+func copyPlain(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"io"
@@ -7,13 +7,11 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // BenchmarkPublishCopy: what a published TCP port's host side costs per
 // byte, a client's TCP connection copied to the guest's unix pair, by
-// splice(2) (io.Copy, Go's 1 MiB pipes) and through CopyPlain's buffer
+// splice(2) (io.Copy, Go's 1 MiB pipes) and through copyPlain's buffer
 // (what splice does now). bench/README.md: run it under the shared lock.
 func BenchmarkPublishCopy(b *testing.B) {
 	for _, c := range []struct {
@@ -21,7 +19,7 @@ func BenchmarkPublishCopy(b *testing.B) {
 		copy func(dst io.Writer, src io.Reader)
 	}{
 		{"splice", func(dst io.Writer, src io.Reader) { _, _ = io.Copy(dst, src) }},
-		{"plain", episodenet.CopyPlain},
+		{"plain", copyPlain},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			const chunk = 4 << 20
