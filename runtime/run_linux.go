@@ -578,7 +578,8 @@ func setStdio(cmd *exec.Cmd, o *Host) {
 }
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
-// it.
+// it: supervisorCmd is its command, startSupervisor starts it and gives it
+// the go-ahead, then this process serves the NAT and the published ports.
 func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
@@ -586,6 +587,28 @@ func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.
 		return 0, err
 	}
 	defer syncW.Close()
+	cmd := ep.supervisorCmd(p, pub, vols, nat, lim, syncR)
+	if err := ep.startSupervisor(cmd, p, pub, nat, lim, syncR, syncW); err != nil {
+		return 0, err
+	}
+	if nat != nil {
+		go nat.ServeOrReport(cmd.Stderr)
+	}
+	pub.Serve()
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// The supervisor passes signals on to init, which keeps the guest's
+	// stop timeout.
+	return waitChild(ep.ctx, ep.sigs, cmd, done, -1, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
+}
+
+// supervisorCmd is the supervisor's command: its environment (nsEpisode
+// and what it passes on to init), the descriptors it inherits, in order
+// (syncR, the NAT's child end at episodenet.NATFD, the published ports'
+// guest ends, the volumes, the state lock), and its new user and network
+// namespaces.
+func (ep *episode) supervisorCmd(p *plan, pub *episodenet.Publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits, syncR *os.File) *exec.Cmd {
 	// The state directory after the verb names the episode for ps and
 	// for whoever looks for its processes (nothing reads it back: the
 	// supervisor takes its nsEpisode).
@@ -632,15 +655,24 @@ func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.
 		// them, so the guest sees each once.
 		Setpgid: true,
 	}
+	return cmd
+}
+
+// startSupervisor starts cmd, puts it in the episode's host cgroup, locks
+// this process down (spec.Spec.Lockdown) and only then gives the
+// supervisor the go-ahead over syncW. On an error the supervisor has
+// been killed and waited for (or never started).
+func (ep *episode) startSupervisor(cmd *exec.Cmd, p *plan, pub *episodenet.Publisher, nat *episodenet.NAT, lim *hostLimits, syncR, syncW *os.File) error {
+	cg := lim.cg
 	if err := cmd.Start(); err != nil {
 		syncR.Close()
 		if cg != nil {
 			cg.Remove()
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
-			return 0, fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
+			return fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
 		}
-		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+		return fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	syncR.Close()
 	pub.CloseGuestFiles() // the supervisor holds them now
@@ -651,31 +683,22 @@ func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			cg.Remove()
-			return 0, fmt.Errorf("limits: host cgroup: %w", err)
+			return fmt.Errorf("limits: host cgroup: %w", err)
 		}
 	}
 	if p.lockdown {
 		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.Dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return 0, fmt.Errorf("lock down: %w", err)
+			return fmt.Errorf("lock down: %w", err)
 		}
 	}
 	if _, err := syncW.Write([]byte{1}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+		return fmt.Errorf("start sandbox supervisor: %w", err)
 	}
-	if nat != nil {
-		go nat.ServeOrReport(cmd.Stderr)
-	}
-	pub.Serve()
-
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	// The supervisor passes signals on to init, which keeps the guest's
-	// stop timeout.
-	return waitChild(ep.ctx, ep.sigs, cmd, done, -1, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
+	return nil
 }
 
 // checkExecMount refuses an image file on a noexec mount: the Sentry maps
