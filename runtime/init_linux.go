@@ -85,7 +85,7 @@ func episodeInit() int {
 	// The control server closes idle connections at once when the guest
 	// exits (by default it waits 15 s for them): init holds one open.
 	runArgs := append(append([]string{}, ep.Runsc...), "--control-rpc-stop-timeout=0", "run", "--detach", "--pid-file="+pidFile)
-	// The published ports' guest ends (publish_linux.go), donated to the
+	// The published ports' guest ends (runtime/net), donated to the
 	// guest's init at the same numbers.
 	passFiles, err := inherited(passFDsEnv)
 	if err != nil {

@@ -221,8 +221,8 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	}
 	if len(o.Ports) > 0 {
 		// The relay is this binary, copied into a read-only EROFS image of
-		// its own (relayimage.go); the ports' descriptors are donated at
-		// start (publish_linux.go).
+		// its own (episodenet.RelayImage); the ports' descriptors are donated at
+		// start (episodenet.Publish).
 		if p.relay, err = episodenet.RelayImage(img.cache); err != nil {
 			return nil, err
 		}
