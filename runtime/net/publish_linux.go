@@ -389,7 +389,7 @@ func (p *Publisher) RelayWord(word string, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if string(b[:n]) != LinksOK {
+	if string(b[:n]) != linksOK {
 		return fmt.Errorf("relay answered %q", b[:n])
 	}
 	return nil

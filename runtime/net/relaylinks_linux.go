@@ -37,7 +37,7 @@ import (
 const (
 	LinksSave    = "gvx:links-save"
 	LinksRestore = "gvx:links-restore"
-	LinksOK      = "gvx:ok"
+	linksOK      = "gvx:ok"
 )
 
 // bridgeRecord is one guest bridge as the relay recorded it.
@@ -72,7 +72,7 @@ func relayControl(word string) string {
 		if err == nil {
 			relayBridges.list = list
 		}
-		return LinksOK
+		return linksOK
 	case LinksRestore:
 		for _, b := range relayBridges.list {
 			if _, err := net.InterfaceByName(b.name); err == nil {

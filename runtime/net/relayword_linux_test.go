@@ -65,7 +65,7 @@ func TestRelayWordHostileGuest(t *testing.T) {
 		go func() {
 			b := make([]byte, 64)
 			if n, err := g.Read(b); err == nil && string(b[:n]) == LinksSave {
-				g.Write([]byte(LinksOK))
+				g.Write([]byte(linksOK))
 			}
 		}()
 		if err := relayWordWithin(t, p, LinksSave, time.Second, limit); err != nil {
