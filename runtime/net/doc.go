@@ -36,7 +36,7 @@
 // still the file it made (device and inode). In the supervisor, root only
 // in the episode's own user namespace, SetupNAT makes the veth pair and
 // the packet socket in the episode's network namespace, none in the
-// host's. It never gives the guest a
-// host path, a directory or a listening socket, and the guest's
-// descriptors carry only the streams handed to it.
+// host's. It never gives the guest a host path, a directory or a
+// listening socket, and the guest's descriptors carry only the streams
+// handed to it.
 package episodenet
