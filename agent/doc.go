@@ -6,7 +6,7 @@
 // How it gets there: the server runs every episode with the agent as its
 // main process — the rungv binary's hidden verb `_gvx-agent`, which the
 // guest already has at /.gvx/rungv (the relay image, see
-// runtime/relayimage.go; cmd/rungv's main dispatches the verb to Main, so
+// runtime/net/relayimage.go; cmd/rungv's main dispatches the verb to Main, so
 // no runtime package imports this one) — listening on 127.0.0.1:Port in the guest's own
 // netstack. The server publishes that port as a host unix socket (rungv's
 // -p unix:SOCK:PORT), so nothing but the server reaches it. An optional

@@ -87,7 +87,7 @@ type ArchiveResult struct {
 const Verb = "_gvx-agent"
 
 // GuestBinary is where a guest with published ports has the rungv binary
-// (the relay image's mount, runtime/relayimage.go).
+// (the relay image's mount, runtime/net/relayimage.go).
 const GuestBinary = "/.gvx/rungv"
 
 // Command is the episode command that runs the agent on port, with the

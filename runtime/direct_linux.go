@@ -29,6 +29,7 @@ import (
 
 	"z.gfire.dev/gvx/runtime/checkpoint"
 	"z.gfire.dev/gvx/runtime/lockdown"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/runtime/volume"
 )
 
@@ -74,7 +75,7 @@ import (
 // the spec to boot (bootSpec), the sandbox's flags and descriptors
 // (bootFlags, bootMounts, bootControl, bootSync), the start (startBoot),
 // the guest's start or restore (startGuest) and the wait (waitDirect).
-func (ep *episode) runDirect(p *plan, pub *publisher, nat *natHost, lim *hostLimits, start func(pid int) error) (int, error) {
+func (ep *episode) runDirect(p *plan, pub *episodenet.Publisher, nat *episodenet.NAT, lim *hostLimits, start func(pid int) error) (int, error) {
 	b := &directBoot{redial: -1}
 	defer b.close()
 	for _, stage := range []func() error{
@@ -210,7 +211,7 @@ func checkpointRootfs(oci *specs.Spec) (rootfsPlan, error) {
 
 // bootFlags starts the sandbox's command line: the plan's runsc flags,
 // runsc boot's own, the spec and the published ports' descriptors.
-func (b *directBoot) bootFlags(p *plan, pub *publisher) error {
+func (b *directBoot) bootFlags(p *plan, pub *episodenet.Publisher) error {
 	specFile, err := os.Open(filepath.Join(p.bundle, "config.json"))
 	if err != nil {
 		return err
@@ -233,9 +234,9 @@ func (b *directBoot) bootFlags(p *plan, pub *publisher) error {
 	// guest's end of each is a host socket whose descriptor number gVisor
 	// saves and uses again after a restore (transport.HostSender).
 	b.passFDs = []int{} // recorded as [] when there are none (nil: an older checkpoint)
-	for i, f := range pub.guestFiles() {
+	for i, f := range pub.GuestFiles() {
 		fd := b.files.add(f)
-		b.args = append(b.args, fmt.Sprintf("--pass-fd=%s:%d", fd, guestPassFD(i)))
+		b.args = append(b.args, fmt.Sprintf("--pass-fd=%s:%d", fd, episodenet.GuestPassFD(i)))
 		n, _ := strconv.Atoi(fd)
 		b.passFDs = append(b.passFDs, n)
 	}
@@ -359,7 +360,7 @@ func (b *directBoot) bootControl(p *plan) error {
 // bootSync makes the start's sync pipe, the sandbox's environment, the
 // hold on a restoring Sentry's collector, and the checkpoint.Controller of an
 // episode with Host.CheckpointDir.
-func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
+func (b *directBoot) bootSync(p *plan, nat *episodenet.NAT, pub *episodenet.Publisher) error {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -387,14 +388,14 @@ func (b *directBoot) bootSync(p *plan, nat *natHost, pub *publisher) error {
 	if err != nil {
 		return err
 	}
-	b.ck = checkpoint.NewController(b.id, b.ctl, files, b.volConns, func() { _ = pub.relayWord(relayLinksSave, relayLinksWait) })
+	b.ck = checkpoint.NewController(b.id, b.ctl, files, b.volConns, func() { _ = pub.RelayWord(episodenet.LinksSave, relayLinksWait) })
 	return nil
 }
 
 // startBoot starts the sandbox (runsc boot, this binary) with what the
 // stages gave it; done gets its wait's result. Its memory and CPUs are
 // the bundle's (patchBootArgs, in the sandbox process, as for runsc run).
-func (b *directBoot) startBoot(p *plan, pub *publisher) (*exec.Cmd, chan error, error) {
+func (b *directBoot) startBoot(p *plan, pub *episodenet.Publisher) (*exec.Cmd, chan error, error) {
 	cmd := exec.Command("/proc/self/exe", append(b.args, b.id)...)
 	cmd.Args[0] = "runsc-sandbox"
 	setStdio(cmd, &p.host)
@@ -417,7 +418,7 @@ func (b *directBoot) startBoot(p *plan, pub *publisher) (*exec.Cmd, chan error, 
 		return nil, nil, fmt.Errorf("seccomp-only: start the sandbox: %w", err)
 	}
 	b.files.closeAll() // the sandbox has them
-	pub.closeGuestFiles()
+	pub.CloseGuestFiles()
 	for _, c := range b.conns {
 		b.srv.StartConnection(c)
 	}
@@ -426,13 +427,13 @@ func (b *directBoot) startBoot(p *plan, pub *publisher) (*exec.Cmd, chan error, 
 
 // startGuest, once the sandbox has booted, sets up the guest's network
 // and starts the guest, or restores the checkpoint.
-func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
+func (b *directBoot) startGuest(p *plan, nat *episodenet.NAT, pub *episodenet.Publisher) error {
 	if err := b.ctl.Call(boot.ContMgrSetNetworkArgs, directNetwork(b.natLink), nil); err != nil {
 		return fmt.Errorf("seccomp-only: set up the guest's network: %w%s", err, bootLogTail(p.state))
 	}
 	if b.natLink != nil {
 		b.natLink.Close() // the sandbox has it
-		if err := nat.serveLink(); err != nil {
+		if err := nat.ServeLink(); err != nil {
 			return err
 		}
 	}
@@ -459,7 +460,7 @@ func (b *directBoot) startGuest(p *plan, nat *natHost, pub *publisher) error {
 		b.ck.SetClient(c)
 	}
 	// The guest's own bridges (dockerd's docker0) were not saved.
-	if err := pub.relayWord(relayLinksRestore, 0); err != nil {
+	if err := pub.RelayWord(episodenet.LinksRestore, 0); err != nil {
 		return fmt.Errorf("seccomp-only: restore %s: tell the guest's relay: %w", dir, err)
 	}
 	return nil
@@ -517,21 +518,21 @@ func directNetwork(link *os.File) *boot.CreateLinksAndRoutesArgs {
 	if link == nil {
 		return args
 	}
-	subnet := net.IPNet{IP: natGuestIP.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
+	subnet := net.IPNet{IP: episodenet.GuestIP.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}
 	args.FDBasedLinks = []boot.FDBasedLink{{
-		Name:                 natGuestIf,
-		MTU:                  natMTU,
-		Addresses:            []boot.IPWithPrefix{{Address: natGuestIP, PrefixLen: 24}},
+		Name:                 episodenet.GuestIf,
+		MTU:                  episodenet.MTU,
+		Addresses:            []boot.IPWithPrefix{{Address: episodenet.GuestIP, PrefixLen: 24}},
 		Routes:               []boot.Route{{Destination: subnet}},
-		LinkAddress:          natGuestMAC,
-		Neighbors:            []boot.Neighbor{{IP: natGatewayIP, HardwareAddr: natHostMAC}, {IP: natDNSIP, HardwareAddr: natHostMAC}},
+		LinkAddress:          episodenet.GuestMAC,
+		Neighbors:            []boot.Neighbor{{IP: episodenet.GatewayIP, HardwareAddr: episodenet.HostMAC}, {IP: episodenet.DNSIP, HardwareAddr: episodenet.HostMAC}},
 		NumChannels:          1,
 		ProcessorsPerChannel: 1,
 		IsPacket:             []bool{false},
 		PreConfigured:        true,
 	}}
-	args.Defaultv4Gateway = boot.DefaultRoute{Name: natGuestIf, Route: boot.Route{
-		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: natGatewayIP}}
+	args.Defaultv4Gateway = boot.DefaultRoute{Name: episodenet.GuestIf, Route: boot.Route{
+		Destination: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Gateway: episodenet.GatewayIP}}
 	args.FilePayload = urpc.FilePayload{Files: []*os.File{link}}
 	return args
 }

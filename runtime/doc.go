@@ -100,7 +100,10 @@
 //	                   their allowlists are lockdown_linux.go's)
 //	runtime/cgroup     the episode's host cgroup
 //	runtime/dind       what a Docker daemon needs in the Sentry
-//	nat_*.go, relay*.go, publish_linux.go   NAT, the in-guest relay, published ports
+//	runtime/net        package episodenet: the NAT, published ports and the in-guest relay;
+//	                   it trusts nothing from the guest and is handed what the plan says
+//	                   (NATConfig, the spec's ports); this package starts and locks down
+//	                   the processes that run it
 //	runtime/checkpoint checkpoint, restore, fork (seccomp-only): the directory, save, control
 //	                   (checkpoint_linux.go here: what needs the plan)
 //

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	episodenet "z.gfire.dev/gvx/runtime/net"
+	"z.gfire.dev/gvx/spec"
 )
 
 // TestErrorsNameSpecFields: a refused mount or port names the spec's field
@@ -31,7 +34,7 @@ func TestErrorsNameSpecFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = openPublish([]Port{{HostAddr: ln.Addr().String(), GuestPort: 80}})
+	_, err = episodenet.Publish([]spec.Port{{HostAddr: ln.Addr().String(), GuestPort: 80}})
 	if err == nil || !strings.HasPrefix(err.Error(), "ports[0].host_addr ") {
 		t.Errorf("a host address in use: %v; want it named ports[0].host_addr", err)
 	}
@@ -39,7 +42,7 @@ func TestErrorsNameSpecFields(t *testing.T) {
 	if err := os.WriteFile(sock, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = openPublish([]Port{{HostAddr: "127.0.0.1:0", GuestPort: 81}, {HostSocket: sock, GuestPort: 80}})
+	_, err = episodenet.Publish([]spec.Port{{HostAddr: "127.0.0.1:0", GuestPort: 81}, {HostSocket: sock, GuestPort: 80}})
 	if err == nil || !strings.HasPrefix(err.Error(), "ports[1].host_socket "+sock+": ") {
 		t.Errorf("a host socket path that is a file: %v; want it named ports[1].host_socket", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/spec"
 )
 
@@ -57,7 +58,7 @@ const (
 	// only, DNS 10.0.2.3 = the host's nameserver) with outbound TCP and
 	// UDP made by the host process's own sockets, to the destinations the
 	// egress policy allows: by default the outside world only
-	// (spec.Spec.Egress; runtime/nat_linux.go; docs/runtime.md
+	// (spec.Spec.Egress; runtime/net/nat_linux.go; docs/runtime.md
 	// "Networking").
 	NetworkNAT = spec.NetworkNAT
 )
@@ -91,7 +92,7 @@ const (
 )
 
 // DefaultNATMaxRelays is the default of spec.Spec.NATMaxRelays.
-const DefaultNATMaxRelays = 256
+const DefaultNATMaxRelays = episodenet.DefaultMaxRelays
 
 // Mount types.
 const (

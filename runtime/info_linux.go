@@ -14,6 +14,7 @@ import (
 	"z.gfire.dev/gvx/runtime/cgroup"
 	"z.gfire.dev/gvx/runtime/egress"
 	"z.gfire.dev/gvx/runtime/lockdown"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // HostInfo is what this host allows rungv and what rungv will use on it
@@ -81,9 +82,9 @@ func Info(dir, cacheDir string) HostInfo {
 		h.NAT = "unavailable: cannot read the host's addresses (" + err.Error() + ")"
 	} else {
 		h.NAT = "available"
-		if dns := os.Getenv(natDNSEnv); dns != "" {
+		if dns := os.Getenv(episodenet.DNSEnv); dns != "" {
 			h.DNS = dns
-		} else if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
+		} else if ns := episodenet.FirstNameserver("/etc/resolv.conf"); ns != "" {
 			h.DNS = ns + ":53"
 		} else {
 			h.DNS = "none (no nameserver in /etc/resolv.conf): guests cannot resolve names"

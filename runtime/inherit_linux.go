@@ -15,7 +15,7 @@ import (
 // init): each list travels as an environment variable naming the child's
 // descriptor numbers.
 const (
-	// passFDsEnv: the published ports' guest ends (publish_linux.go);
+	// passFDsEnv: the published ports' guest ends (runtime/net);
 	// init donates them to the guest at 3, 4, ...
 	passFDsEnv = "GVX_PASS_FDS"
 	// volumeFDsEnv: the volume files openVolumes opened, in mount order;

@@ -18,6 +18,8 @@ import (
 	"gvisor.dev/gvisor/pkg/urpc"
 	"gvisor.dev/gvisor/runsc/boot"
 	"gvisor.dev/gvisor/runsc/container"
+
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // initCmd is the hidden subcommand of the episode's init: PID 1 of a PID
@@ -83,7 +85,7 @@ func episodeInit() int {
 	// The control server closes idle connections at once when the guest
 	// exits (by default it waits 15 s for them): init holds one open.
 	runArgs := append(append([]string{}, ep.Runsc...), "--control-rpc-stop-timeout=0", "run", "--detach", "--pid-file="+pidFile)
-	// The published ports' guest ends (publish_linux.go), donated to the
+	// The published ports' guest ends (runtime/net), donated to the
 	// guest's init at the same numbers.
 	passFiles, err := inherited(passFDsEnv)
 	if err != nil {
@@ -91,7 +93,7 @@ func episodeInit() int {
 		return 125
 	}
 	for i := range passFiles {
-		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, guestPassFD(i)))
+		runArgs = append(runArgs, fmt.Sprintf("--pass-fd=%d:%d", 3+i, episodenet.GuestPassFD(i)))
 	}
 	start := exec.Command("/proc/self/exe", append(runArgs, "--bundle="+ep.Bundle, id)...)
 	start.Stdin, start.Stdout, start.Stderr = os.Stdin, os.Stdout, os.Stderr

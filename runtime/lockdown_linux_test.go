@@ -561,7 +561,7 @@ func hostChild(c *lockedChild) {
 		c.works("shut it down", conn.(*net.TCPConn).CloseWrite())
 	}
 	// A TCP client goes to the guest as one end of a socketpair, passed
-	// with SCM_RIGHTS (publish_linux.go).
+	// with SCM_RIGHTS (runtime/net).
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	c.works("socketpair", err)
 	if err == nil {

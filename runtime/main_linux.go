@@ -8,6 +8,7 @@ import (
 
 	"gvisor.dev/gvisor/runsc/cli/maincli"
 
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/runtime/volume"
 )
 
@@ -18,8 +19,8 @@ import (
 // and gofer with its global flags first. Main never returns for the latter
 // two.
 func Main(ours func()) {
-	if len(os.Args) > 1 && os.Args[1] == relayCmd { // inside the guest
-		os.Exit(relayInit(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == episodenet.RelayCmd { // inside the guest
+		os.Exit(episodenet.RelayInit(os.Args[2:]))
 	}
 	if builtWithCgo && (len(os.Args) > 1 && (os.Args[1] == superviseCmd || os.Args[1] == initCmd) || isRunsc(os.Args[1:])) {
 		fmt.Fprintln(os.Stderr, errCgo)
@@ -42,8 +43,8 @@ func Main(ours func()) {
 		holdBootGC(os.Args[1:])
 		remapBootStdio(os.Args[1:])
 		volume.Register()
-		if isSandboxNetRun(os.Args[1:]) {
-			runSandboxNet() // --network nat: see nat_run_linux.go
+		if episodenet.IsSandboxNetRun(os.Args[1:]) {
+			episodenet.RunSandboxNet() // --network nat: see runtime/net/nat_run_linux.go
 		}
 		maincli.Main()
 		os.Exit(0)

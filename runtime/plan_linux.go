@@ -93,15 +93,6 @@ func newPlan(s *spec.Spec, h Host) (*plan, error) {
 	return p, nil
 }
 
-// ports are the spec's published ports as the publisher takes them.
-func (p *plan) ports() []Port {
-	var out []Port
-	for _, sp := range p.spec.Ports {
-		out = append(out, Port{HostSocket: sp.HostSocket, HostAddr: sp.HostAddr, GuestPort: sp.GuestPort})
-	}
-	return out
-}
-
 // pidsLimit is the spec's limits.pids with its default: 0 means
 // DefaultPidsLimit; negative, none.
 func (p *plan) pidsLimit() int {

@@ -29,7 +29,7 @@ func TestNewPlan(t *testing.T) {
 	}
 	if p.network != NetworkNAT || p.isolation != IsolationNamespaces || !p.lockdown || len(p.egress) != 1 ||
 		p.egress[0].String() != "allow=10.1.2.3:443" || p.pidsLimit() != 100 || p.limitsPolicy() != LimitsBestEffort ||
-		p.host.CacheDir != "/c" || !reflect.DeepEqual(p.ports(), []Port{{HostSocket: "/run/s.sock", GuestPort: 2375}}) {
+		p.host.CacheDir != "/c" || !reflect.DeepEqual(p.spec.Ports, []spec.Port{{HostSocket: "/run/s.sock", GuestPort: 2375}}) {
 		t.Errorf("plan: %+v", p)
 	}
 	// The plan holds a copy: the caller may reuse its spec.

@@ -22,6 +22,7 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 	"z.gfire.dev/gvx/runtime/volume"
 	"z.gfire.dev/gvx/sink"
 	"z.gfire.dev/gvx/spec"
@@ -77,12 +78,12 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 			f.Close()
 		}
 	}()
-	pub, err := openPublish(p.ports())
+	pub, err := episodenet.Publish(p.spec.Ports)
 	if err != nil {
 		return 0, err
 	}
 	defer pub.Close()
-	if err := writeStateJSON(state, stateSockets, pub.sockets()); err != nil {
+	if err := writeStateJSON(state, stateSockets, pub.Sockets()); err != nil {
 		return 0, err
 	}
 	ep, err := prepare(ctx, p, state, id, vols)
@@ -220,18 +221,18 @@ func prepare(ctx context.Context, p *plan, state, id string, vols []*os.File) (*
 	}
 	if len(o.Ports) > 0 {
 		// The relay is this binary, copied into a read-only EROFS image of
-		// its own (relayimage.go); the ports' descriptors are donated at
-		// start (publish_linux.go).
-		if p.relay, err = relayImage(img.cache); err != nil {
+		// its own (episodenet.RelayImage); the ports' descriptors are donated at
+		// start (episodenet.Publish).
+		if p.relay, err = episodenet.RelayImage(img.cache); err != nil {
 			return nil, err
 		}
-		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: guestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
-		p.oci.Process.Args = append(append(append([]string{guestRungv, relayCmd}, relaySpecs(p.ports())...), "--"), p.oci.Process.Args...)
+		p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: episodenet.GuestRelayDir, Type: "erofs", Source: p.relay, Options: []string{"ro"}})
+		p.oci.Process.Args = append(append(append([]string{episodenet.GuestRungv, episodenet.RelayCmd}, episodenet.RelaySpecs(p.spec.Ports)...), "--"), p.oci.Process.Args...)
 	}
 	p.sockets = sandboxSocketFlags(o, img)
 	var upper []upperFile
 	if p.network == NetworkNAT {
-		upper = append(upper, natResolvFile)
+		upper = append(upper, upperFile{path: "/etc/resolv.conf", mode: 0o644, body: episodenet.ResolvConf})
 	}
 	if shim := dockerdShim(o, img, src); shim != nil {
 		upper = append(upper, *shim)
@@ -353,7 +354,7 @@ func (p *plan) runscGlobals() []string {
 		"--root=" + p.runscRoot(),
 		"--ignore-cgroups",
 	}
-	args = append(args, networkRunscFlags(p.network)...)
+	args = append(args, episodenet.RunscFlags(p.network)...)
 	if p.rootfs.upperTar != "" {
 		args = append(args, allowRootfsTar)
 	}
@@ -420,12 +421,12 @@ func shareBindMounts(oci *specs.Spec, vols []volumePlan) {
 }
 
 // run starts the episode in its isolation mode and waits for it.
-func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.File) (int, error) {
+func (ep *episode) run(ctx context.Context, p *plan, pub *episodenet.Publisher, vols []*os.File) (int, error) {
 	ep.ctx = ctx
-	var nat *natHost
+	var nat *episodenet.NAT
 	var err error
 	if p.network == NetworkNAT {
-		if nat, err = newNATHost(p.natConfig()); err != nil {
+		if nat, err = newNAT(p); err != nil {
 			return 0, err
 		}
 		defer nat.Close()
@@ -447,7 +448,7 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 				}
 			}
 			if p.lockdown {
-				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.dirs(), lim.cg.Dirs())
+				prof := directProfile(nat != nil, ep.state, []int{pid}, pub.Dirs(), lim.cg.Dirs())
 				if p.host.RestoreFrom != "" {
 					// connect, no socket: the one socket made before for
 					// the control server once restored (checkpoint.RedialControl).
@@ -457,11 +458,21 @@ func (ep *episode) run(ctx context.Context, p *plan, pub *publisher, vols []*os.
 					return fmt.Errorf("lock down: %w", err)
 				}
 			}
-			pub.serve()
+			pub.Serve()
 			return nil
 		})
 	}
 	return ep.runSupervised(p, pub, vols, nat, lim)
+}
+
+// newNAT makes the NAT's host side as the plan says (spec.Spec's Egress,
+// AllowHostPorts, NATMaxRelays); a config it refuses is ErrBadOption.
+func newNAT(p *plan) (*episodenet.NAT, error) {
+	nat, err := episodenet.NewNAT(episodenet.NATConfig{Rules: p.egress, HostPorts: p.spec.AllowHostPorts, MaxRelays: p.spec.NATMaxRelays})
+	if bad := (*episodenet.ConfigError)(nil); errors.As(err, &bad) {
+		return nil, fmt.Errorf("%w: %w", ErrBadOption, err)
+	}
+	return nat, err
 }
 
 // hostLimits is what bounds one episode on the host, and how.
@@ -567,14 +578,37 @@ func setStdio(cmd *exec.Cmd, o *Host) {
 }
 
 // runSupervised starts the supervisor (IsolationNamespaces) and waits for
-// it.
-func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *natHost, lim *hostLimits) (int, error) {
+// it: supervisorCmd is its command, startSupervisor starts it and gives it
+// the go-ahead, then this process serves the NAT and the published ports.
+func (ep *episode) runSupervised(p *plan, pub *episodenet.Publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits) (int, error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		lim.cg.Remove()
 		return 0, err
 	}
 	defer syncW.Close()
+	cmd := ep.supervisorCmd(p, pub, vols, nat, lim, syncR)
+	if err := ep.startSupervisor(cmd, p, pub, nat, lim, syncR, syncW); err != nil {
+		return 0, err
+	}
+	if nat != nil {
+		go nat.ServeOrReport(cmd.Stderr)
+	}
+	pub.Serve()
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// The supervisor passes signals on to init, which keeps the guest's
+	// stop timeout.
+	return waitChild(ep.ctx, ep.sigs, cmd, done, -1, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
+}
+
+// supervisorCmd is the supervisor's command: its environment (nsEpisode
+// and what it passes on to init), the descriptors it inherits, in order
+// (syncR, the NAT's child end at episodenet.NATFD, the published ports'
+// guest ends, the volumes, the state lock), and its new user and network
+// namespaces.
+func (ep *episode) supervisorCmd(p *plan, pub *episodenet.Publisher, vols []*os.File, nat *episodenet.NAT, lim *hostLimits, syncR *os.File) *exec.Cmd {
 	// The state directory after the verb names the episode for ps and
 	// for whoever looks for its processes (nothing reads it back: the
 	// supervisor takes its nsEpisode).
@@ -582,15 +616,15 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 	setStdio(cmd, &p.host)
 	cmd.ExtraFiles = []*os.File{syncR}
 	if nat != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's natFD
+		cmd.ExtraFiles = append(cmd.ExtraFiles, nat.Child) // the supervisor's episodenet.NATFD
 	}
 	// Of the caller's environment only hostenv's allow-list: a token or
 	// credential of the caller's stays with the caller (the guest's is
 	// the spec's alone in any case).
 	cmd.Env = append(hostenv.Filter(os.Environ()), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
 		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
-	inherit(cmd, passFDsEnv, pub.guestFiles())
-	cmd.Env = append(cmd.Env, publishedSocketsEnv+"="+pub.socketsEnv())
+	inherit(cmd, passFDsEnv, pub.GuestFiles())
+	cmd.Env = append(cmd.Env, episodenet.PublishedSocketsEnv+"="+pub.SocketsEnv())
 	inherit(cmd, volumeFDsEnv, vols)
 	if len(vols) > 0 {
 		var paths []string
@@ -621,18 +655,27 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 		// them, so the guest sees each once.
 		Setpgid: true,
 	}
+	return cmd
+}
+
+// startSupervisor starts cmd, puts it in the episode's host cgroup, locks
+// this process down (spec.Spec.Lockdown) and only then gives the
+// supervisor the go-ahead over syncW. On an error the supervisor has
+// been killed and waited for (or never started).
+func (ep *episode) startSupervisor(cmd *exec.Cmd, p *plan, pub *episodenet.Publisher, nat *episodenet.NAT, lim *hostLimits, syncR, syncW *os.File) error {
+	cg := lim.cg
 	if err := cmd.Start(); err != nil {
 		syncR.Close()
 		if cg != nil {
 			cg.Remove()
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
-			return 0, fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
+			return fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
 		}
-		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+		return fmt.Errorf("start sandbox supervisor: %w", err)
 	}
 	syncR.Close()
-	pub.closeGuestFiles() // the supervisor holds them now
+	pub.CloseGuestFiles() // the supervisor holds them now
 	if cg != nil {
 		// Before the go-ahead: everything the supervisor starts inherits
 		// the cgroup. The supervisor removes it at the end.
@@ -640,31 +683,22 @@ func (ep *episode) runSupervised(p *plan, pub *publisher, vols []*os.File, nat *
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			cg.Remove()
-			return 0, fmt.Errorf("limits: host cgroup: %w", err)
+			return fmt.Errorf("limits: host cgroup: %w", err)
 		}
 	}
 	if p.lockdown {
-		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.dirs())); err != nil {
+		if err := lockdownAs(hostProfile(nat != nil, ep.state, []int{cmd.Process.Pid}, pub.Dirs())); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return 0, fmt.Errorf("lock down: %w", err)
+			return fmt.Errorf("lock down: %w", err)
 		}
 	}
 	if _, err := syncW.Write([]byte{1}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return 0, fmt.Errorf("start sandbox supervisor: %w", err)
+		return fmt.Errorf("start sandbox supervisor: %w", err)
 	}
-	if nat != nil {
-		go nat.serveOrReport(cmd.Stderr)
-	}
-	pub.serve()
-
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	// The supervisor passes signals on to init, which keeps the guest's
-	// stop timeout.
-	return waitChild(ep.ctx, ep.sigs, cmd, done, -1, func(s unix.Signal) { _ = cmd.Process.Signal(s) })
+	return nil
 }
 
 // checkExecMount refuses an image file on a noexec mount: the Sentry maps

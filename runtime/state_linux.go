@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/runtime/cgroup"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // The episode's private state directory: $TMPDIR/rungv-<id>, mode 0700,
@@ -26,7 +27,7 @@ import (
 //
 //	lock          flock'd (exclusive) for as long as the host side or the
 //	              supervisor lives; free means the episode is dead
-//	sockets.json  the -p unix: socket files it created (publishedSocket)
+//	sockets.json  the -p unix: socket files it created (episodenet.Socket)
 //	cgroups.json  its host cgroup directories
 //
 // Every Run first sweeps its TMPDIR: a rungv-* directory of the caller's
@@ -216,10 +217,10 @@ func (g *gc) state(dir string) {
 		return // alive
 	}
 	if b, err := readRecord(dir, stateSockets); err == nil {
-		for _, s := range publishedSockets(string(b)) {
+		for _, s := range episodenet.ParseSockets(string(b)) {
 			if _, err := os.Lstat(s.Path); err == nil {
 				g.add(GCEntry{Kind: "socket", Path: s.Path, Episode: id}, func() error {
-					removeSockets([]publishedSocket{s})
+					episodenet.RemoveSockets([]episodenet.Socket{s})
 					return nil
 				})
 			}

@@ -16,6 +16,7 @@ import (
 
 	"z.gfire.dev/gvx/internal/hostenv"
 	"z.gfire.dev/gvx/runtime/cgroup"
+	episodenet "z.gfire.dev/gvx/runtime/net"
 )
 
 // superviseCmd is the hidden subcommand of the supervisor process.
@@ -78,9 +79,9 @@ func supervise() int {
 		fmt.Fprintln(os.Stderr, "rungv: --pids-limit:", err)
 		return 125
 	}
-	socks := publishedSockets(os.Getenv(publishedSocketsEnv))
-	os.Unsetenv(publishedSocketsEnv)
-	defer removeSockets(socks)
+	socks := episodenet.ParseSockets(os.Getenv(episodenet.PublishedSocketsEnv))
+	os.Unsetenv(episodenet.PublishedSocketsEnv)
+	defer episodenet.RemoveSockets(socks)
 	pass, err := inherited(passFDsEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv:", err)
@@ -101,7 +102,7 @@ func supervise() int {
 		return 125
 	}
 	if ep.NAT {
-		if err := natSetup(); err != nil {
+		if err := episodenet.SetupNAT(); err != nil {
 			fmt.Fprintf(os.Stderr, "rungv: --network nat: %v\n", err)
 			return 125
 		}
@@ -132,7 +133,7 @@ func supervise() int {
 	// From here on the supervisor only waits, signals init, removes the
 	// state directory and the published sockets, and leaves its cgroups
 	// (supervisorProfile).
-	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, state, cgroups, socketDirs(socks))); err != nil {
+	if err := lockdownAs(supervisorProfile(cmd.Process.Pid, state, cgroups, episodenet.SocketDirs(socks))); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: %v\n", err)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

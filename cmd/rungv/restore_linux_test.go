@@ -100,7 +100,7 @@ func testRestoreDockerd(t *testing.T, s dindSetup, tmp, dir, golden string, mode
 		clone(res.Volumes[0], vol)
 		d := startDaemon(t, s, asRoot, tmp, privateTmp(t, asRoot), "type=volume,src="+vol+",dst=/var/lib/docker", append(mode, "--restore", ck)...)
 		// On the default network: docker0 is made again by the relay
-		// (runtime/relaylinks_linux.go), gVisor saves no links.
+		// (runtime/net/relaylinks_linux.go), gVisor saves no links.
 		if got := d.must("run", "--rm", "hello:latest", "echo", "hi from "+name); strings.TrimSpace(got) != "hi from "+name {
 			t.Fatalf("%s: docker run printed %q", name, got)
 		}

@@ -54,6 +54,8 @@ var Rules = []Rule{
 		Why: "internal helpers link only each other (and the gVisor patch series' data)"},
 	{Pkgs: "spec", Ours: []string{"internal/...", "runtime/egress"}, Never: []string{"gvisor.dev/...", cli},
 		Why: "spec is the plain description of a sandbox, read by the runtime, the SDK and serve alike (runtime/egress: the egress policy type it embeds)"},
+	{Pkgs: "runtime/net", Ours: []string{"internal/...", "spec", "runtime/egress", "erofs/...", "sink/..."}, Never: []string{cli},
+		Why: "the episode's network (NAT, relays, publishing) is handed what the plan says: it links the spec, the egress policy and the image cache (the relay's image), never the runtime root, its process tree or its lockdown"},
 	{Pkgs: "runtime/...", Never: []string{"pkg/...", "golden/...", "agent/...", "serve/...", "cmd/...", cli},
 		Why: "the runtime is below the SDK, the episode server and the commands"},
 	{Pkgs: "pkg/gvx/...", Never: []string{"runtime", "gvisor.dev/...", "golden/...", "agent/...", "serve/...", "cmd/...", cli},

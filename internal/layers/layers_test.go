@@ -166,7 +166,8 @@ func TestLayers(t *testing.T) {
 
 // TestLayersCatch: the check finds a forbidden arrow, naming it and the
 // rule, and a package without a row. The graph is the real one with one
-// arrow added, as if runtime/cgroup imported serve.
+// arrow added, as if runtime/cgroup imported serve, then as if
+// runtime/net imported the runtime root.
 func TestLayersCatch(t *testing.T) {
 	ours, pkgs := graph(t)
 	if len(check(ours, pkgs, Rules)) > 0 {
@@ -183,6 +184,19 @@ func TestLayersCatch(t *testing.T) {
 			t.Errorf("with runtime/cgroup → serve the check says:\n%s\nwant a line with %q", got, want)
 		}
 	}
+	cg.Imports = cg.Imports[:len(cg.Imports)-1]
+	// runtime/net reaching up into the runtime root (the plan, the
+	// process tree) fails under its own row.
+	nt := pkgs[module+"/runtime/net"]
+	if nt == nil {
+		t.Fatal("go list lists no runtime/net")
+	}
+	nt.Imports = append(nt.Imports, module+"/runtime")
+	got = strings.Join(check(ours, pkgs, Rules), "\n")
+	if want := "runtime/net links runtime (runtime/net → runtime): rule runtime/net"; !strings.Contains(got, want) {
+		t.Errorf("with runtime/net → runtime the check says:\n%s\nwant a line with %q", got, want)
+	}
+	nt.Imports = nt.Imports[:len(nt.Imports)-1]
 	pkgs[module+"/newpkg"] = &pkg{ImportPath: module + "/newpkg", Module: &struct{ Path string }{module}}
 	got = strings.Join(check(append(ours, module+"/newpkg"), pkgs, Rules), "\n")
 	if !strings.Contains(got, "newpkg is covered by no row") {

@@ -232,7 +232,7 @@ type Controller struct {
 	files    []*os.File // Create's; nil once used
 	vols     []*volume.Conn
 	// saveLinks has the in-guest relay record the guest's bridges
-	// (runtime's relaylinks_linux.go) before a save; nil: nothing to do.
+	// (runtime/net's relaylinks_linux.go) before a save; nil: nothing to do.
 	saveLinks func()
 }
 

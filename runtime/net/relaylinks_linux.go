@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"encoding/binary"
@@ -22,22 +22,22 @@ import (
 // So the relay (the guest's init when ports are published, and a process
 // whose memory the checkpoint holds) keeps a record of the guest's
 // bridges: the host side asks it to take one just before the save
-// (relayLinksSave), and after a restore to make every recorded bridge
+// (LinksSave), and after a restore to make every recorded bridge
 // that is missing again, with its MAC, MTU, addresses and up state
-// (relayLinksRestore). dockerd finds its bridge by name, so its
+// (LinksRestore). dockerd finds its bridge by name, so its
 // containers attach to the new one.
 //
 // The words travel over the first published port's SEQPACKET pair as a
 // message without descriptors (a client connection always carries one).
 // The relay is the guest's own code: a guest that answers nothing, answers
 // junk or stops reading only delays its own checkpoint, by at most
-// relayWordSend plus relayLinksWait (TestRelayWordHostileGuest).
+// relayWordSend plus the caller's wait (TestRelayWordHostileGuest).
 
 // Relay control words and the relay's answer.
 const (
-	relayLinksSave    = "gvx:links-save"
-	relayLinksRestore = "gvx:links-restore"
-	relayLinksOK      = "gvx:ok"
+	LinksSave    = "gvx:links-save"
+	LinksRestore = "gvx:links-restore"
+	linksOK      = "gvx:ok"
 )
 
 // bridgeRecord is one guest bridge as the relay recorded it.
@@ -67,13 +67,13 @@ func relayControl(word string) string {
 	relayBridges.Lock()
 	defer relayBridges.Unlock()
 	switch word {
-	case relayLinksSave:
+	case LinksSave:
 		list, err := guestBridges()
 		if err == nil {
 			relayBridges.list = list
 		}
-		return relayLinksOK
-	case relayLinksRestore:
+		return linksOK
+	case LinksRestore:
 		for _, b := range relayBridges.list {
 			if _, err := net.InterfaceByName(b.name); err == nil {
 				continue // it survived (or was made again)

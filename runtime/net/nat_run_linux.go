@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"context"
@@ -27,9 +27,9 @@ import (
 // which calls runsc's container package directly; runsc does everything
 // else (flags, config, logs, the sandbox and gofer it re-executes).
 
-// isSandboxNetRun tells a runsc "run" with --network=sandbox among runsc
+// IsSandboxNetRun tells a runsc "run" with --network=sandbox among runsc
 // arguments (global flags, then the subcommand).
-func isSandboxNetRun(args []string) bool {
+func IsSandboxNetRun(args []string) bool {
 	sandboxNet := false
 	for _, a := range args {
 		switch {
@@ -44,9 +44,9 @@ func isSandboxNetRun(args []string) bool {
 	return false
 }
 
-// runSandboxNet runs os.Args (runsc flags, "run", its flags, the ID)
+// RunSandboxNet runs os.Args (runsc flags, "run", its flags, the ID)
 // with sandboxNetRun standing in for runsc's run. It does not return.
-func runSandboxNet() {
+func RunSandboxNet() {
 	cli.Run(nil, map[util.SubCommand]string{new(sandboxNetRun): ""}, nil)
 	os.Exit(128) // not reached: cli.Run exits
 }

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"crypto/sha256"
@@ -14,7 +14,7 @@ import (
 	"z.gfire.dev/gvx/sink"
 )
 
-// The relay a guest with published ports runs as its init (relay_linux.go)
+// The relay a guest with published ports runs as its init (RelayInit)
 // is this binary. It reaches the guest as a copy in a read-only EROFS
 // image of its own (mounted at /.gvx, opened by the Sentry itself, like
 // the rootfs), not as a view of the host file: the guest sees no file of
@@ -27,9 +27,9 @@ import (
 // image's layout changes.
 const relayImageVersion = "gvx-relay 1"
 
-// relayImage returns the path of this binary's relay image in c, building
+// RelayImage returns the path of this binary's relay image in c, building
 // it if missing.
-func relayImage(c *cache.Cache) (string, error) {
+func RelayImage(c *cache.Cache) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err

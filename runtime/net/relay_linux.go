@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"errors"
@@ -16,41 +16,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Port publishes a guest TCP port on the host, as a unix socket
-// (-p unix:HOSTSOCK:GUESTPORT) or a TCP port (-p [IP:]HOSTPORT:GUESTPORT,
-// IP 127.0.0.1 by default). The host side creates the endpoint and hands
-// every client to a relay inside the guest (this binary, copied into a
-// read-only EROFS image mounted at /.gvx, relayimage.go, and run as the
-// guest's init, see relayInit) as
-// a connected socket over a descriptor donated to the sandbox; the relay
-// connects it to 127.0.0.1:GUESTPORT in the guest's netstack. No host
-// directory is mounted into the guest (publish_linux.go). gVisor's own
-// port forwarding is not used: it lost data on bulk transfers here.
-type Port struct {
-	HostSocket string // unix socket path, or ""
-	HostAddr   string // "IP:PORT" of a TCP port, or ""
-	GuestPort  int
-	// Mode is the unix socket's permission bits (0: DefaultSocketMode,
-	// owner only).
-	Mode os.FileMode
-}
+// The relay is rungv itself, copied into a read-only EROFS image of its
+// own mounted at GuestRelayDir (relayimage.go), and run as the guest's
+// init when ports are published (RelayInit). The host side hands it every
+// client as a connected socket over a descriptor donated to the sandbox
+// (publish_linux.go); it connects each one to 127.0.0.1:PORT in the
+// guest's netstack. It runs in the guest and is the guest's to break.
 
-// relayCmd is the hidden subcommand run inside the guest.
-const relayCmd = "_gvx-relay"
+// RelayCmd is the hidden subcommand run inside the guest (RelayInit).
+const RelayCmd = "_gvx-relay"
 
-// Guest paths of the relay's pieces.
+// Guest paths of the relay's pieces: its image (RelayImage) is mounted
+// at GuestRelayDir, and GuestRungv is the binary in it.
 const (
-	guestRelayDir = "/.gvx"
-	guestRungv    = guestRelayDir + "/rungv"
+	GuestRelayDir = "/.gvx"
+	GuestRungv    = GuestRelayDir + "/rungv"
 )
 
-// relayInit is the guest's init when ports are published: it serves every
+// RelayInit is the guest's init when ports are published: it serves every
 // "FD=PORT" before "--" (relay), runs the rest as the guest's command,
 // hands it every signal, reaps orphans as init must, and exits with the
 // command's status. (Starting the relay with runsc exec instead kept a
 // connection to the sandbox's control server open, and runsc kill was then
 // refused.)
-func relayInit(args []string) int {
+func RelayInit(args []string) int {
 	sep := -1
 	for i, a := range args {
 		if a == "--" {

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"net"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/spec"
 )
 
 // TestPublishHostileGuest: the guest holds the other end of each
@@ -30,11 +32,11 @@ func TestPublishHostileGuest(t *testing.T) {
 
 func testPublishHostileGuest(t *testing.T, takes bool) {
 	dir := t.TempDir()
-	p, err := openPublish([]Port{{HostSocket: filepath.Join(dir, "s.sock"), GuestPort: 80}, {HostAddr: "127.0.0.1:0", GuestPort: 81}})
+	p, err := Publish([]spec.Port{{HostSocket: filepath.Join(dir, "s.sock"), GuestPort: 80}, {HostAddr: "127.0.0.1:0", GuestPort: 81}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	guest := p.guestFiles()                       // the hostile relay's ends
+	guest := p.GuestFiles()                       // the hostile relay's ends
 	p.ports[0].guest, p.ports[1].guest = nil, nil // the test owns them now
 	var taken []int                               // the connections it took, never read
 	var took sync.WaitGroup
@@ -75,7 +77,7 @@ func testPublishHostileGuest(t *testing.T, takes bool) {
 			})
 		}
 	}
-	p.serve()
+	p.Serve()
 
 	const clients = 3 * publishMaxConns
 	var conns []net.Conn

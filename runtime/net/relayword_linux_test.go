@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// relayPair is a publisher with one port whose pair's guest end the test
+// relayPair is a Publisher with one port whose pair's guest end the test
 // holds: the test plays a hostile guest's relay.
-func relayPair(t *testing.T) (*publisher, *net.UnixConn) {
+func relayPair(t *testing.T) (*Publisher, *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -29,22 +29,22 @@ func relayPair(t *testing.T) (*publisher, *net.UnixConn) {
 		t.Cleanup(func() { c.Close() })
 		return c.(*net.UnixConn)
 	}
-	return &publisher{ports: []*publishedPort{{ctl: conn(fds[0])}}}, conn(fds[1])
+	return &Publisher{ports: []*publishedPort{{ctl: conn(fds[0])}}}, conn(fds[1])
 }
 
-// relayWordWithin runs relayWord and fails the test if it takes longer
+// relayWordWithin runs RelayWord and fails the test if it takes longer
 // than limit (a hang is what the hostile guest is after).
-func relayWordWithin(t *testing.T, p *publisher, word string, wait, limit time.Duration) error {
+func relayWordWithin(t *testing.T, p *Publisher, word string, wait, limit time.Duration) error {
 	t.Helper()
 	done := make(chan error, 1)
 	t0 := time.Now()
-	go func() { done <- p.relayWord(word, wait) }()
+	go func() { done <- p.RelayWord(word, wait) }()
 	select {
 	case err := <-done:
 		t.Logf("%s (wait %v): %v in %v", word, wait, err, time.Since(t0).Round(time.Millisecond))
 		return err
 	case <-time.After(limit):
-		t.Fatalf("relayWord(%s, %v) still blocked after %v", word, wait, limit)
+		t.Fatalf("RelayWord(%s, %v) still blocked after %v", word, wait, limit)
 		return nil
 	}
 }
@@ -64,24 +64,24 @@ func TestRelayWordHostileGuest(t *testing.T) {
 		p, g := relayPair(t)
 		go func() {
 			b := make([]byte, 64)
-			if n, err := g.Read(b); err == nil && string(b[:n]) == relayLinksSave {
-				g.Write([]byte(relayLinksOK))
+			if n, err := g.Read(b); err == nil && string(b[:n]) == LinksSave {
+				g.Write([]byte(linksOK))
 			}
 		}()
-		if err := relayWordWithin(t, p, relayLinksSave, time.Second, limit); err != nil {
+		if err := relayWordWithin(t, p, LinksSave, time.Second, limit); err != nil {
 			t.Errorf("honest relay: %v", err)
 		}
 	})
 	t.Run("silent", func(t *testing.T) {
 		p, _ := relayPair(t)
-		if err := relayWordWithin(t, p, relayLinksSave, wait, limit); err == nil {
+		if err := relayWordWithin(t, p, LinksSave, wait, limit); err == nil {
 			t.Error("a relay that never answered was taken as having answered")
 		}
 	})
 	t.Run("junk", func(t *testing.T) {
 		p, g := relayPair(t)
 		g.Write(bytes.Repeat([]byte{0xff}, 1<<16)) // ahead of the question, and huge
-		err := relayWordWithin(t, p, relayLinksSave, wait, limit)
+		err := relayWordWithin(t, p, LinksSave, wait, limit)
 		if err == nil || !strings.Contains(err.Error(), "relay answered") || len(err.Error()) > 400 {
 			t.Errorf("junk answer: %v", err)
 		}
@@ -100,11 +100,11 @@ func TestRelayWordHostileGuest(t *testing.T) {
 		}
 		c.SetWriteDeadline(time.Time{})
 		t.Logf("queue full after %d messages", n)
-		if err := relayWordWithin(t, p, relayLinksSave, wait, limit); err == nil {
+		if err := relayWordWithin(t, p, LinksSave, wait, limit); err == nil {
 			t.Error("a word sent into a full queue reported success")
 		}
 		// The restore's word, which waits for no answer, must not hang either.
-		if err := relayWordWithin(t, p, relayLinksRestore, 0, limit); err == nil {
+		if err := relayWordWithin(t, p, LinksRestore, 0, limit); err == nil {
 			t.Error("a restore word into a full queue reported success")
 		}
 	})

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"gvisor.dev/gvisor/pkg/waiter"
 
 	"z.gfire.dev/gvx/runtime/egress"
+	"z.gfire.dev/gvx/spec"
 )
 
 // --network nat: slirp's layout, built from a veth pair in the episode's
@@ -44,14 +45,14 @@ import (
 // kernel stack of the episode's namespace never sees an address: runsc
 // removes eth0's after scraping it, and gvx0 never has one.
 const (
-	// natFD is the supervisor's end of the unix socket the packet
+	// NATFD is the supervisor's end of the unix socket the packet
 	// socket is sent over.
-	natFD = 4
-	// natGuestIf and natHostIf are the two ends of the veth pair.
-	natGuestIf = "eth0"
-	natHostIf  = "gvx0"
-	// natMTU is slirp4netns's recommended MTU: fewer, larger frames.
-	natMTU = 65520
+	NATFD = 4
+	// GuestIf and natHostIf are the two ends of the veth pair.
+	GuestIf   = "eth0"
+	natHostIf = "gvx0"
+	// MTU is slirp4netns's recommended MTU: fewer, larger frames.
+	MTU = 65520
 	// natMaxInFlight bounds the guest's TCP connections the host side
 	// is still connecting (SYN received, host connect not done); SYNs
 	// beyond it are dropped (the guest retries them).
@@ -65,11 +66,11 @@ const (
 	natTCPBuf = 256 << 10
 	// natDialTimeout bounds a host-side TCP connect.
 	natDialTimeout = 10 * time.Second
-	// natDNSEnv, when set, is the IP:port the guest's DNS server
+	// DNSEnv, when set, is the IP:port the guest's DNS server
 	// (10.0.2.3:53) forwards to, instead of /etc/resolv.conf's first
 	// nameserver (reached even on loopback: the egress policy's one
 	// exception, egress.Policy.Resolver).
-	natDNSEnv = "GVX_NAT_DNS"
+	DNSEnv = "GVX_NAT_DNS"
 )
 
 // natUDPIdle closes a UDP flow without traffic either way for this long,
@@ -82,15 +83,15 @@ var (
 
 // The guest's view, as slirp lays it out.
 var (
-	natGuestIP   = net.IPv4(10, 0, 2, 15).To4()
-	natGatewayIP = net.IPv4(10, 0, 2, 2).To4()
-	natDNSIP     = net.IPv4(10, 0, 2, 3).To4()
-	natGuestMAC  = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
-	natHostMAC   = net.HardwareAddr{0x52, 0x55, 0x0a, 0x00, 0x02, 0x02}
+	GuestIP   = net.IPv4(10, 0, 2, 15).To4()
+	GatewayIP = net.IPv4(10, 0, 2, 2).To4()
+	DNSIP     = net.IPv4(10, 0, 2, 3).To4()
+	GuestMAC  = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	HostMAC   = net.HardwareAddr{0x52, 0x55, 0x0a, 0x00, 0x02, 0x02}
 )
 
-// natResolvConf is the guest's /etc/resolv.conf.
-const natResolvConf = "nameserver 10.0.2.3\n"
+// ResolvConf is the guest's /etc/resolv.conf.
+const ResolvConf = "nameserver 10.0.2.3\n"
 
 // natRunscFlags are the runsc flags of a NAT episode: the Sentry takes
 // eth0 over from the namespace, segments its own packets (a veth passes
@@ -98,39 +99,34 @@ const natResolvConf = "nameserver 10.0.2.3\n"
 // checksums).
 var natRunscFlags = []string{"--network=sandbox", "--gso=false"}
 
-// networkRunscFlags are runsc's flags for a network mode.
-func networkRunscFlags(m NetworkMode) []string {
-	if m == NetworkNAT {
+// RunscFlags are runsc's flags for a network mode.
+func RunscFlags(m spec.NetworkMode) []string {
+	if m == spec.NetworkNAT {
 		return natRunscFlags
 	}
 	return []string{"--network=" + string(m)}
 }
 
-// natResolvFile is the guest's /etc/resolv.conf naming 10.0.2.3 (runsc
-// writes none), a first file of the rootfs's writable layer
-// (upper_linux.go).
-var natResolvFile = upperFile{path: "/etc/resolv.conf", mode: 0o644, body: natResolvConf}
-
-// natSetup runs in the supervisor, root in the episode's user namespace
+// SetupNAT runs in the supervisor, root in the episode's user namespace
 // that owns its network namespace: it makes the veth pair, gives eth0 the
 // guest's address and default route, and sends a packet socket bound to
-// gvx0 to the host side over natFD.
-func natSetup() error {
-	sock := os.NewFile(natFD, "nat")
+// gvx0 to the host side over NATFD.
+func SetupNAT() error {
+	sock := os.NewFile(NATFD, "nat")
 	defer sock.Close()
 	// No IPv6 on either end: a link-local address on gvx0 would make
 	// runsc take it over as a second guest interface. Where /proc/sys is
 	// read-only (some containers), gvx0's addresses are deleted below.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
 	veth := &netlink.Veth{
-		LinkAttrs:        netlink.LinkAttrs{Name: natGuestIf, MTU: natMTU, HardwareAddr: natGuestMAC, TxQLen: 1000},
+		LinkAttrs:        netlink.LinkAttrs{Name: GuestIf, MTU: MTU, HardwareAddr: GuestMAC, TxQLen: 1000},
 		PeerName:         natHostIf,
-		PeerHardwareAddr: natHostMAC,
+		PeerHardwareAddr: HostMAC,
 	}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create veth pair: %w", err)
 	}
-	guest, err := netlink.LinkByName(natGuestIf)
+	guest, err := netlink.LinkByName(GuestIf)
 	if err != nil {
 		return err
 	}
@@ -138,10 +134,10 @@ func natSetup() error {
 	if err != nil {
 		return err
 	}
-	if err := netlink.LinkSetMTU(host, natMTU); err != nil {
+	if err := netlink.LinkSetMTU(host, MTU); err != nil {
 		return err
 	}
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: natGuestIP, Mask: net.CIDRMask(24, 32)}}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: GuestIP, Mask: net.CIDRMask(24, 32)}}
 	if err := netlink.AddrAdd(guest, addr); err != nil {
 		return fmt.Errorf("address %s: %w", addr, err)
 	}
@@ -150,7 +146,7 @@ func natSetup() error {
 			return fmt.Errorf("bring up %s: %w", l.Attrs().Name, err)
 		}
 	}
-	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: guest.Attrs().Index, Gw: natGatewayIP}); err != nil {
+	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: guest.Attrs().Index, Gw: GatewayIP}); err != nil {
 		return fmt.Errorf("default route: %w", err)
 	}
 	if addrs, err := netlink.AddrList(host, netlink.FAMILY_ALL); err == nil {
@@ -187,11 +183,11 @@ func natSetup() error {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// natHost is the host side of the NAT: a netstack on the packet socket
+// NAT is the host side of the NAT: a netstack on the packet socket
 // the supervisor sends, forwarding to the host's own sockets.
-type natHost struct {
+type NAT struct {
 	conn  *os.File // our end of the socket pair
-	Child *os.File // the supervisor's end (its natFD)
+	Child *os.File // the supervisor's end (its NATFD)
 	dns   string   // IP:port that 10.0.2.3:53 forwards to; "" refuses
 	// policy decides every destination (package egress).
 	policy *egress.Policy
@@ -207,30 +203,19 @@ type natHost struct {
 	open   map[io.Closer]struct{} // host sockets of live relays
 }
 
-// natConfig is what the spec sets of the host side (Egress,
-// AllowHostPorts, NATMaxRelays).
-type natConfig struct {
-	rules     []egress.Rule
-	hostPorts []int
-	maxRelays int // 0: DefaultNATMaxRelays
-}
-
-func (p *plan) natConfig() natConfig {
-	return natConfig{rules: p.egress, hostPorts: p.spec.AllowHostPorts, maxRelays: p.spec.NATMaxRelays}
-}
-
-// newNATHost makes the socket pair, reads the host's own addresses for
+// NewNAT makes the socket pair, reads the host's own addresses for
 // the egress policy and the DNS target (GVX_NAT_DNS, else the first
 // nameserver of /etc/resolv.conf). Call it before the process locks
-// itself down (reading the addresses needs a netlink socket).
-func newNATHost(c natConfig) (*natHost, error) {
-	if c.maxRelays <= 0 { // spec.Spec.Validate refused negative ones
-		c.maxRelays = DefaultNATMaxRelays
+// itself down (reading the addresses needs a netlink socket). A config it
+// refuses is a *ConfigError.
+func NewNAT(c NATConfig) (*NAT, error) {
+	if c.MaxRelays <= 0 { // spec.Spec.Validate refused negative ones
+		c.MaxRelays = DefaultMaxRelays
 	}
 	var ports []uint16
-	for _, p := range c.hostPorts {
+	for _, p := range c.HostPorts {
 		if err := egress.CheckHostPort(p); err != nil {
-			return nil, fmt.Errorf("%w: --allow-host-port: %v", ErrBadOption, err)
+			return nil, &ConfigError{fmt.Errorf("--allow-host-port: %v", err)}
 		}
 		ports = append(ports, uint16(p))
 	}
@@ -240,28 +225,28 @@ func newNATHost(c natConfig) (*natHost, error) {
 		// own addresses: refuse rather than guess.
 		return nil, fmt.Errorf("nat: read the host's addresses for the egress policy: %w", err)
 	}
-	dns := os.Getenv(natDNSEnv)
+	dns := os.Getenv(DNSEnv)
 	if dns != "" {
 		if _, err := netip.ParseAddrPort(dns); err != nil {
-			return nil, fmt.Errorf("%w: %s=%q: want IP:PORT, e.g. 127.0.0.1:5353 or [2001:db8::53]:53", ErrBadOption, natDNSEnv, dns)
+			return nil, &ConfigError{fmt.Errorf("%s=%q: want IP:PORT, e.g. 127.0.0.1:5353 or [2001:db8::53]:53", DNSEnv, dns)}
 		}
-	} else if ns := firstNameserver("/etc/resolv.conf"); ns != "" {
+	} else if ns := FirstNameserver("/etc/resolv.conf"); ns != "" {
 		dns = net.JoinHostPort(ns, "53")
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("nat: socketpair: %w", err)
 	}
-	return &natHost{
+	return &NAT{
 		conn: os.NewFile(uintptr(fds[0]), "nat"), Child: os.NewFile(uintptr(fds[1]), "nat-child"),
-		dns: dns, policy: egress.New(c.rules, ports, own), maxRelays: c.maxRelays,
+		dns: dns, policy: egress.New(c.Rules, ports, own), maxRelays: c.MaxRelays,
 		fd: -1, open: map[io.Closer]struct{}{},
 	}, nil
 }
 
-// firstNameserver returns the first nameserver line's address of a
+// FirstNameserver returns the first nameserver line's address of a
 // resolv.conf, or "".
-func firstNameserver(path string) string {
+func FirstNameserver(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -283,7 +268,7 @@ func firstNameserver(path string) string {
 // Close. Call it once the supervisor has started. It returns once the
 // stack runs (or failed to start; errNATNoSocket if the supervisor exited
 // without sending the socket).
-func (n *natHost) serve() error {
+func (n *NAT) serve() error {
 	// The supervisor holds its own copy now: without ours, its exit ends
 	// the receive below.
 	n.Child.Close()
@@ -320,10 +305,10 @@ func (n *natHost) serve() error {
 	return nil
 }
 
-// serveLink runs the netstack on the socket pair itself (IsolationSeccompOnly:
+// ServeLink runs the netstack on the socket pair itself (IsolationSeccompOnly:
 // the sandbox has the other end as its eth0 link; no packet socket, no
 // veth). Call it once the sandbox holds that end.
-func (n *natHost) serveLink() error {
+func (n *NAT) ServeLink() error {
 	n.Child.Close()
 	fd, err := unix.Dup(int(n.conn.Fd()))
 	if err != nil {
@@ -353,9 +338,9 @@ func (n *natHost) serveLink() error {
 // seccomp-only episode's link: room for a few dozen full frames.
 const natLinkBuf = 4 << 20
 
-// serveOrReport is serve, reporting an error to w. A supervisor that
+// ServeOrReport is serve, reporting an error to w. A supervisor that
 // failed before sending the socket has reported why itself.
-func (n *natHost) serveOrReport(w io.Writer) {
+func (n *NAT) ServeOrReport(w io.Writer) {
 	if err := n.serve(); err != nil && !errors.Is(err, errNATNoSocket) {
 		fmt.Fprintf(w, "rungv: --network nat: %v\n", err)
 	}
@@ -365,12 +350,12 @@ func (n *natHost) serveOrReport(w io.Writer) {
 var errNATNoSocket = errors.New("nat: the supervisor sent no packet socket")
 
 // newStack builds the host-side netstack on a packet socket fd.
-func (n *natHost) newStack(fd int) (*stack.Stack, error) {
+func (n *NAT) newStack(fd int) (*stack.Stack, error) {
 	ep, err := fdbased.New(&fdbased.Options{
 		FDs:                []int{fd},
-		MTU:                natMTU,
+		MTU:                MTU,
 		EthernetHeader:     true,
-		Address:            tcpip.LinkAddress(natHostMAC),
+		Address:            tcpip.LinkAddress(HostMAC),
 		PacketDispatchMode: fdbased.RecvMMsg,
 	})
 	if err != nil {
@@ -397,7 +382,7 @@ func (n *natHost) newStack(fd int) (*stack.Stack, error) {
 	if e := st.SetSpoofing(nic, true); e != nil {
 		return fail("spoofing", e)
 	}
-	for _, ip := range []net.IP{natGatewayIP, natDNSIP} {
+	for _, ip := range []net.IP{GatewayIP, DNSIP} {
 		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4Slice(ip), PrefixLen: 24}}
 		if e := st.AddProtocolAddress(nic, pa, stack.AddressProperties{}); e != nil {
 			return fail("address", e)
@@ -408,10 +393,10 @@ func (n *natHost) newStack(fd int) (*stack.Stack, error) {
 	// routed through the guest: addresses behind it are networks it
 	// forwards to, as dockerd's bridges (their containers reach out with
 	// their own source addresses: no MASQUERADE in the Sentry).
-	guestNet, _ := tcpip.NewSubnet(tcpip.AddrFrom4Slice(natGuestIP.Mask(net.CIDRMask(24, 32))), tcpip.MaskFromBytes(net.CIDRMask(24, 32)))
+	guestNet, _ := tcpip.NewSubnet(tcpip.AddrFrom4Slice(GuestIP.Mask(net.CIDRMask(24, 32))), tcpip.MaskFromBytes(net.CIDRMask(24, 32)))
 	st.SetRouteTable([]tcpip.Route{
 		{Destination: guestNet, NIC: nic},
-		{Destination: header4Any(), Gateway: tcpip.AddrFrom4Slice(natGuestIP), NIC: nic},
+		{Destination: header4Any(), Gateway: tcpip.AddrFrom4Slice(GuestIP), NIC: nic},
 	})
 	sack := tcpip.TCPSACKEnabled(true)
 	_ = st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
@@ -458,14 +443,14 @@ func natTarget(policy *egress.Policy, dst netip.Addr, port uint16, dns string) (
 
 // The guest's view as netip values.
 var (
-	natGatewayAddr = netip.AddrFrom4([4]byte(natGatewayIP))
-	natDNSAddr     = netip.AddrFrom4([4]byte(natDNSIP))
-	natGuestNet    = netip.PrefixFrom(netip.AddrFrom4([4]byte(natGuestIP)), 24).Masked()
+	natGatewayAddr = netip.AddrFrom4([4]byte(GatewayIP))
+	natDNSAddr     = netip.AddrFrom4([4]byte(DNSIP))
+	natGuestNet    = netip.PrefixFrom(netip.AddrFrom4([4]byte(GuestIP)), 24).Masked()
 )
 
 // target decides a guest destination (id's local end): the host address
 // to dial, or ok false.
-func (n *natHost) target(id stack.TransportEndpointID) (netip.AddrPort, bool) {
+func (n *NAT) target(id stack.TransportEndpointID) (netip.AddrPort, bool) {
 	dst, ok := netip.AddrFromSlice(id.LocalAddress.AsSlice())
 	if !ok {
 		return netip.AddrPort{}, false
@@ -515,7 +500,7 @@ var natDialer = &net.Dialer{Timeout: natDialTimeout, Control: func(_, _ string, 
 
 // reserve takes one of the maxRelays slots for a relay about to open a
 // host socket; false once closed or full. The returned func gives it back.
-func (n *natHost) reserve() (func(), bool) {
+func (n *NAT) reserve() (func(), bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || n.relays >= n.maxRelays {
@@ -531,7 +516,7 @@ func (n *natHost) reserve() (func(), bool) {
 
 // track registers a relay's host socket for Close; false (and c closed)
 // once closed. The returned func unregisters it.
-func (n *natHost) track(c io.Closer) (func(), bool) {
+func (n *NAT) track(c io.Closer) (func(), bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -548,7 +533,7 @@ func (n *natHost) track(c io.Closer) (func(), bool) {
 
 // forwardTCP connects to the destination from the host, then completes
 // the guest's handshake (a refused or failed connect resets it).
-func (n *natHost) forwardTCP(r *tcp.ForwarderRequest) {
+func (n *NAT) forwardTCP(r *tcp.ForwarderRequest) {
 	target, ok := n.target(r.ID())
 	if !ok {
 		r.Complete(true)
@@ -615,14 +600,14 @@ func splice(a, b halfCloser) {
 // forwardUDP relays one UDP flow (guest address and port to destination)
 // through a connected host socket until it idles for natUDPIdle
 // (natDNSIdle for DNS).
-func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
+func (n *NAT) forwardUDP(r *udp.ForwarderRequest) bool {
 	id := r.ID()
 	target, ok := n.target(id)
 	if !ok {
 		return false
 	}
 	idle := natUDPIdle
-	if id.LocalAddress == tcpip.AddrFrom4Slice(natDNSIP) {
+	if id.LocalAddress == tcpip.AddrFrom4Slice(DNSIP) {
 		idle = natDNSIdle
 	}
 	release, ok := n.reserve()
@@ -678,7 +663,7 @@ func (n *natHost) forwardUDP(r *udp.ForwarderRequest) bool {
 
 // Close stops the netstack and closes the relays' host sockets. Closing
 // the packet socket waits for an RCU grace period in the kernel (~10 ms).
-func (n *natHost) Close() {
+func (n *NAT) Close() {
 	n.mu.Lock()
 	n.closed = true
 	st := n.st

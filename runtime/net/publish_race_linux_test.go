@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"z.gfire.dev/gvx/internal/hostiletest"
+	"z.gfire.dev/gvx/spec"
 )
 
 // TestPublishSocketSwapRace: -p unix:PATH in a directory another local
@@ -21,7 +22,7 @@ func TestPublishSocketSwapRace(t *testing.T) {
 	path := filepath.Join(dir, "agent.sock")
 	ok := 0
 	for range 200 {
-		pp := &publishedPort{port: Port{HostSocket: path, GuestPort: 80, Mode: 0o600}}
+		pp := &publishedPort{port: spec.Port{HostSocket: path, GuestPort: 80}}
 		if err := pp.listenUnix(); err == nil {
 			ok++
 			pp.ln.Close()

@@ -1,4 +1,4 @@
-package runtime
+package episodenet
 
 import (
 	"encoding/json"
@@ -15,14 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/internal/privdir"
+	"z.gfire.dev/gvx/spec"
 )
 
-// Publishing (-p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT) without any
-// host directory in the guest.
+// Publishing (spec.Port: -p unix:HOSTSOCK:PORT, -p [IP:]HOSTPORT:PORT)
+// without any host directory in the guest. gVisor's own port forwarding
+// is not used: it lost data on bulk transfers here.
 //
 // The host side (the rungv process) creates every published endpoint
 // itself, before it locks itself down: the unix socket HOSTSOCK (mode
-// Port.Mode, 0600 by default; it refuses to replace anything but a stale
+// 0600, socketMode; it refuses to replace anything but a stale
 // socket of its own) or the TCP listener. For each port it also makes a
 // socketpair; one end is donated into the sandbox (runsc run --pass-fd) as
 // a file descriptor of the guest's init, the relay (relay_linux.go). For
@@ -41,8 +43,8 @@ import (
 // supervisor when the host side was killed (it checks the inode first),
 // or by the next episode on the same path, which finds it stale.
 
-// DefaultSocketMode is the mode of a published unix socket.
-const DefaultSocketMode os.FileMode = 0o600
+// socketMode is the mode of a published unix socket: its owner's only.
+const socketMode os.FileMode = 0o600
 
 // publishMaxConns bounds the TCP connections of one published port that
 // the host side splices at once; beyond it new clients wait in the
@@ -50,23 +52,23 @@ const DefaultSocketMode os.FileMode = 0o600
 // side nothing after that.
 const publishMaxConns = 1024
 
-// publishedSocketsEnv tells the supervisor which unix sockets to remove if
-// the host side dies first: a JSON list of publishedSocket.
-const publishedSocketsEnv = "GVX_PUBLISHED_SOCKETS"
+// PublishedSocketsEnv tells the supervisor which unix sockets to remove if
+// the host side dies first: a JSON list of Socket.
+const PublishedSocketsEnv = "GVX_PUBLISHED_SOCKETS"
 
-// publishedSocket identifies a socket file the host side created.
-type publishedSocket struct {
+// Socket identifies a socket file the host side created.
+type Socket struct {
 	Dev  uint64 `json:"dev"`
 	Ino  uint64 `json:"ino"`
 	Path string `json:"path"`
 }
 
-// guestPassFD is the descriptor number port i's pair has in the guest.
-func guestPassFD(i int) int { return 3 + i }
+// GuestPassFD is the descriptor number port i's pair has in the guest.
+func GuestPassFD(i int) int { return 3 + i }
 
 // publishedPort is one port as the host side serves it.
 type publishedPort struct {
-	port  Port
+	port  spec.Port
 	field string       // the spec's name of the port ("ports[1]"), for errors
 	ln    net.Listener // *net.UnixListener or *net.TCPListener
 	ctl   *net.UnixConn
@@ -75,16 +77,16 @@ type publishedPort struct {
 	dev, ino uint64
 }
 
-// publisher serves an episode's published ports.
-type publisher struct {
+// Publisher serves an episode's published ports.
+type Publisher struct {
 	ports []*publishedPort
 	wg    sync.WaitGroup
 }
 
-// openPublish creates every endpoint of ports (it must run before the
+// Publish creates every endpoint of ports (it must run before the
 // host side locks itself down) or fails and leaves nothing behind.
-func openPublish(ports []Port) (_ *publisher, err error) {
-	p := &publisher{}
+func Publish(ports []spec.Port) (_ *Publisher, err error) {
+	p := &Publisher{}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -125,7 +127,7 @@ func (pp *publishedPort) socketName() string {
 	return pp.field + ".host_socket " + pp.port.HostSocket
 }
 
-// listenUnix creates the port's socket file with the caller's mode. It is
+// listenUnix creates the port's socket file, mode socketMode. It is
 // bound, given its mode and identified in a private directory of its own
 // next to the path, then renamed into place (privdir.ListenUnix): a user
 // who owns the path's directory cannot swap the fresh socket for a
@@ -139,12 +141,8 @@ func (pp *publishedPort) listenUnix() error {
 	if err := removeStaleSocket(pp.socketName(), path); err != nil {
 		return err
 	}
-	mode := pp.port.Mode
-	if mode == 0 {
-		mode = DefaultSocketMode
-	}
 	name := pp.socketName()
-	l, id, err := privdir.ListenUnix(path, mode)
+	l, id, err := privdir.ListenUnix(path, socketMode)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s: something was put at the path while the socket was made: remove it or publish on another path", name)
 	}
@@ -185,8 +183,8 @@ func removeStaleSocket(name, path string) error {
 	return nil
 }
 
-// guestFiles are the ends to donate to the guest, in port order.
-func (p *publisher) guestFiles() []*os.File {
+// GuestFiles are the ends to donate to the guest, in port order.
+func (p *Publisher) GuestFiles() []*os.File {
 	var fs []*os.File
 	for _, pp := range p.ports {
 		fs = append(fs, pp.guest)
@@ -194,9 +192,9 @@ func (p *publisher) guestFiles() []*os.File {
 	return fs
 }
 
-// closeGuestFiles drops this process's copies of the donated ends once
+// CloseGuestFiles drops this process's copies of the donated ends once
 // the supervisor has its own.
-func (p *publisher) closeGuestFiles() {
+func (p *Publisher) CloseGuestFiles() {
 	for _, pp := range p.ports {
 		if pp.guest != nil {
 			pp.guest.Close()
@@ -205,34 +203,34 @@ func (p *publisher) closeGuestFiles() {
 	}
 }
 
-// sockets are the unix socket files this publisher created.
-func (p *publisher) sockets() []publishedSocket {
-	list := []publishedSocket{}
+// Sockets are the unix socket files this publisher created.
+func (p *Publisher) Sockets() []Socket {
+	list := []Socket{}
 	for _, pp := range p.ports {
 		if pp.ino != 0 {
-			list = append(list, publishedSocket{pp.dev, pp.ino, pp.port.HostSocket})
+			list = append(list, Socket{pp.dev, pp.ino, pp.port.HostSocket})
 		}
 	}
 	return list
 }
 
-// socketsEnv is publishedSocketsEnv's value.
-func (p *publisher) socketsEnv() string {
-	b, _ := json.Marshal(p.sockets())
+// SocketsEnv is PublishedSocketsEnv's value.
+func (p *Publisher) SocketsEnv() string {
+	b, _ := json.Marshal(p.Sockets())
 	return string(b)
 }
 
-// relaySpecs are the relay's arguments: "FD=GUESTPORT" per port.
-func relaySpecs(ports []Port) []string {
+// RelaySpecs are the relay's arguments: "FD=GUESTPORT" per port.
+func RelaySpecs(ports []spec.Port) []string {
 	var specs []string
 	for i, p := range ports {
-		specs = append(specs, strconv.Itoa(guestPassFD(i))+"="+strconv.Itoa(p.GuestPort))
+		specs = append(specs, strconv.Itoa(GuestPassFD(i))+"="+strconv.Itoa(p.GuestPort))
 	}
 	return specs
 }
 
-// serve accepts on every port until Close.
-func (p *publisher) serve() {
+// Serve accepts on every port until Close.
+func (p *Publisher) Serve() {
 	for _, pp := range p.ports {
 		p.wg.Add(1)
 		go func() {
@@ -311,7 +309,7 @@ func (pp *publishedPort) spliceTCP(c *net.TCPConn) {
 
 // Close stops serving, closes every endpoint and removes the socket files
 // this process created (only if they are still the ones it created).
-func (p *publisher) Close() {
+func (p *Publisher) Close() {
 	for _, pp := range p.ports {
 		if pp.ln != nil {
 			pp.ln.Close()
@@ -337,26 +335,26 @@ func removeIfSame(path string, dev, ino uint64) {
 	}
 }
 
-// publishedSockets parses publishedSocketsEnv's value.
-func publishedSockets(env string) []publishedSocket {
-	var list []publishedSocket
+// ParseSockets parses PublishedSocketsEnv's value.
+func ParseSockets(env string) []Socket {
+	var list []Socket
 	if json.Unmarshal([]byte(env), &list) != nil {
 		return nil
 	}
 	return list
 }
 
-// removeSockets removes each socket file that is still the one created
+// RemoveSockets removes each socket file that is still the one created
 // (the supervisor's clean-up, for a host side that died first; the sweep's).
-func removeSockets(list []publishedSocket) {
+func RemoveSockets(list []Socket) {
 	for _, e := range list {
 		removeIfSame(e.Path, e.Dev, e.Ino)
 	}
 }
 
-// socketDirs are the directories of list's sockets, where a locked-down
+// SocketDirs are the directories of list's sockets, where a locked-down
 // process must still remove them (Landlock).
-func socketDirs(list []publishedSocket) []string {
+func SocketDirs(list []Socket) []string {
 	var dirs []string
 	for _, e := range list {
 		dirs = append(dirs, filepath.Dir(e.Path))
@@ -364,16 +362,16 @@ func socketDirs(list []publishedSocket) []string {
 	return dirs
 }
 
-// dirs are the directories of the sockets this publisher created.
-func (p *publisher) dirs() []string { return socketDirs(p.sockets()) }
+// Dirs are the directories of the sockets this Publisher created.
+func (p *Publisher) Dirs() []string { return SocketDirs(p.Sockets()) }
 
-// relayWord sends the guest's relay a control word (relaylinks_linux.go)
+// RelayWord sends the guest's relay a control word (relaylinks_linux.go)
 // over the first port's pair and, with wait > 0, waits that long for its
 // answer. An episode without published ports has no relay: nothing is
 // sent. The guest holds the other end: a relay that stops reading (its
 // receive queue full of connections it never took) or never answers
 // costs the caller at most relayWordSend plus wait, never a hang.
-func (p *publisher) relayWord(word string, wait time.Duration) error {
+func (p *Publisher) RelayWord(word string, wait time.Duration) error {
 	if p == nil || len(p.ports) == 0 {
 		return nil
 	}
@@ -391,13 +389,13 @@ func (p *publisher) relayWord(word string, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if string(b[:n]) != relayLinksOK {
+	if string(b[:n]) != linksOK {
 		return fmt.Errorf("relay answered %q", b[:n])
 	}
 	return nil
 }
 
-// relayWordSend bounds how long relayWord waits for room to send.
+// relayWordSend bounds how long RelayWord waits for room to send.
 const relayWordSend = time.Second
 
 // sendBy sends b on c without descriptors, waiting for room until
