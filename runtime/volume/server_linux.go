@@ -518,6 +518,12 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	return fd.newChild(name, ino, uint32(st.Mode)), st, nil
 }
 
+// perm is a new inode's permission bits with setuid, setgid and sticky:
+// linux.FileMode.Permissions keeps only 0777, and a file the guest creates
+// with mode 04755 (or a directory with 01777) kept none of its special bits
+// on a volume, where the kernel's ext4 keeps them all.
+func perm(mode linux.FileMode) uint32 { return uint32(mode) & 0o7777 }
+
 // out adapts create's result to the lisafs signature.
 func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.Statx, error) {
 	if err != nil {
@@ -531,7 +537,7 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 	if fd.c.fullFor(2) { // the new file's control FD and its open FD
 		return nil, lisafs.Statx{}, nil, -1, unix.ENFILE
 	}
-	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)})
+	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | perm(mode), UID: uint32(uid), GID: uint32(gid)})
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
 	}
@@ -543,7 +549,7 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 
 func (fd *controlFD) Mkdir(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
-	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)}))
+	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | perm(mode), UID: uint32(uid), GID: uint32(gid)}))
 }
 
 func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, minor, major uint32) (*lisafs.ControlFD, lisafs.Statx, error) {
@@ -556,7 +562,7 @@ func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, 
 	default:
 		return nil, lisafs.Statx{}, unix.EINVAL
 	}
-	return out(fd.create(name, &sink.Header{Mode: typ | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}))
+	return out(fd.create(name, &sink.Header{Mode: typ | perm(mode), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}))
 }
 
 func (fd *controlFD) Symlink(name, target string, uid lisafs.UID, gid lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, error) {
