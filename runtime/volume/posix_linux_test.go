@@ -48,3 +48,64 @@ func TestCreateKeepsSpecialBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSetgidDirectoryInherits: in a setgid directory every new entry
+// takes the directory's group and a new directory the setgid bit, as
+// ext4's inode_init_owner does. The Sentry's gofer client applies the rule
+// itself only to files and directories it creates with open and mkdir; a
+// fifo, device or symlink made in a setgid directory on a volume got the
+// creator's group.
+func TestSetgidDirectoryInherits(t *testing.T) {
+	s := serve(t, 64<<20)
+	ctx := context.Background()
+	d, err := s.root.MkdirAt(ctx, "shared", 0o2775, 0, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.client.NewFD(d.ControlFD)
+	const uid, gid = 1000, 1000 // the creator's, as the Sentry sends them
+	type made struct {
+		name string
+		gid  uint32
+		mode uint32
+	}
+	var got []made
+	if in, err := dir.MknodAt(ctx, "fifo", linux.ModeNamedPipe|0o644, uid, gid, 0, 0); err != nil {
+		t.Fatal(err)
+	} else {
+		got = append(got, made{"fifo", in.Stat.GID, uint32(in.Stat.Mode)})
+	}
+	if in, err := dir.SymlinkAt(ctx, "link", "fifo", uid, gid); err != nil {
+		t.Fatal(err)
+	} else {
+		got = append(got, made{"link", in.Stat.GID, uint32(in.Stat.Mode)})
+	}
+	if in, err := dir.MkdirAt(ctx, "sub", 0o755, uid, gid); err != nil {
+		t.Fatal(err)
+	} else {
+		got = append(got, made{"sub", in.Stat.GID, uint32(in.Stat.Mode)})
+	}
+	if in, _, _, err := dir.OpenCreateAt(ctx, "file", unix.O_RDWR, 0o644, uid, gid); err != nil {
+		t.Fatal(err)
+	} else {
+		got = append(got, made{"file", in.Stat.GID, uint32(in.Stat.Mode)})
+	}
+	for _, m := range got {
+		h, err := s.conn.vol.fs.Lstat("shared/" + m.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.gid != 1234 || h.GID != 1234 {
+			t.Errorf("%s in a setgid directory of group 1234: group %d (answered %d), want 1234", m.name, h.GID, m.gid)
+		}
+		wantSgid := m.name == "sub"
+		if (h.Mode&unix.S_ISGID != 0) != wantSgid || (m.mode&unix.S_ISGID != 0) != wantSgid {
+			t.Errorf("%s: mode %#o (answered %#o); setgid should be set only on the new directory", m.name, h.Mode, m.mode)
+		}
+	}
+	// Outside a setgid directory the creator's group stands.
+	in, err := s.root.MknodAt(ctx, "plain", linux.ModeNamedPipe|0o644, uid, gid, 0, 0)
+	if err != nil || in.Stat.GID != gid {
+		t.Errorf("fifo outside: group %d, %v; want %d", in.Stat.GID, err, gid)
+	}
+}

@@ -504,6 +504,20 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	if fd.c.full() {
 		return nil, lisafs.Statx{}, unix.ENFILE
 	}
+	// A setgid directory gives every new entry its group, and a new
+	// directory its setgid bit too, as ext4's inode_init_owner does: the
+	// Sentry applies the rule itself only to what open(O_CREAT) and mkdir
+	// make, not to fifos, devices and symlinks.
+	dir, err := fd.c.vol.fs.Stat(fd.ino)
+	if err != nil {
+		return nil, lisafs.Statx{}, errno(err)
+	}
+	if dir.Mode&sink.ModeSetgid != 0 {
+		h.GID = dir.GID
+		if h.Mode&sink.TypeMask == sink.TypeDir {
+			h.Mode |= sink.ModeSetgid
+		}
+	}
 	now := time.Now()
 	h.Atime, h.Mtime, h.Ctime = now, now, now
 	fd.wrote()
