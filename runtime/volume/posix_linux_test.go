@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -107,5 +108,23 @@ func TestSetgidDirectoryInherits(t *testing.T) {
 	in, err := s.root.MknodAt(ctx, "plain", linux.ModeNamedPipe|0o644, uid, gid, 0, 0)
 	if err != nil || in.Stat.GID != gid {
 		t.Errorf("fifo outside: group %d, %v; want %d", in.Stat.GID, err, gid)
+	}
+}
+
+// TestWalkNameTooLong: a lookup of a name longer than 255 bytes is
+// ENAMETOOLONG, as ext4_lookup answers; the volume said ENOENT, which the
+// Sentry cached as a negative entry and stat(2) of the name reported.
+func TestWalkNameTooLong(t *testing.T) {
+	s := serve(t, 64<<20)
+	ctx := context.Background()
+	long := strings.Repeat("n", 256)
+	if _, err := s.root.Walk(ctx, long); err != unix.ENAMETOOLONG {
+		t.Errorf("walk of a 256-byte name: %v, want ENAMETOOLONG", err)
+	}
+	if _, err := s.root.WalkStat(ctx, []string{"", long}); err != unix.ENAMETOOLONG {
+		t.Errorf("walkstat of a 256-byte name: %v, want ENAMETOOLONG", err)
+	}
+	if _, err := s.root.Walk(ctx, strings.Repeat("n", 255)); err != unix.ENOENT {
+		t.Errorf("walk of a missing 255-byte name: %v, want ENOENT", err)
 	}
 }
