@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,7 +54,7 @@ func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusBadRequest, "mode %q: want octal permission bits such as 0644", m))
 			return
 		}
-		mode = os.FileMode(v)
+		mode = unixToFileMode(uint32(v))
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxFileBytes)
 	n, err := writeFileFrom(p, mode, body)
@@ -64,19 +66,46 @@ func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"bytes": n})
 }
 
+// writeFileFrom writes r to p, truncating an existing file (whose mode
+// stays) or making a new one with exactly mode: past the umask, with its
+// setuid, setgid and sticky bits.
 func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return 0, err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	created := err == nil
+	if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	}
 	if err != nil {
 		return 0, err
 	}
 	n, err := io.Copy(f, r)
+	if created && err == nil {
+		err = f.Chmod(mode) // after the data: a write may clear setuid
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
+}
+
+// unixToFileMode turns chmod's octal bits (04755) into an os.FileMode:
+// os.FileMode(04755) would be 0755 with a bit Go does not read as setuid,
+// and os.OpenFile dropped it (a PUT with mode=04755 made a 0755 file).
+func unixToFileMode(v uint32) os.FileMode {
+	m := os.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
 }
 
 // unixMode is m's permission bits, setuid, setgid and sticky included, in
