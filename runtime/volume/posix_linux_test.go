@@ -128,3 +128,49 @@ func TestWalkNameTooLong(t *testing.T) {
 		t.Errorf("walk of a missing 255-byte name: %v, want ENOENT", err)
 	}
 }
+
+// TestRenameOverOtherLinkOfSameInode: rename(b, c) where b and c are two
+// links of one file removes b, as the Sentry's gofer client has it (it
+// moves b's dentry over c's: the guest sees b gone). The volume kept b (as
+// POSIX's rename does, doing nothing), so b came back in the next episode:
+// the volume held other than what the guest saw.
+func TestRenameOverOtherLinkOfSameInode(t *testing.T) {
+	s := serve(t, 64<<20)
+	ctx := context.Background()
+	cfd, _ := s.create(t, "b", []byte("data"))
+	d, err := s.root.MkdirAt(ctx, "dir", 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.client.NewFD(d.ControlFD)
+	if _, err := s.root.LinkAt(ctx, cfd.ID(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dir.LinkAt(ctx, cfd.ID(), "e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.root.RenameAt(ctx, "b", s.root.ID(), "c", 0); err != nil {
+		t.Fatalf("rename b c: %v", err)
+	}
+	if err := dir.RenameAt(ctx, "e", s.root.ID(), "c", 0); err != nil {
+		t.Fatalf("rename dir/e c: %v", err)
+	}
+	for _, p := range []string{"b", "dir/e"} {
+		if _, err := s.conn.vol.fs.Lstat(p); err == nil {
+			t.Errorf("%s is still on the volume after its rename over another link of its inode", p)
+		}
+	}
+	h, err := s.conn.vol.fs.Lstat("c")
+	if err != nil || h.Nlink != 1 {
+		t.Errorf("c: nlink %v, %v; want 1", h, err)
+	}
+	// A rename of a name onto itself changes nothing.
+	if err := s.root.RenameAt(ctx, "c", s.root.ID(), "c", 0); err != nil {
+		t.Fatalf("rename c c: %v", err)
+	}
+	if _, err := s.conn.vol.fs.Lstat("c"); err != nil {
+		t.Errorf("c after rename c c: %v", err)
+	}
+	s.close()
+	e2fsckClean(t, s.path)
+}

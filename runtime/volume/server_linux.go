@@ -672,7 +672,20 @@ func (fd *controlFD) RenameAt2(oldName string, newDir lisafs.ControlFDImpl, newN
 		return unix.EINVAL
 	}
 	fd.wrote()
-	return errno(fd.c.vol.fs.RenameAt(fd.ino, oldName, d.ino, newName, rf))
+	v := fd.c.vol.fs
+	if rf == 0 && (fd.ino != d.ino || oldName != newName) {
+		// Two names of one inode: POSIX has rename do nothing, but the
+		// Sentry's gofer client moves its dentry over the other (the old
+		// name is gone for the guest). Doing the same keeps the volume as
+		// the guest saw it: a name it saw go would come back in the next
+		// episode.
+		from, err1 := v.Lookup(fd.ino, oldName)
+		to, err2 := v.Lookup(d.ino, newName)
+		if err1 == nil && err2 == nil && from == to {
+			return errno(v.UnlinkAt(fd.ino, oldName, false))
+		}
+	}
+	return errno(v.RenameAt(fd.ino, oldName, d.ino, newName, rf))
 }
 
 func (fd *controlFD) Renamed() {}
