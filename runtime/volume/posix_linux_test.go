@@ -1,12 +1,14 @@
 package volume
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/lisafs"
 )
 
 // The volume server's part of what internal/posixcheck found different
@@ -173,4 +175,42 @@ func TestRenameOverOtherLinkOfSameInode(t *testing.T) {
 	}
 	s.close()
 	e2fsckClean(t, s.path)
+}
+
+// TestDirectorySize: a directory's st_size is its size on the volume (a
+// multiple of the block size that grows with its entries), as the kernel's
+// ext4 reports it, once the volume has synced (ext4lite lays a changed
+// directory out then; until then the last sync's size, at least a block).
+// The server said 4096 for every directory, so a new episode saw a
+// 31-block directory as one block where the kernel's mount said 126976.
+func TestDirectorySize(t *testing.T) {
+	s := serve(t, 64<<20)
+	ctx := context.Background()
+	d, err := s.root.MkdirAt(ctx, "big", 0o755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Stat.Size != 4096 {
+		t.Errorf("a new directory: st_size %d, want 4096", d.Stat.Size)
+	}
+	dir := s.client.NewFD(d.ControlFD)
+	for i := 0; i < 1000; i++ {
+		if _, err := dir.MknodAt(ctx, fmt.Sprintf("entry-%04d-with-a-longer-name", i), linux.ModeRegular|0o644, 0, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.conn.vol.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var st lisafs.Statx
+	if err := dir.StatTo(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.conn.vol.fs.Lstat("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Size <= 4096 || st.Size != uint64(h.Size) {
+		t.Errorf("a directory of 1,000 entries after a sync: st_size %d, the volume's %d; want the volume's (more than a block)", st.Size, h.Size)
+	}
 }

@@ -289,7 +289,11 @@ func statx(h *sink.Header) lisafs.Statx {
 	case sink.TypeSymlink:
 		s.Size = uint64(len(h.Linkname))
 	case sink.TypeDir:
-		s.Size = 4096
+		// Its blocks' size on the volume, as the kernel's ext4 reports it
+		// (a big directory is many blocks; this said 4096 for all). ext4lite
+		// lays a changed directory out when it syncs, so until then the
+		// size is the last sync's, and at least a block.
+		s.Size = max(uint64(h.Size), 4096)
 	}
 	s.Blocks = (s.Size + 511) / 512
 	// Nlink is 0 only for a file unlinked while open (ext4lite keeps no
