@@ -214,3 +214,43 @@ func TestDirectorySize(t *testing.T) {
 		t.Errorf("a directory of 1,000 entries after a sync: st_size %d, the volume's %d; want the volume's (more than a block)", st.Size, h.Size)
 	}
 }
+
+// TestSetgidDirectoryNoForeignSetgid: a user other than root who makes a
+// group-executable setgid file in a setgid directory does not get a file
+// that runs with the directory's group (a group it may not be in): the
+// setgid bit is stripped, as Linux strips it for a non-member
+// (mode_strip_sgid). Root keeps it, and so does a file without group-exec.
+func TestSetgidDirectoryNoForeignSetgid(t *testing.T) {
+	s := serve(t, 64<<20)
+	ctx := context.Background()
+	d, err := s.root.MkdirAt(ctx, "shared", 0o2777, 0, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.client.NewFD(d.ControlFD)
+	for _, tc := range []struct {
+		name       string
+		uid        lisafs.UID
+		mode, want uint32
+	}{
+		{"nobody-exec", 65534, 0o2755, 0o755},
+		{"nobody-noexec", 65534, 0o2745, 0o2745},
+		{"root-exec", 0, 0o2755, 0o2755},
+	} {
+		in, _, _, err := dir.OpenCreateAt(ctx, tc.name, unix.O_RDWR, linux.FileMode(tc.mode), tc.uid, 1234)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.conn.vol.fs.Lstat("shared/" + tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Stat.Mode&0o7777 != uint16(tc.want) || h.Mode&0o7777 != tc.want || h.GID != 1234 {
+			t.Errorf("%s: mode %#o (answered %#o) group %d; want %#o, group 1234", tc.name, h.Mode&0o7777, in.Stat.Mode&0o7777, h.GID, tc.want)
+		}
+	}
+	n, err := dir.MknodAt(ctx, "fifo", linux.ModeNamedPipe|0o2775, 65534, 1234, 0, 0)
+	if err != nil || n.Stat.Mode&0o7777 != 0o775 {
+		t.Errorf("nobody's fifo 02775: mode %#o, %v; want 0775", n.Stat.Mode&0o7777, err)
+	}
+}

@@ -518,8 +518,17 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	}
 	if dir.Mode&sink.ModeSetgid != 0 {
 		h.GID = dir.GID
-		if h.Mode&sink.TypeMask == sink.TypeDir {
+		switch {
+		case h.Mode&sink.TypeMask == sink.TypeDir:
 			h.Mode |= sink.ModeSetgid
+		case h.Mode&(sink.ModeSetgid|0o010) == sink.ModeSetgid|0o010 && h.UID != 0:
+			// A group-executable setgid file of the directory's group, made
+			// by a user who may not be in that group, would run with it:
+			// Linux strips setgid then (mode_strip_sgid) unless the creator
+			// is in the group or holds CAP_FSETID. The volume does not know
+			// the creator's groups (the Sentry sends the directory's gid
+			// and does not strip it), so only root keeps it.
+			h.Mode &^= sink.ModeSetgid
 		}
 	}
 	now := time.Now()
