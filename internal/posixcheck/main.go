@@ -676,6 +676,28 @@ func checkSetgidDir(o *out, d string) {
 	o.p("fifo_gid", mustLst(filepath.Join(s, "fifo")).Gid)
 	unix.Symlink("x", filepath.Join(s, "sl"))
 	o.p("symlink_gid", mustLst(filepath.Join(s, "sl")).Gid)
+	// nobody, not in group 1234, must not get a setgid-1234 executable.
+	unix.Chmod(s, 0o2777)
+	o.p("nobody_sgid_exec", runChild(true, "op", "create_mode", filepath.Join(s, "nb-exec"), "2755"))
+	st = mustLst(filepath.Join(s, "nb-exec"))
+	o.p("nobody_sgid_exec_mode", fmt.Sprintf("%d:%s", st.Gid, mode(st)))
+	o.p("nobody_sgid_noexec", runChild(true, "op", "create_mode", filepath.Join(s, "nb-noexec"), "2744"))
+	st = mustLst(filepath.Join(s, "nb-noexec"))
+	o.p("nobody_sgid_noexec_mode", fmt.Sprintf("%d:%s", st.Gid, mode(st)))
+	fd := openfd(filepath.Join(s, "root-exec"), unix.O_CREAT|unix.O_WRONLY, 0o2755)
+	unix.Close(fd)
+	o.p("root_sgid_exec_mode", mode(mustLst(filepath.Join(s, "root-exec"))))
+}
+
+func init() {
+	childOps["create_mode"] = func(args []string) string {
+		m, _ := strconv.ParseUint(args[1], 8, 32)
+		fd, err := unix.Open(args[0], unix.O_CREAT|unix.O_WRONLY, uint32(m))
+		if err == nil {
+			unix.Close(fd)
+		}
+		return en(err)
+	}
 }
 
 func checkChown(o *out, d string) {
