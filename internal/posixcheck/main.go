@@ -798,6 +798,15 @@ func checkUtimens(o *out, d string) {
 	o.p("nobody_set_not_owner", runChild(true, "op", "utimes_set", f))
 	unix.Chmod(f, 0o644)
 	o.p("nobody_now_readonly", runChild(true, "op", "utimes_now", f))
+	// Files left with set times, for -dump to compare to the nanosecond.
+	for _, k := range []struct {
+		name string
+		ts   unix.Timespec
+	}{{"keep_ns", unix.Timespec{Sec: 1234567890, Nsec: 123456789}}, {"keep_2242", unix.Timespec{Sec: 1<<33 + 7, Nsec: 9}}} {
+		p := filepath.Join(d, k.name)
+		write(p, k.name)
+		o.e("set_"+k.name, set(k.ts, k.ts, 0, p))
+	}
 	os.Mkdir(filepath.Join(d, "dir"), 0o755)
 	o.e("dir", set(unix.Timespec{Sec: 30}, unix.Timespec{Sec: 31, Nsec: 1}, 0, filepath.Join(d, "dir")))
 	o.p("dir_mtime", fmt.Sprintf("%d.%09d", mustLst(filepath.Join(d, "dir")).Mtim.Sec, mustLst(filepath.Join(d, "dir")).Mtim.Nsec))
