@@ -512,12 +512,12 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	// directory its setgid bit too, as ext4's inode_init_owner does: the
 	// Sentry applies the rule itself only to what open(O_CREAT) and mkdir
 	// make, not to fifos, devices and symlinks.
-	dir, err := fd.c.vol.fs.Stat(fd.ino)
+	dirMode, _, dirGID, err := fd.c.vol.fs.ModeOwner(fd.ino)
 	if err != nil {
 		return nil, lisafs.Statx{}, errno(err)
 	}
-	if dir.Mode&sink.ModeSetgid != 0 {
-		h.GID = dir.GID
+	if dirMode&sink.ModeSetgid != 0 {
+		h.GID = dirGID
 		switch {
 		case h.Mode&sink.TypeMask == sink.TypeDir:
 			h.Mode |= sink.ModeSetgid
