@@ -320,6 +320,10 @@ func checkUnlinked(o *out, d string) {
 	o.p("size_fallocated", fst(fd).Size)
 	o.e("fchmod", unix.Fchmod(fd, 0o640))
 	o.p("mode", mode(fst(fd)))
+	o.e("fchown", unix.Fchown(fd, 42, 43))
+	o.p("owner", fmt.Sprintf("%d:%d", fst(fd).Uid, fst(fd).Gid))
+	o.e("futimens", unix.UtimesNanoAt(fd, "", []unix.Timespec{{Sec: 7, Nsec: 8}, {Sec: 9, Nsec: 10}}, unix.AT_EMPTY_PATH))
+	o.p("mtime", fmt.Sprintf("%d.%09d", fst(fd).Mtim.Sec, fst(fd).Mtim.Nsec))
 	o.e("fsync", unix.Fsync(fd))
 	o.e("fsetxattr", unix.Fsetxattr(fd, "user.k", []byte("v"), 0))
 	b := make([]byte, 8)
@@ -898,6 +902,17 @@ func checkDirs(o *out, d string) {
 	o.e("create_in_removed", err)
 	o.p("removed_nlink", fst(fd).Nlink)
 	unix.Close(fd)
+	// A process whose working directory is removed: "." still stats, and
+	// nothing can be created there.
+	os.Mkdir(a, 0o755)
+	wd, _ := os.Getwd()
+	os.Chdir(a)
+	unix.Rmdir(a)
+	_, err = lst(".")
+	o.e("removed_cwd_stat", err)
+	_, err = unix.Open("x", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	o.e("removed_cwd_create", err)
+	os.Chdir(wd)
 	// d_type of every kind of entry.
 	t := filepath.Join(d, "types")
 	os.Mkdir(t, 0o755)
