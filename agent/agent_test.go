@@ -357,6 +357,38 @@ func TestFileModeBits(t *testing.T) {
 	}
 }
 
+// TestPutFileModeBits: PUT /file's mode= makes a new file with exactly
+// those bits, setuid, setgid and sticky included and past the umask, as
+// GET /file's X-Gvx-Mode reports them; a PUT with mode=04755 made a 0755
+// file (os.FileMode(04755) is not Go's setuid, and os.OpenFile dropped
+// it). An existing file keeps its mode.
+func TestPutFileModeBits(t *testing.T) {
+	ts := newAgent(t)
+	dir := t.TempDir()
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	for _, mode := range []string{"04755", "02750", "01777", "0777", "06711", "0600"} {
+		p := filepath.Join(dir, "f"+mode)
+		code, b, _ := do(t, "PUT", ts.URL+"/file?path="+url.QueryEscape(p)+"&mode="+mode, strings.NewReader("data"))
+		if code != 200 {
+			t.Fatalf("PUT mode=%s: %d %s", mode, code, b)
+		}
+		_, _, h := do(t, "GET", ts.URL+"/file?path="+url.QueryEscape(p), nil)
+		if got := h.Get("X-Gvx-Mode"); got != mode {
+			t.Errorf("PUT mode=%s made a file of mode %s", mode, got)
+		}
+	}
+	// A second PUT truncates and rewrites, and leaves the mode as it was.
+	p := filepath.Join(dir, "f04755")
+	if code, b, _ := do(t, "PUT", ts.URL+"/file?path="+url.QueryEscape(p)+"&mode=0600", strings.NewReader("new")); code != 200 {
+		t.Fatalf("second PUT: %d %s", code, b)
+	}
+	code, b, h := do(t, "GET", ts.URL+"/file?path="+url.QueryEscape(p), nil)
+	if code != 200 || string(b) != "new" || h.Get("X-Gvx-Mode") != "04755" {
+		t.Errorf("after a second PUT: %d %q mode %s, want \"new\" and 04755", code, b, h.Get("X-Gvx-Mode"))
+	}
+}
+
 // TestWriteModeSpecialBits: PUT /file?mode=04755 and an archive entry of
 // mode 02775 keep setuid, setgid and sticky, and the umask does not narrow
 // the permissions; an existing file keeps its mode. os.FileMode(0o4755)

@@ -123,7 +123,7 @@ func extract(dst string, r io.Reader) (ArchiveResult, error) {
 		if target == dst && h.Typeflag != tar.TypeDir {
 			continue
 		}
-		mode := fileMode(uint32(h.Mode) & 0o7777) // a tar header's mode is chmod's bits
+		mode := unixToFileMode(uint32(h.Mode) & 0o7777) // a tar header's mode is chmod's bits
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return res, err
 		}

@@ -39,9 +39,8 @@ func (a *Agent) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeFile writes the body to path (its parents made 0755), truncating
-// an existing file; ?mode= (octal, as chmod(1) takes it: 0644, 04755)
-// sets a new file's mode, setuid, setgid and sticky included, past the
-// umask (default 0644).
+// an existing file; ?mode= (octal) sets the permission bits of a new file
+// (0644).
 func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 	p, err := guestPath(r)
 	if err != nil {
@@ -55,7 +54,7 @@ func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusBadRequest, "mode %q: want octal permission bits such as 0644", m))
 			return
 		}
-		mode = fileMode(uint32(v))
+		mode = unixToFileMode(uint32(v))
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxFileBytes)
 	n, err := writeFileFrom(p, mode, body)
@@ -67,22 +66,24 @@ func (a *Agent) writeFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"bytes": n})
 }
 
+// writeFileFrom writes r to p, truncating an existing file (whose mode
+// stays) or making a new one with exactly mode: past the umask, with its
+// setuid, setgid and sticky bits.
 func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return 0, err
 	}
-	_, serr := os.Lstat(p)
-	created := errors.Is(serr, fs.ErrNotExist)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	created := err == nil
+	if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	}
 	if err != nil {
 		return 0, err
 	}
 	n, err := io.Copy(f, r)
-	if err == nil && created {
-		// After the write: the umask narrowed OpenFile's mode, and a
-		// write by an unprivileged writer clears setuid and setgid. An
-		// existing file keeps its mode.
-		err = f.Chmod(mode)
+	if created && err == nil {
+		err = f.Chmod(mode) // after the data: a write may clear setuid
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -90,11 +91,10 @@ func writeFileFrom(p string, mode os.FileMode, r io.Reader) (int64, error) {
 	return n, err
 }
 
-// fileMode is the os.FileMode of Unix mode bits v (the 0o7777 of
-// chmod(2): permissions, setuid 04000, setgid 02000, sticky 01000).
-// os.FileMode(v) would keep only the permissions: Go's special bits are
-// elsewhere.
-func fileMode(v uint32) os.FileMode {
+// unixToFileMode turns chmod's octal bits (04755) into an os.FileMode:
+// os.FileMode(04755) would be 0755 with a bit Go does not read as setuid,
+// and os.OpenFile dropped it (a PUT with mode=04755 made a 0755 file).
+func unixToFileMode(v uint32) os.FileMode {
 	m := os.FileMode(v & 0o777)
 	if v&0o4000 != 0 {
 		m |= os.ModeSetuid

@@ -26,7 +26,12 @@ func checkName(name string) error {
 }
 
 // Lookup returns the inode of name in directory dir ("." and ".." too).
+// A name longer than 255 bytes is ENAMETOOLONG (as ext4_lookup answers),
+// not absent: no such name can exist.
 func (v *FS) Lookup(dir Ino, name string) (Ino, error) {
+	if len(name) > disk.MaxNameLen {
+		return 0, errTooLong
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	_, d, err := v.dirLocked(dir)

@@ -216,24 +216,22 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	return f.v.writeAtLocked(f.in, p, off)
 }
 
-// Truncate changes the file's size.
+// Truncate changes the file's size and stamps its mtime and ctime, as
+// ftruncate(2) does on the kernel's ext4 (it changed only the size).
 func (f *File) Truncate(size int64) error {
-	f.v.mu.Lock()
-	defer f.v.mu.Unlock()
-	if err := f.v.writable(); err != nil {
-		return err
-	}
 	if size < 0 {
 		return errInvalid
 	}
-	return f.v.truncateData(f.in, uint64(size))
+	return f.v.change(func() (*inode, error) { return f.in, nil },
+		func(in *inode) error { return f.v.setAttr(in, SetAttr{Size: &size}) })
 }
 
 // Close releases the handle (data stays cached until Sync or Close of the
 // volume).
 func (f *File) Close() error { return nil }
 
-// Truncate changes the size of the regular file at p.
+// Truncate changes the size of the regular file at p and stamps its mtime
+// and ctime (File.Truncate).
 func (v *FS) Truncate(p string, size int64) error {
 	f, err := v.OpenFile(p)
 	if err != nil {

@@ -77,6 +77,19 @@ func (v *FS) Stat(ino Ino) (*sink.Header, error) {
 	return v.header(in)
 }
 
+// ModeOwner returns an inode's mode (type and permission bits), owner
+// and group: Stat without the header's other fields and xattrs, for a
+// server that checks a directory on every create.
+func (v *FS) ModeOwner(ino Ino) (mode, uid, gid uint32, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, err := v.inoLocked(ino)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return in.mode(), in.d.UID(), in.d.GID(), nil
+}
+
 // StatFS describes capacity, as statfs(2) reports it.
 type StatFS struct {
 	BlockSize          int

@@ -274,26 +274,31 @@ func countExe(path string) int {
 // /proc/self/fd and read as on a kernel ext4 mount (what pytest's
 // capture does with tempfile.TemporaryFile): the Sentry's ftruncate of it
 // failed with EINVAL, so a project had to mount a tmpfs on /tmp to run its
-// tests. The volume is e2fsck-clean afterwards and holds no trace of it.
+// tests. The volume is the guest's /tmp itself, made by mktemp (no tmpfs
+// there: /proc/mounts shows the volume, a gofer mount, as 9p), as for a
+// project whose containers keep /tmp on the Docker data root. The volume
+// is e2fsck-clean afterwards and holds no trace of it.
 func TestOpenUnlinkedOnVolume(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	vol := filepath.Join(t.TempDir(), "v.ext4")
 	var out, errb bytes.Buffer
-	script := `set -e; cd /data
-exec 3<>cap
+	script := `set -e; cd /tmp
+awk '$2 == "/tmp" {print "tmp is", $3}' /proc/mounts
+f=$(mktemp)
+exec 3<>$f
 echo "first output, to be dropped" >&3
-rm cap
+rm $f
 truncate -s 0 /proc/self/fd/3
 echo "kept" | dd of=/proc/self/fd/3 conv=notrunc 2>/dev/null
 echo size $(wc -c </proc/self/fd/3)
 cat /proc/self/fd/3
 exec 3>&-
-ls -A /data`
+ls -A /tmp`
 	sb := newSandbox(t, ctx, gvx.Config{
 		NetworkMode: gvx.NetModeNone,
 		Cmd:         []string{"sh", "-c", script},
-		Mounts:      []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/data"}},
+		Mounts:      []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/tmp"}},
 		Stdout:      &out,
 		Stderr:      &errb,
 	})
@@ -304,7 +309,7 @@ ls -A /data`
 	// (fstat's st_nlink of the open file is 1 inside, not Linux's 0: the
 	// Sentry's gofer client shows a cached count of 0 as 1, in
 	// pkg/sentry/fsimpl/gofer's statTo; the volume server says 0.)
-	if want := "size 5\nkept\nlost+found\n"; out.String() != want {
+	if want := "tmp is 9p\nsize 5\nkept\nlost+found\n"; out.String() != want {
 		t.Fatalf("stdout %q, want %q (stderr %q)", out.String(), want, errb.String())
 	}
 	if _, err := exec.LookPath("e2fsck"); err == nil {

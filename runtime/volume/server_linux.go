@@ -289,7 +289,11 @@ func statx(h *sink.Header) lisafs.Statx {
 	case sink.TypeSymlink:
 		s.Size = uint64(len(h.Linkname))
 	case sink.TypeDir:
-		s.Size = 4096
+		// Its blocks' size on the volume, as the kernel's ext4 reports it
+		// (a big directory is many blocks; this said 4096 for all). ext4lite
+		// lays a changed directory out when it syncs, so until then the
+		// size is the last sync's, and at least a block.
+		s.Size = max(uint64(h.Size), 4096)
 	}
 	s.Blocks = (s.Size + 511) / 512
 	// Nlink is 0 only for a file unlinked while open (ext4lite keeps no
@@ -504,6 +508,29 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	if fd.c.full() {
 		return nil, lisafs.Statx{}, unix.ENFILE
 	}
+	// A setgid directory gives every new entry its group, and a new
+	// directory its setgid bit too, as ext4's inode_init_owner does: the
+	// Sentry applies the rule itself only to what open(O_CREAT) and mkdir
+	// make, not to fifos, devices and symlinks.
+	dirMode, _, dirGID, err := fd.c.vol.fs.ModeOwner(fd.ino)
+	if err != nil {
+		return nil, lisafs.Statx{}, errno(err)
+	}
+	if dirMode&sink.ModeSetgid != 0 {
+		h.GID = dirGID
+		switch {
+		case h.Mode&sink.TypeMask == sink.TypeDir:
+			h.Mode |= sink.ModeSetgid
+		case h.Mode&(sink.ModeSetgid|0o010) == sink.ModeSetgid|0o010 && h.UID != 0:
+			// A group-executable setgid file of the directory's group, made
+			// by a user who may not be in that group, would run with it:
+			// Linux strips setgid then (mode_strip_sgid) unless the creator
+			// is in the group or holds CAP_FSETID. The volume does not know
+			// the creator's groups (the Sentry sends the directory's gid
+			// and does not strip it), so only root keeps it.
+			h.Mode &^= sink.ModeSetgid
+		}
+	}
 	now := time.Now()
 	h.Atime, h.Mtime, h.Ctime = now, now, now
 	fd.wrote()
@@ -518,6 +545,12 @@ func (fd *controlFD) create(name string, h *sink.Header) (*controlFD, lisafs.Sta
 	return fd.newChild(name, ino, uint32(st.Mode)), st, nil
 }
 
+// perm is a new inode's permission bits with setuid, setgid and sticky:
+// linux.FileMode.Permissions keeps only 0777, and a file the guest creates
+// with mode 04755 (or a directory with 01777) kept none of its special bits
+// on a volume, where the kernel's ext4 keeps them all.
+func perm(mode linux.FileMode) uint32 { return uint32(mode) & 0o7777 }
+
 // out adapts create's result to the lisafs signature.
 func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.Statx, error) {
 	if err != nil {
@@ -531,7 +564,7 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 	if fd.c.fullFor(2) { // the new file's control FD and its open FD
 		return nil, lisafs.Statx{}, nil, -1, unix.ENFILE
 	}
-	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)})
+	cfd, st, err := fd.create(name, &sink.Header{Mode: sink.TypeReg | perm(mode), UID: uint32(uid), GID: uint32(gid)})
 	if err != nil {
 		return nil, lisafs.Statx{}, nil, -1, err
 	}
@@ -543,7 +576,7 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 
 func (fd *controlFD) Mkdir(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
 	defer fd.lock()()
-	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid)}))
+	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | perm(mode), UID: uint32(uid), GID: uint32(gid)}))
 }
 
 func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, minor, major uint32) (*lisafs.ControlFD, lisafs.Statx, error) {
@@ -556,7 +589,7 @@ func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, 
 	default:
 		return nil, lisafs.Statx{}, unix.EINVAL
 	}
-	return out(fd.create(name, &sink.Header{Mode: typ | uint32(mode.Permissions()), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}))
+	return out(fd.create(name, &sink.Header{Mode: typ | perm(mode), UID: uint32(uid), GID: uint32(gid), Devmajor: major, Devminor: minor}))
 }
 
 func (fd *controlFD) Symlink(name, target string, uid lisafs.UID, gid lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, error) {
@@ -652,7 +685,20 @@ func (fd *controlFD) RenameAt2(oldName string, newDir lisafs.ControlFDImpl, newN
 		return unix.EINVAL
 	}
 	fd.wrote()
-	return errno(fd.c.vol.fs.RenameAt(fd.ino, oldName, d.ino, newName, rf))
+	v := fd.c.vol.fs
+	if rf == 0 && (fd.ino != d.ino || oldName != newName) {
+		// Two names of one inode: POSIX has rename do nothing, but the
+		// Sentry's gofer client moves its dentry over the other (the old
+		// name is gone for the guest). Doing the same keeps the volume as
+		// the guest saw it: a name it saw go would come back in the next
+		// episode.
+		from, err1 := v.Lookup(fd.ino, oldName)
+		to, err2 := v.Lookup(d.ino, newName)
+		if err1 == nil && err2 == nil && from == to {
+			return errno(v.UnlinkAt(fd.ino, oldName, false))
+		}
+	}
+	return errno(v.RenameAt(fd.ino, oldName, d.ino, newName, rf))
 }
 
 func (fd *controlFD) Renamed() {}

@@ -299,7 +299,9 @@ class Episode:
             conn.close()
 
     def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
-        """Writes data to the guest file path (parents made)."""
+        """Writes data to the guest file path (parents made). A new file
+        gets exactly mode, setuid, setgid and sticky included (0o4755); an
+        existing one is truncated and keeps its mode."""
         if isinstance(data, str):
             data = data.encode()
         self._t.json("PUT", self._path("files"), query={"path": path, "mode": "%o" % mode}, body=bytes(data),
