@@ -54,6 +54,10 @@ type HostInfo struct {
 	// GVisorPatches is gvx's gVisor patch series: which this binary has,
 	// and what it lacks without the others (docs/gvisor-patches.md).
 	GVisorPatches []GVisorPatch `json:"gvisor_patches"`
+	// Nested is whether this build runs episodes inside a gVisor sandbox
+	// (gVisor patch 0004-nested-fault-access), and whether this host is
+	// one.
+	Nested NestedMode `json:"nested_mode"`
 }
 
 // Info probes the host. dir, if not "", is where volumes would live (its
@@ -62,6 +66,7 @@ func Info(dir, cacheDir string) HostInfo {
 	h := HostInfo{UID: os.Getuid(), GID: os.Getgid(), Isolation: ProbeIsolation(), Platform: "systrap", Landlock: lockdown.LandlockABI(), PtraceScope: -1}
 	h.SystrapMode = systrapMode()
 	h.GVisorPatches = GVisorPatches()
+	h.Nested = nestedInfo(h.Isolation.InGVisor)
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 		h.PtraceScope, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		if h.PtraceScope >= 2 {

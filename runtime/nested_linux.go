@@ -129,3 +129,57 @@ func isBoot(args []string) bool {
 	}
 	return false
 }
+
+// nestedRunscFlags are runsc's flags inside gVisor:
+// --systrap-disable-syscall-patching. With patching on, inside a rungv
+// episode the inner guest hung right after systrap patched its first
+// syscall instruction (the patched code jumps through the stub's GS base,
+// gs:0x..., which runsc's own flag help names as the thing that breaks);
+// with it off, syscalls trap every time, which costs speed, not
+// correctness.
+var nestedRunscFlags = []string{"--systrap-disable-syscall-patching"}
+
+// nestedPatch is the gVisor patch that nested mode needs
+// (patches/gvisor/0004-nested-fault-access.patch): inside another gVisor
+// sandbox the outer Sentry delivers the stubs' page faults without an error
+// code (gVisor issue 159), and without the patch the inner Sentry takes
+// every demand fault for the application's crash.
+const nestedPatch = "0004-nested-fault-access"
+
+// NestedMode says whether this build runs episodes inside a gVisor sandbox
+// (rungv info).
+type NestedMode struct {
+	// Available: this binary has the gVisor patch nested mode needs.
+	Available bool `json:"available"`
+	// Active: this host is itself a gVisor sandbox, so episodes run
+	// nested here.
+	Active bool   `json:"active"`
+	Why    string `json:"why"`
+}
+
+// nestedInfo is NestedMode for this binary; inGV is whether this host is
+// a gVisor sandbox.
+func nestedInfo(inGV bool) NestedMode {
+	m := NestedMode{Available: HasGVisorPatch(nestedPatch), Active: inGV}
+	switch {
+	case m.Available && inGV:
+		m.Why = "inside gVisor: episodes run nested (seccomp-only; page faults without an error code are inferred, patch " + nestedPatch + ")"
+	case m.Available:
+		m.Why = "this build can run episodes inside a gVisor sandbox (patch " + nestedPatch + "); this host is not one"
+	case inGV:
+		m.Why = "inside gVisor, but this build lacks gVisor patch " + nestedPatch + ": rungv run refuses (every guest program would die of SIGSEGV at its first page fault); build with scripts/build.sh"
+	default:
+		m.Why = "this build lacks gVisor patch " + nestedPatch + ": it cannot run episodes inside a gVisor sandbox; build with scripts/build.sh"
+	}
+	return m
+}
+
+// checkNested refuses to start an episode inside gVisor with a build that
+// lacks nestedPatch: its guest would die of SIGSEGV at its first
+// instruction, which says nothing of the cause.
+func checkNested(inGV bool) error {
+	if !inGV || HasGVisorPatch(nestedPatch) {
+		return nil
+	}
+	return fmt.Errorf("%w: this host is a gVisor sandbox and this rungv was built without gVisor patch %s: the outer Sentry delivers page faults without an error code (gVisor issue 159) and every guest program would die of SIGSEGV at its first page fault; build rungv with scripts/build.sh (docs/gvisor-patches.md, docs/kubernetes.md \"Inside gVisor\")", ErrUnsupported, nestedPatch)
+}

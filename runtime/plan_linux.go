@@ -87,6 +87,9 @@ func newPlan(s *spec.Spec, h Host) (*plan, error) {
 	if p.isolation, err = resolveIsolation(s.Isolation); err != nil {
 		return nil, err
 	}
+	if err := checkNested(inGVisor()); err != nil {
+		return nil, err
+	}
 	if (h.CheckpointDir != "" || h.RestoreFrom != "") && p.isolation != IsolationSeccompOnly {
 		return nil, fmt.Errorf("%w: checkpoint and restore need --isolation seccomp-only (rungv serves the volumes and drives the Sentry itself there; runsc's own restore refuses --rootless, which the namespaced path uses for volumes: docs/runtime.md, \"Checkpoint, restore, fork\")", ErrUnsupported)
 	}

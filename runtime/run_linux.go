@@ -365,6 +365,9 @@ func (p *plan) runscGlobals() []string {
 	if p.spec.AllowSUID {
 		args = append(args, "--allow-suid")
 	}
+	if inGVisor() {
+		args = append(args, nestedRunscFlags...)
+	}
 	if len(p.volumes) > 0 {
 		args = append(args, volumeRunscFlags...)
 	}

@@ -25,7 +25,9 @@ cgroup would enforce -m/--cpus/--pids-limit, whether the NAT can start and
 where its DNS goes, whether the image cache is usable (writable, not
 noexec), with --dir whether volumes there reset by O(1) reflink, and which
 patches of gvx's gVisor series this binary was built with (and what it
-lacks without the others: docs/gvisor-patches.md).
+lacks without the others: docs/gvisor-patches.md), and whether it can run
+episodes inside a gVisor sandbox (nested mode: patch 0004-nested-fault-access;
+docs/kubernetes.md, "Inside gVisor").
 
 Examples:
    rungv info
@@ -63,6 +65,7 @@ Examples:
 		fmt.Fprintf(w, "  user namespaces: %s\n", yes(h.Isolation.UserNamespaces, h.Isolation.UserNamespacesErr))
 		fmt.Fprintf(w, "  fresh /proc:     %s\n", yes(h.Isolation.ProcMountable, h.Isolation.ProcErr))
 		fmt.Fprintf(w, "  inside gVisor:   %v\n", h.Isolation.InGVisor)
+		fmt.Fprintf(w, "nested mode:      %s (%s)\n", map[bool]string{true: "available", false: "unavailable"}[h.Nested.Available], h.Nested.Why)
 		fmt.Fprintf(w, "platform:         %s, stubs wait by %s\n", h.Platform, h.SystrapMode)
 		if h.PlatformNote != "" {
 			fmt.Fprintf(w, "  warning:         %s\n", h.PlatformNote)
