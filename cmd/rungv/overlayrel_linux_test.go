@@ -39,13 +39,15 @@ try absolute / lowerdir=$w/o/id2/diff:$w/o/id1/diff $w/o/m "$w/o/m/both"
 try empty o lowerdir=:l/A m m/first
 try missing o lowerdir=l/C:l/A m m/first
 # A chroot: .. stops at its root, an absolute symlink resolves inside it.
-$bb mkdir -p j/bin j/secret j/a j/m secret
+# An escape would read $w/secret ("outside"): it is ../secret from the
+# chroot's root and the target of its absolute symlink outside it.
+$bb mkdir -p j/bin j/secret j$w/secret j/a j/m secret
 $bb cp $bb j/bin/busybox
-echo inside >j/secret/where; echo outside >secret/where; echo a >j/a/a
-$bb ln -s /secret j/abs
+echo inside >j/secret/where; echo inside >j$w/secret/where; echo outside >secret/where; echo a >j/a/a
+$bb ln -s $w/secret j/abs
 $bb chroot j /bin/busybox sh -c '
 cd /
-if /bin/busybox mount -t overlay overlay -o lowerdir=../../secret:a m; then echo "chroot-dotdot $(/bin/busybox cat m/where)"; /bin/busybox umount m; else echo "chroot-dotdot refused"; fi
+if /bin/busybox mount -t overlay overlay -o lowerdir=../secret:a m; then echo "chroot-dotdot $(/bin/busybox cat m/where)"; /bin/busybox umount m; else echo "chroot-dotdot refused"; fi
 if /bin/busybox mount -t overlay overlay -o lowerdir=abs:a m; then echo "chroot-symlink $(/bin/busybox cat m/where)"; /bin/busybox umount m; else echo "chroot-symlink refused"; fi
 '
 echo done
