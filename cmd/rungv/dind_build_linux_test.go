@@ -123,8 +123,9 @@ COPY --from=build /stamp /stamp
 // longer fits in a page, so dockerd mounts from its home with relative
 // paths, which the Sentry's overlay takes only with gVisor patch
 // 0005-overlay-relative-lowerdir (google/gvisor#14699); the test skips,
-// saying so, without it (GVX_TEST_UNPATCHED=1: the build fails at its
-// 71st layer with "invalid argument").
+// saying so, without it (GVX_TEST_UNPATCHED=1: the build's RUN step on
+// the 75th layer fails with "error creating overlay mount to …: invalid
+// argument").
 func TestDindDeepImage(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0005-overlay-relative-lowerdir")
