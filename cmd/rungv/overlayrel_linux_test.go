@@ -12,7 +12,8 @@ import (
 // mount data (cwd its home, lowers as l/ symlinks, relative upperdir,
 // workdir and target) and a write through it landing in the upper layer;
 // ".." from a subdirectory; absolute paths as before; an empty and a
-// missing layer (refused); and inside a chroot, ".." past its root and an
+// missing layer and an empty workdir (refused; upstream gVisor took the
+// last for "/work"); and inside a chroot, ".." past its root and an
 // absolute symlink, which Linux resolves inside it.
 const overlayRelScript = `
 bb=/bin/busybox
@@ -38,6 +39,7 @@ try dotdot o/top lowerdir=../id1/diff:../id2/diff ../m "../m/first ../m/last ../
 try absolute / lowerdir=$w/o/id2/diff:$w/o/id1/diff $w/o/m "$w/o/m/both"
 try empty o lowerdir=:l/A m m/first
 try missing o lowerdir=l/C:l/A m m/first
+try empty-workdir / lowerdir=$w/o/id1/diff,upperdir=$w/o/top/diff,workdir= $w/o/m $w/o/m/first
 # A chroot: .. stops at its root, an absolute symlink resolves inside it.
 # An escape would read $w/secret ("outside"): it is ../secret from the
 # chroot's root and the target of its absolute symlink outside it.
@@ -77,7 +79,7 @@ func TestOverlayRelativeLayers(t *testing.T) {
 	// What Linux answers (fs/overlayfs: layers resolve with kern_path from
 	// the working directory and the task's root).
 	for _, l := range []string{"docker mounted first last lower2 ", "write new", "dotdot mounted first last lower1 ", "absolute mounted lower2 ",
-		"empty refused", "missing refused", "chroot-dotdot inside", "chroot-symlink inside"} {
+		"empty refused", "missing refused", "empty-workdir refused", "chroot-dotdot inside", "chroot-symlink inside"} {
 		if !strings.Contains(string(host), l+"\n") {
 			t.Fatalf("the host kernel did not print %q, which the test expects:\n%s", l, host)
 		}
