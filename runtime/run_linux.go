@@ -370,7 +370,20 @@ func (p *plan) runscGlobals() []string {
 	if p.host.DebugLogDir != "" {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(p.host.DebugLogDir)+"/")
 	}
+	if p.host.ProfileDir != "" {
+		args = append(args, "--profile")
+		if p.isolation != IsolationSeccompOnly {
+			// runsc run opens it and donates it to its sandbox; the
+			// seccomp-only path's boot gets a descriptor (profileFlags).
+			args = append(args, "--profile-cpu="+p.profilePath())
+		}
+	}
 	return args
+}
+
+// profilePath is where the Sentry's CPU profile goes (Host.ProfileDir).
+func (p *plan) profilePath() string {
+	return filepath.Join(p.host.ProfileDir, p.id+".cpu.pprof")
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
