@@ -154,7 +154,7 @@ type Host struct {
 	DebugLogDir string
 	// ProfileDir, when set, receives the Sentry's Go CPU profile over the
 	// episode's whole life: ProfileDir/<episode id>.cpu.pprof (pprof's
-	// format; `go tool pprof -top rungv FILE`), written when the sandbox
+	// format; `go tool pprof -top FILE`), written when the sandbox
 	// ends. It turns on runsc's --profile, which loosens the Sentry's
 	// seccomp filter for the profiler's system calls: for measuring, never
 	// for episodes that run untrusted code in production.
