@@ -230,7 +230,7 @@ func (b *directBoot) bootFlags(p *plan, pub *publisher) error {
 	if p.host.ProfileDir != "" {
 		// Opened here, before this process and the sandbox lock down:
 		// the sandbox writes it through the descriptor when it ends.
-		prof, err := os.OpenFile(p.profilePath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		prof, err := os.OpenFile(p.profilePath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
 		if err != nil {
 			return fmt.Errorf("profile: %w (Host.ProfileDir, RUNGV_PROFILE_DIR: a directory this process can write)", err)
 		}

@@ -74,3 +74,28 @@ func TestProfileDirUnwritable(t *testing.T) {
 	}
 	checkClean(t, tmp)
 }
+
+// TestProfileDirOthersCanWrite: a profile directory another user can write
+// (where they could plant a symlink named like the profile, which runsc
+// would follow and truncate) is refused before anything starts, in both
+// isolation modes, and nothing is written into it.
+func TestProfileDirOthersCanWrite(t *testing.T) {
+	need(t, asRoot)
+	for _, iso := range []string{"namespaces", "seccomp-only"} {
+		t.Run(iso, func(t *testing.T) {
+			tmp := privateTmp(t, asRoot)
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o1777); err != nil { // /tmp's mode: anyone may add a name
+				t.Fatal(err)
+			}
+			r := runRungv(t, asRoot, tmp, "", "run", "--isolation", iso, "--network", "none", "--profile-dir", dir, imageRef, "echo", "ran")
+			if r.code == 0 || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, dir) || !strings.Contains(r.stderr, "nobody else can write") {
+				t.Fatalf("exit %d stdout %q stderr %q; want a refusal naming %s", r.code, r.stdout, r.stderr, dir)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Fatalf("%s holds %v after the refusal", dir, ents)
+			}
+			checkClean(t, tmp)
+		})
+	}
+}
