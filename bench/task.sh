@@ -31,7 +31,11 @@
 # usage: sudo bench/task.sh [N...]     (default: 1 4 8)
 # Env: PROFILE=1 also records `perf record -a -g` over one more gvx episode
 # (N=1) and prints where its CPU went; SIDES="gvx host" (either alone);
-# TASK_PHASE_TIMEOUT=900 (seconds per phase). Writes the raw numbers as
+# TASK_PHASE_TIMEOUT=900 (seconds per phase); SENTRY_PROFILE=DIR profiles
+# every gvx episode's Sentry into DIR (rungv's RUNGV_PROFILE_DIR: one
+# <episode id>.cpu.pprof each, read with `go tool pprof -top -cum FILE`;
+# it loosens the Sentry's seccomp filter and the profiler costs a little CPU
+# too). Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -113,6 +117,11 @@ mkdir "$cg_gvx" "$cg_host" "$mnt/st" "$mnt/host"
 join=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"')
 
 if [[ " $sides " == *" gvx "* ]]; then
+	if [ -n "${SENTRY_PROFILE:-}" ]; then
+		mkdir -p "$SENTRY_PROFILE"
+		export RUNGV_PROFILE_DIR=$(realpath "$SENTRY_PROFILE")
+		echo "== Sentry profiles in $RUNGV_PROFILE_DIR (go tool pprof -top -cum FILE)"
+	fi
 	"${join[@]}" "$cg_gvx" "$rungv" serve --state-dir "$mnt/st" --clone auto --max-episodes 99 --ttl 2h -q >"$work/hello" 2>"$work/serve.log" &
 	serve_pid=$!
 	for _ in $(seq 300); do [ -s "$work/hello" ] && break; sleep 0.1; done

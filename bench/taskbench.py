@@ -20,7 +20,9 @@ Per episode, the phases (seconds, wall, each as the client sees it):
   whole    create → close
 CPU: the cgroup CG's cpuacct.usage before and after the round (every
 process the side runs: rungv serve and its episodes; dockerd, containerd,
-shims, containers and the docker CLI). Prints one JSON object.
+shims, containers and the docker CLI), and before and after each phase
+(cpu_phases: the side's whole CPU during the phase, so a phase's own only
+at N=1; the table shows them at N=1). Prints one JSON object.
 """
 import argparse
 import json
@@ -79,9 +81,10 @@ def run_gvx(a, i, rec):
         rec["upload"] = time.monotonic() - t
         wd = "/work/" + os.path.basename(a.project.rstrip("/"))
         for name, line in phases(f"ep{i}"):
-            t = time.monotonic()
+            t, c0 = time.monotonic(), cpu_ns(a.cgroup)
             r = ep.exec(line, workdir=wd, timeout=TIMEOUT)
             rec[name] = time.monotonic() - t
+            rec.setdefault("cpu_phases", {})[name] = (cpu_ns(a.cgroup) - c0) / 1e9
             check(name, r.exit_code, r.output)
     finally:
         t = time.monotonic()
@@ -111,9 +114,10 @@ def run_host(a, i, rec):
         shutil.copytree(a.project, wd)
         rec["upload"] = time.monotonic() - t
         for name, line in phases(p):
-            t = time.monotonic()
+            t, c0 = time.monotonic(), cpu_ns(a.cgroup)
             code, out = sh(line, wd)
             rec[name] = time.monotonic() - t
+            rec.setdefault("cpu_phases", {})[name] = (cpu_ns(a.cgroup) - c0) / 1e9
             check(name, code, out)
     finally:
         t = time.monotonic()
@@ -152,6 +156,13 @@ def table(lines):
             return p50([e[ph] for e in r["episodes"] if ph in e and "error" not in e])
 
         rows = [(ph, val(g, ph), val(h, ph)) for ph in PHASES]
+        if n == 1:  # a phase's CPU is its own only when nothing else runs
+
+            def cval(r, ph):
+                return None if r is None else p50([e["cpu_phases"][ph] for e in r["episodes"]
+                                                   if ph in e.get("cpu_phases", {}) and "error" not in e])
+
+            rows += [("CPU s, " + ph, cval(g, ph), cval(h, ph)) for ph, _ in phases("")]
         rows.append(("CPU s per episode", g and g["cpu_per_episode_s"], h and h["cpu_per_episode_s"]))
         rows.append(("round wall", g and g["wall_s"], h and h["wall_s"]))
         for ph, a, b in rows:

@@ -228,6 +228,15 @@ func (b *directBoot) bootFlags(p *plan, pub *episodenet.Publisher) error {
 	b.args = append(b.args, "--panic-log-fd="+b.files.add(panicLog))
 	b.args = append(b.args, "boot", "--bundle="+p.bundle, "--attached",
 		"--spec-fd="+b.files.add(specFile), "--stdio-fds=0,1,2")
+	if p.host.ProfileDir != "" {
+		// Opened here, before this process and the sandbox lock down:
+		// the sandbox writes it through the descriptor when it ends.
+		prof, err := os.OpenFile(p.profilePath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return fmt.Errorf("profile: %w (Host.ProfileDir, RUNGV_PROFILE_DIR: a directory this process can write)", err)
+		}
+		b.args = append(b.args, "--profile-cpu-fd="+b.files.add(prof))
+	}
 	// The published ports' pairs come first, at numbers that do not
 	// depend on anything a restore does differently (it passes no
 	// --rootfs-upper-tar-fd, which a NAT episode's resolv.conf makes): the

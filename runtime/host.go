@@ -153,6 +153,14 @@ type Host struct {
 	CacheDir string
 	// DebugLogDir, when set, receives runsc's debug logs.
 	DebugLogDir string
+	// ProfileDir, when set, receives the Sentry's Go CPU profile over the
+	// episode's whole life: ProfileDir/<episode id>.cpu.pprof (pprof's
+	// format; `go tool pprof -top FILE`), written when the sandbox
+	// ends. The directory must be the caller's and writable by nobody else
+	// (the profile is created there by name). It turns on runsc's --profile, which loosens the Sentry's
+	// seccomp filter for the profiler's system calls: for measuring, never
+	// for episodes that run untrusted code in production.
+	ProfileDir string
 
 	// OnStart, when set, is called once the episode is about to start.
 	OnStart func(StartInfo)

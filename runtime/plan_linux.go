@@ -116,6 +116,10 @@ func (p *plan) limitsPolicy() LimitsPolicy {
 // stopGrace is the host's stop timeout as waitChild takes it.
 func (p *plan) stopGrace() time.Duration {
 	switch {
+	case p.host.StopTimeout < 0 && p.host.ProfileDir != "":
+		// Profiling: the guest is killed through the Sentry, which then
+		// ends itself and writes the profile (a killed sandbox writes none).
+		return time.Millisecond
 	case p.host.StopTimeout < 0:
 		return 0
 	case p.host.StopTimeout == 0:

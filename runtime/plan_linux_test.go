@@ -75,3 +75,41 @@ func TestHostIsNotTheSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileFlags: Host.ProfileDir turns on runsc's profiler (the path
+// in the namespaced mode, where runsc opens it; a descriptor in the
+// seccomp-only one) and nothing else; an at-once stop of a profiled
+// episode still kills the guest through the Sentry (a grace above 0), or
+// the killed sandbox would write no profile; without ProfileDir it stays
+// at once.
+func TestProfileFlags(t *testing.T) {
+	s := &spec.Spec{Version: spec.Version, Image: "oci:/img", Isolation: spec.IsolationNamespaces}
+	for _, iso := range []spec.Isolation{spec.IsolationNamespaces, spec.IsolationSeccompOnly} {
+		s.Isolation = iso
+		p, err := newPlan(s, Host{StopTimeout: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.id = "abc"
+		for _, a := range p.runscGlobals() {
+			if len(a) >= 9 && a[:9] == "--profile" {
+				t.Fatalf("%s: no ProfileDir, yet runsc gets %s", iso, a)
+			}
+		}
+		if g := p.stopGrace(); g != 0 {
+			t.Fatalf("%s: an at-once stop without ProfileDir has grace %v, want 0", iso, g)
+		}
+		p.host.ProfileDir = "/prof"
+		got := map[string]bool{}
+		for _, a := range p.runscGlobals() {
+			got[a] = true
+		}
+		wantPath := iso == spec.IsolationNamespaces
+		if !got["--profile"] || got["--profile-cpu=/prof/abc.cpu.pprof"] != wantPath {
+			t.Fatalf("%s: runsc flags %v; want --profile and (namespaced only) --profile-cpu=/prof/abc.cpu.pprof", iso, p.runscGlobals())
+		}
+		if g := p.stopGrace(); g <= 0 {
+			t.Fatalf("%s: an at-once stop of a profiled episode has grace %v: the sandbox would be killed before writing its profile", iso, g)
+		}
+	}
+}

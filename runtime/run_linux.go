@@ -60,6 +60,9 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	sweepStale()
+	if err := checkProfileDir(p.host.ProfileDir); err != nil {
+		return 0, err
+	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	id := hex.EncodeToString(rnd[:])
@@ -92,6 +95,26 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	}
 	ep.lock, ep.sigs = lock, sigs
 	return ep.run(ctx, p, pub, vols)
+}
+
+// checkProfileDir refuses a Host.ProfileDir ("" is none) that another
+// user could write: the profile is created there by name (by this process
+// or, in the namespaced mode, by runsc, which truncates and follows
+// symlinks), so one who can add a symlink named like it could have an
+// episode's profile written over a file of their choosing.
+func checkProfileDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("profile directory %s (Host.ProfileDir, RUNGV_PROFILE_DIR): %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("profile directory %s (Host.ProfileDir, RUNGV_PROFILE_DIR) is owned by uid %d, mode %#o: it must be a directory of yours (uid %d) that nobody else can write; make one with mkdir -m 0755",
+			dir, st.Uid, st.Mode&0o7777, os.Geteuid())
+	}
+	return nil
 }
 
 // openVolumes opens each volume file once, for the episode's life, and
@@ -374,7 +397,20 @@ func (p *plan) runscGlobals() []string {
 	if p.host.DebugLogDir != "" {
 		args = append(args, "--debug", "--debug-log="+filepath.Clean(p.host.DebugLogDir)+"/")
 	}
+	if p.host.ProfileDir != "" {
+		args = append(args, "--profile")
+		if p.isolation != IsolationSeccompOnly {
+			// runsc run opens it and donates it to its sandbox; the
+			// seccomp-only path's boot gets a descriptor (profileFlags).
+			args = append(args, "--profile-cpu="+p.profilePath())
+		}
+	}
 	return args
+}
+
+// profilePath is where the Sentry's CPU profile goes (Host.ProfileDir).
+func (p *plan) profilePath() string {
+	return filepath.Join(p.host.ProfileDir, p.id+".cpu.pprof")
 }
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.

@@ -22,14 +22,15 @@ import "strings"
 //     XDG_CACHE_HOME the default image cache of a non-root user).
 //   - XDG_RUNTIME_DIR, XDG_CACHE_HOME, XDG_CONFIG_HOME.
 //   - GVX_CACHE_DIR, GVX_CACHE (the image cache), GVX_NAT_DNS (the NAT
-//     guest's DNS target), RUNGV_DEBUG_LOG (runsc's debug logs).
+//     guest's DNS target), RUNGV_DEBUG_LOG (runsc's debug logs),
+//     RUNGV_PROFILE_DIR (the Sentry's CPU profile).
 //   - DOCKER_CONFIG, HTTP_PROXY, HTTPS_PROXY, NO_PROXY (and their lower
 //     case forms), SSL_CERT_FILE, SSL_CERT_DIR: pulls from a registry.
 //   - GOTRACEBACK, GODEBUG, GOGC, GOMEMLIMIT, GOMAXPROCS: the Go runtime.
 var Names = []string{
 	"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG", "LC_ALL",
 	"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
-	"GVX_CACHE_DIR", "GVX_CACHE", "GVX_NAT_DNS", "RUNGV_DEBUG_LOG",
+	"GVX_CACHE_DIR", "GVX_CACHE", "GVX_NAT_DNS", "RUNGV_DEBUG_LOG", "RUNGV_PROFILE_DIR",
 	"DOCKER_CONFIG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
 	"SSL_CERT_FILE", "SSL_CERT_DIR",
 	"GOTRACEBACK", "GODEBUG", "GOGC", "GOMEMLIMIT", "GOMAXPROCS",

@@ -103,6 +103,7 @@ Examples:
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
+		&cli.StringFlag{Name: "profile-dir", EnvVars: []string{"RUNGV_PROFILE_DIR"}, Usage: "write the Sentry's Go CPU profile over the episode's life into `DIR`/<episode id>.cpu.pprof (go tool pprof -top FILE); loosens the Sentry's seccomp filter: for measuring only"},
 		&cli.BoolFlag{Name: "json", Usage: "report rungv's own events (start, created volumes, exit or error) as JSON lines on stderr"},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "prepare the episode to be checkpointed once into `DIR` on a request on --control-fd (rungv checkpoint drives this; --isolation seccomp-only)"},
 		&cli.StringFlag{Name: "restore", Usage: "start by restoring the checkpoint in `DIR` (made by rungv checkpoint) onto the --mount volumes (fresh clones of its companion volumes, same targets) instead of running COMMAND; IMAGE must be the checkpointed one (--isolation seccomp-only)"},
@@ -288,7 +289,7 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	if err := s.Validate(); err != nil {
 		return specflags.Usage(verb, "%v", err)
 	}
-	h := runtime.Host{DebugLogDir: c.String("debug-log"), CacheDir: c.String("cache-dir")}
+	h := runtime.Host{DebugLogDir: c.String("debug-log"), ProfileDir: c.String("profile-dir"), CacheDir: c.String("cache-dir")}
 	h.CheckpointDir, h.RestoreFrom = c.String("checkpoint-dir"), c.String("restore")
 	if fd := c.Int("control-fd"); fd >= 0 {
 		if fd <= 2 {
