@@ -234,7 +234,11 @@ func TestForkRefusedThenRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream := bufio.NewScanner(resp.Body)
-	for stream.Scan() && !strings.Contains(stream.Text(), "started") {
+	for stream.Scan() {
+		var ev agent.Event
+		if json.Unmarshal(stream.Bytes(), &ev) == nil && strings.Contains(string(ev.Data), "started") {
+			break
+		}
 	}
 	before := a.counterNow(p.ID)
 	_, raw := a.fork(p.ID, 2, http.StatusConflict)

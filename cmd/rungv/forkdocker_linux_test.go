@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +94,9 @@ func fetch(d *daemon, ip string, byName bool) error {
 // control socket's checkpoint with resume, the volume cloned while
 // paused) into 2 children restored from it. The parent goes on: app
 // still fetches web's page, by name where Docker's DNS answers before
-// the fork. Each child restores with the containers still running: its
+// the fork, and a fork refused first (a client held a connection to the
+// Docker socket) changed nothing and did not use the episode's one fork.
+// Each child restores with the containers still running: its
 // dockerd answers, docker ps lists them running, docker exec works in
 // them; the same fetch there is not yet (the "children" subtest says why).
 func TestForkDockerNetwork(t *testing.T) {
@@ -120,7 +123,28 @@ func TestForkDockerNetwork(t *testing.T) {
 		t.Fatalf("before the fork: %v", err)
 	}
 
+	// A fork made impossible on purpose: a client holds a connection to
+	// the published Docker socket (a host socket the guest holds, which
+	// gVisor cannot save). It is refused in one line, the parent's
+	// containers answer as before, and the episode may be forked again.
+	hold, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Write([]byte("GET /_ping HTTP/1.1\r\nHost: docker\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the relay has handed it to the guest
 	rep := ctl.do(spec.ControlRequest{Op: spec.OpCheckpoint, Resume: true})
+	hold.Close()
+	if rep.Error == "" || strings.Contains(rep.Error, "\n") || !strings.Contains(rep.Error, "host socket") {
+		t.Errorf("a fork with a client connected: %+v, want a one-line refusal naming the host socket", rep)
+	}
+	if err := fetch(d, ip, byName); err != nil {
+		t.Fatalf("after the refused fork, the parent: %v", err)
+	}
+
+	rep = ctl.do(spec.ControlRequest{Op: spec.OpCheckpoint, Resume: true})
 	if rep.Error != "" || rep.Op != spec.OpPaused {
 		if strings.Count(rep.Error, "\n") > 0 || len(rep.Error) > 1000 {
 			t.Errorf("the failed fork's error is not one short line (%d bytes)", len(rep.Error))
