@@ -60,19 +60,6 @@ func episodeInit() int {
 		fmt.Fprintln(os.Stderr, "rungv: init: make mounts slaves:", err)
 		return 125
 	}
-	// The copy holds every host mount, a private one pinned until the
-	// episode ends: keep only what the episode needs (prunemounts_linux.go).
-	keep, err := episodeMountKeep(ep)
-	if err == nil {
-		root := filepath.Join(ep.State, "root")
-		if err = os.Mkdir(root, 0o700); err == nil {
-			err = pruneMounts(keep, root)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rungv: init: prune the host's mounts:", err)
-		return 125
-	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: init: mount /proc:", err)
 		return 125
@@ -87,6 +74,21 @@ func episodeInit() int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: init:", err)
+		return 125
+	}
+	// The copy holds every host mount, a private one pinned until the
+	// episode ends: keep only what the episode needs (prunemounts_linux.go),
+	// once /proc is this namespace's and the volumes are bound in the
+	// state directory (their paths are the host's).
+	keep, err := episodeMountKeep(ep)
+	if err == nil {
+		root := filepath.Join(ep.State, "root")
+		if err = os.Mkdir(root, 0o700); err == nil {
+			err = pruneMounts(keep, root)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init: prune the host's mounts:", err)
 		return 125
 	}
 	sigs := make(chan os.Signal, 8)
