@@ -99,7 +99,7 @@ func fetch(d *daemon, ip string, byName bool) error {
 // Each child restores with the containers still running: its
 // dockerd answers, docker ps lists them running, docker exec works in
 // them, and (0007) app fetches web's page by address; by name is not yet
-// (the "network" subtest says why).
+// (the "network-N" subtests say why).
 func TestForkDockerNetwork(t *testing.T) {
 	s := needDind(t, dindtest.Sid)
 	need(t, asRoot)
@@ -181,7 +181,7 @@ func TestForkDockerNetwork(t *testing.T) {
 			if out, err := dockerWithin(c, "exec", "web", "sh", "-c", "cat /www/index.html"); strings.TrimSpace(out) != "served-by-web" {
 				t.Errorf("child %d: docker exec in web printed %q (%v)", i, out, err)
 			}
-			t.Run("network", func(t *testing.T) {
+			t.Run("network-"+strconv.Itoa(i), func(t *testing.T) {
 				// 0007-netns-links-restore: eth0 with its address and
 				// routes, and the bridge's ports, are back (without it a
 				// container's namespace has loopback only: "Network is
