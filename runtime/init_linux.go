@@ -78,6 +78,21 @@ func episodeInit() int {
 		fmt.Fprintln(os.Stderr, "rungv: init:", err)
 		return 125
 	}
+	// The copy holds every host mount, a private one pinned until the
+	// episode ends: keep only what the episode needs (prunemounts_linux.go),
+	// once /proc is this namespace's and the volumes are bound in the
+	// state directory (their paths are the host's).
+	keep, err := episodeMountKeep(ep)
+	if err == nil {
+		root := filepath.Join(ep.State, "root")
+		if err = os.Mkdir(root, 0o700); err == nil {
+			err = pruneMounts(keep, root)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rungv: init: prune the host's mounts:", err)
+		return 125
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 

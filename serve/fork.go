@@ -85,6 +85,14 @@ func (s *Server) Fork(ctx context.Context, id string, req ForkRequest) ([]Episod
 	p.agent.CloseIdleConnections()
 	_, cp, err := sb.Fork(ctx, 0, nil)
 	if err != nil {
+		if errors.Is(err, gvx.ErrNotSaved) {
+			// Nothing was saved and the parent runs on unchanged: it
+			// stays forkable, and the caller may try again.
+			p.mu.Lock()
+			p.forked = false
+			p.mu.Unlock()
+			return fail(&kindError{ErrNotForkable, fmt.Sprintf("fork %s: %v (the episode runs on unchanged and may be forked again)", id, err)})
+		}
 		return fail(fmt.Errorf("fork %s: %w", id, err))
 	}
 	errs := make([]error, len(kids))

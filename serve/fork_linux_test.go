@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"net"
@@ -207,5 +208,63 @@ func TestForkNAT(t *testing.T) {
 	kids, _ := a.fork(p.ID, 2, http.StatusCreated)
 	for _, e := range append(kids, p) {
 		fetch(e.ID)
+	}
+}
+
+// TestForkRefusedThenRetried: a fork gVisor cannot take (an exec of the
+// episode streams while it is asked: a connection being served cannot be
+// saved) is refused with 409 and one line, before it touches the parent:
+// the parent runs on (its counter goes on, it answers), no child is left,
+// and once the exec is over the same episode forks (it was refused for
+// good with 409 "forked already" before).
+func TestForkRefusedThenRetried(t *testing.T) {
+	need(t)
+	_, a := startServer(t, serve.Config{})
+	p := a.create(map[string]any{"spec": busybox(), "golden": golden, "golden_target": "/data", "forkable": true, "ttl": 600})
+	a.exec(p.ID, agent.ExecRequest{Shell: "(i=0; while :; do i=$((i+1)); echo $i > /data/count; sleep 0.02; done) >/dev/null 2>&1 </dev/null &"})
+
+	// An exec in flight: its stream is open until it prints "done".
+	b, _ := json.Marshal(agent.ExecRequest{Shell: "echo started; sleep 8; echo done"})
+	req, _ := http.NewRequest("POST", a.base+"/v1/episodes/"+p.ID+"/exec", bytes.NewReader(b))
+	if a.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+a.tok)
+	}
+	resp, err := a.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := bufio.NewScanner(resp.Body)
+	for stream.Scan() {
+		var ev agent.Event
+		if json.Unmarshal(stream.Bytes(), &ev) == nil && strings.Contains(string(ev.Data), "started") {
+			break
+		}
+	}
+	before := a.counterNow(p.ID)
+	_, raw := a.fork(p.ID, 2, http.StatusConflict)
+	var e map[string]string
+	json.Unmarshal([]byte(raw), &e)
+	if msg := e["error"]; !strings.Contains(msg, "runs on unchanged") || strings.Contains(msg, "goroutine") || len(msg) > 1000 {
+		t.Errorf("refused fork: %s", raw)
+	}
+	for stream.Scan() {
+	}
+	resp.Body.Close()
+	if n := a.metric("gvx_serve_episodes_live"); n != 1 {
+		t.Errorf("%d episodes live after the refused fork, want 1", n)
+	}
+	if after := a.counterNow(p.ID); after <= before {
+		t.Errorf("the parent's counter stopped after the refused fork: %d then %d", before, after)
+	}
+
+	kids, _ := a.fork(p.ID, 1, http.StatusCreated)
+	if len(kids) != 1 {
+		t.Fatalf("retried fork: %d children", len(kids))
+	}
+	if c := a.counterNow(kids[0].ID); c < before {
+		t.Errorf("child's counter %d, the parent's was %d before: its process did not continue", c, before)
+	}
+	if r := a.exec(p.ID, agent.ExecRequest{Shell: "echo ok"}); r.stdout != "ok\n" {
+		t.Errorf("the parent after the retried fork: %+v", r)
 	}
 }

@@ -162,7 +162,9 @@ var (
 	// ErrNotRunning: the episode is starting or closing (HTTP 409).
 	ErrNotRunning = errors.New("serve: episode is not running")
 	// ErrNotForkable: a fork of an episode not created forkable, or
-	// forked already (HTTP 409).
+	// forked already, or one whose save was refused before anything was
+	// saved (a client still connected to its sockets: it runs on
+	// unchanged and may be forked again) (HTTP 409).
 	ErrNotForkable = errors.New("serve: episode is not forkable")
 	// ErrImageNotFound: the create's image is neither where its reference
 	// says nor in the image cache (HTTP 404).

@@ -130,7 +130,9 @@ func startDaemonFiles(t *testing.T, s dindSetup, u user, tmp, sockDir, mount str
 	go func() { d.exited <- d.cmd.Wait() }()
 	t.Cleanup(func() { syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) })
 	for ; ; time.Sleep(100 * time.Millisecond) {
-		if out, err := d.docker("info", "--format", "{{.Driver}}"); err == nil {
+		// Bounded: a daemon that accepts the connection and never answers
+		// (a restore that never completed) fails the test, not hangs it.
+		if out, err := dockerWithin(d, "info", "--format", "{{.Driver}}"); err == nil {
 			v, _ := d.docker("version", "--format", "server {{.Server.Version}} (API {{.Server.APIVersion}}), client {{.Client.Version}}")
 			t.Logf("%s: dockerd answered %v after rungv started, storage driver %s; docker version: %s", s.flavour.Name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out), strings.TrimSpace(v))
 			return d

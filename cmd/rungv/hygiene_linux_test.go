@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/internal/hostiletest"
 )
 
 // TestKillAllLeavesNothingAfterNextStart kills rungv and its supervisor at
@@ -364,4 +366,89 @@ func envNames(environ []byte) string {
 		}
 	}
 	return strings.Join(names, " ")
+}
+
+// TestEpisodeHoldsNoHostMount plays the host's admin against a leak:
+// a loop-mounted filesystem, private on the host (as mounts are where /
+// is not shared, in a container for one), is mounted before an episode
+// starts. No process of the episode with a mount namespace of its own may
+// have it in its mountinfo (the episode's init copied the whole host tree,
+// and the sandbox and gofer started from that copy), and once the host
+// unmounts it, its loop device must be detached at once, the episode
+// still running (the copy pinned it until the episode ended). Processes
+// in the caller's own mount namespace (rungv run itself) hold no copy.
+func TestEpisodeHoldsNoHostMount(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to loop-mount (CI runs as root)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Skip(err)
+	}
+	both(t, func(t *testing.T, u user) {
+		dir := t.TempDir()
+		img, mnt := filepath.Join(dir, "canary.img"), filepath.Join(dir, "canary")
+		if out, err := exec.Command("mkfs.ext4", "-q", img, "16M").CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v %s", err, out)
+		}
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hostMount(t, "-o", "loop", img, mnt)
+		mounted := true
+		t.Cleanup(func() {
+			if mounted {
+				exec.Command("umount", "-l", mnt).Run()
+			}
+		})
+		hostMount(t, "--make-private", mnt)
+		backing := loopBacking(t, mnt)
+
+		c := command(t, u, privateTmp(t, u), "run", "--network", "none", imageRef, "sh", "-c", "echo started; exec sleep 1000")
+		line, _ := startLines(t, c)
+		if s := line(); s != "started" {
+			t.Fatalf("guest did not start: %q", s)
+		}
+		copies := 0
+		for _, pid := range hostiletest.Descendants(c.Process.Pid) {
+			p := "/proc/" + strconv.Itoa(pid)
+			ns, err := os.Readlink(p + "/ns/mnt")
+			if err != nil || ns == self {
+				continue // gone, or the caller's own namespace
+			}
+			mi, err := os.ReadFile(p + "/mountinfo")
+			if err != nil {
+				continue
+			}
+			copies++
+			if bytes.Contains(mi, []byte(" "+mnt+" ")) {
+				cl, _ := os.ReadFile(p + "/cmdline")
+				t.Errorf("process %d (%.60s) of the episode has the host's %s mounted", pid, bytes.ReplaceAll(cl, []byte{0}, []byte{' '}), mnt)
+			}
+		}
+		t.Logf("%d processes of the episode have a mount namespace of their own", copies)
+
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("host umount: %v %s", err, out)
+		}
+		mounted = false
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(backing); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("10 s after the host unmounted %s, its loop device is still attached: %v hold it", mnt, mountHolders(mnt))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if c.ProcessState != nil || syscall.Kill(c.Process.Pid, 0) != nil {
+			t.Fatal("the episode ended")
+		}
+	})
 }

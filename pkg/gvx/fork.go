@@ -37,6 +37,23 @@ const SpecFile = "gvx-spec.json"
 // prepared with EnableCheckpoint, or was saved already.
 var ErrNoCheckpoint = errors.New("gvx: the sandbox cannot be checkpointed: call EnableCheckpoint before Run, once")
 
+// ErrNotSaved reports a Fork the episode refused before it saved anything
+// (gVisor could not save it: a client still connected to one of its
+// sockets, say): the episode runs on unchanged, and can be forked again.
+var ErrNotSaved = errors.New("gvx: the episode was not saved and runs on unchanged")
+
+// notSaved is the episode's refusal of a save: its message, and
+// ErrNotSaved for errors.Is.
+type notSaved struct{ err error }
+
+func (e notSaved) Error() string   { return e.err.Error() }
+func (e notSaved) Unwrap() []error { return []error{e.err, ErrNotSaved} }
+
+// replyError is an error the episode answered (spec.ControlReply.Error).
+type replyError struct{ msg string }
+
+func (e *replyError) Error() string { return "gvx: " + e.msg }
+
 // Checkpoint is a saved episode.
 type Checkpoint struct {
 	// Dir holds the checkpoint (remove it with os.RemoveAll when done).
@@ -105,7 +122,7 @@ func (c *checkpointing) request(r spec.ControlRequest, want string) error {
 		return fmt.Errorf("gvx: checkpoint: bad reply %q: %v", line, err)
 	}
 	if rep.Error != "" {
-		return fmt.Errorf("gvx: %s", rep.Error)
+		return &replyError{rep.Error}
 	}
 	if rep.Op != want {
 		return fmt.Errorf("gvx: checkpoint: reply %q, want %q", rep.Op, want)
@@ -199,13 +216,25 @@ func (s *Sandbox) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 // Restore takes them). s is paused from the save
 // until its volumes are cloned, then goes on. Run each child, then Close
 // it; the checkpoint directory (returned too) can start more children
-// with Restore.
+// with Restore. A fork the episode refused before it saved anything
+// returns an error that is ErrNotSaved (errors.Is): s runs on unchanged
+// and may be forked again.
 func (s *Sandbox) Fork(ctx context.Context, n int, proc func(i int) Config) ([]*Sandbox, *Checkpoint, error) {
 	c, err := s.take()
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := c.request(spec.ControlRequest{Op: spec.OpCheckpoint, Resume: true}, spec.OpPaused); err != nil {
+		var re *replyError
+		if errors.As(err, &re) {
+			// rungv refused before it saved (every error it answers to a
+			// checkpoint with resume is one: runtime/checkpoint): the
+			// episode runs on as it was and may be forked again.
+			s.mu.Lock()
+			c.used = false
+			s.mu.Unlock()
+			return nil, nil, notSaved{err}
+		}
 		return nil, nil, err
 	}
 	cp, cerr := saveCompanions(c.dir, s.spec) // while the episode is paused

@@ -353,7 +353,20 @@ func (c *Controller) checkpoint(resume bool) error {
 	}
 	files := c.files
 	c.files = nil
+	saved := false
 	defer func() {
+		if !saved {
+			// Nothing was saved and the guest runs on as it was: the
+			// files stay for another attempt (a fork refused because a
+			// client was connected can be asked again), emptied so that
+			// a restore from the directory meanwhile finds no checkpoint
+			// rather than a part of one.
+			for _, f := range files {
+				_ = f.Truncate(0)
+			}
+			c.files = files
+			return
+		}
 		for _, f := range files {
 			f.Close()
 		}
@@ -370,6 +383,7 @@ func (c *Controller) checkpoint(resume bool) error {
 		}
 		err := c.save(files)
 		if err == nil {
+			saved = true
 			break
 		}
 		_ = c.ctl.Call(boot.ContMgrResume, &struct{}{}, nil)
