@@ -78,7 +78,7 @@ func testDindReachOut(t *testing.T, s dindSetup) {
 func TestDindLayersAndCache(t *testing.T) { forEachFlavour(t, testDindLayersAndCache) }
 
 // manyLayers is the layer count of TestDindLayersAndCache's image: the
-// base and one per RUN; every lower directory's absolute path still fits
+// base and one per COPY; every lower directory's absolute path still fits
 // in the page of mount data overlay2 has (see docs/dind.md).
 const manyLayers = 70
 
@@ -123,9 +123,8 @@ COPY --from=build /stamp /stamp
 // longer fits in a page, so dockerd mounts from its home with relative
 // paths, which the Sentry's overlay takes only with gVisor patch
 // 0005-overlay-relative-lowerdir (google/gvisor#14699); the test skips,
-// saying so, without it (GVX_TEST_UNPATCHED=1: the build's RUN step on
-// the 75th layer fails with "error creating overlay mount to …: invalid
-// argument").
+// saying so, without it (GVX_TEST_UNPATCHED=1: the build fails near the
+// 75th layer with "error creating overlay mount to …: invalid argument").
 func TestDindDeepImage(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0005-overlay-relative-lowerdir")
