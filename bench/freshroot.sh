@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# bench/freshroot.sh: README's test command from a fresh clone on a machine
+# with nothing installed but Go (issue 27's proof), as root, in a chroot.
+#
+#   sudo bench/freshroot.sh              # runs ./scripts/test.sh in it
+#   sudo bench/freshroot.sh CMD...       # runs CMD instead, in the clone
+#
+# 1. A Debian minbase root of the host's release (bookworm), debootstrapped
+#    once from the host's apt mirror (found as image/dindtest finds it: go
+#    run ./bench/debmirror; $GVX_DEBIAN_MIRROR overrides) and cached in
+#    $GVX_BENCH_CACHE (/var/tmp/gvx-bench-cache-UID, the caller's own; see
+#    bench/sidroot.sh's debroot), is copied to a new work dir
+#    /var/tmp/gvx-freshroot.XXXXXX/root: every run starts from a root that
+#    nothing has touched.
+# 2. Go (`go env GOROOT`) is copied to its /usr/local/go, the host's
+#    resolv.conf and apt sources (sources.list and sources.list.d/*.list,
+#    *.sources: no apt.conf.d, no auth.conf.d) are copied in, and the
+#    checkout is cloned (git clone --no-hardlinks of its HEAD, from the host
+#    side: the root has no git until scripts/setup.sh installs it) to
+#    /root/gvx. Uncommitted changes are not in the clone.
+# 3. In a new mount and PID namespace (unshare --mount --pid --fork
+#    --kill-child: when the script, or unshare, dies, every process of the
+#    run dies, and with them the namespace and all its mounts: nothing is
+#    ever mounted in the host's namespace), it mounts what a real machine
+#    has: proc (this PID namespace's), sysfs, the host's cgroup layout
+#    (cgroup2 at /sys/fs/cgroup when the host's is unified; this host's is
+#    hybrid, with the controllers bound to v1 hierarchies that a new
+#    cgroup2 mount cannot have, so its /sys/fs/cgroup tree is bound),
+#    devtmpfs at /dev (the kernel's one devtmpfs: loop devices appear as on
+#    the host) with a new devpts instance and a new tmpfs /dev/shm, a new
+#    tmpfs at /tmp and /run, and the host's kernel modules read-only
+#    (/usr/lib/modules: a real machine has its kernel's). /var/tmp is the
+#    root's own directory.
+# 4. Runs the command as root with chroot, in a login-like environment
+#    (env -i: HOME=/root, PATH with /usr/local/go/bin as Go's tarball
+#    instructions add), from /root/gvx.
+#
+# Logs stay outside the root: $GVX_FRESH_LOGS (default the work dir's logs/):
+# console.log (everything the command printed) and test.sh's per-phase logs
+# (the clone's .test-logs is a bind mount of it). The root is removed on exit
+# unless FRESH_KEEP=1. The exit status is the command's.
+set -euo pipefail
+
+if [ "${1:-}" = __inside ]; then
+	# Inside the new namespaces (pid 1 of the PID namespace).
+	shift
+	root=$1
+	logs=$2
+	shift 2
+	cleanup() {
+		# Only this namespace sees these mounts; they would go with it
+		# anyway: unmount in reverse order for a clean end.
+		umount -R "$root" 2>/dev/null || true
+	}
+	trap cleanup EXIT
+	mount --make-rprivate /
+	# Bind the root on itself so that umount -R "$root" takes every mount.
+	mount --bind "$root" "$root"
+	mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+	mount -t sysfs -o nosuid,nodev,noexec sysfs "$root/sys"
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
+		mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$root/sys/fs/cgroup"
+	else
+		mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
+	fi
+	mount -t devtmpfs -o nosuid devtmpfs "$root/dev"
+	mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5,nosuid,noexec devpts "$root/dev/pts"
+	mount --bind "$root/dev/pts/ptmx" "$root/dev/ptmx"
+	mount -t tmpfs -o nosuid,nodev,mode=1777 shm "$root/dev/shm"
+	mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root/tmp"
+	mount -t tmpfs -o nosuid,nodev,mode=0755 tmpfs "$root/run"
+	mkdir -p "$root/usr/lib/modules"
+	if [ -d /usr/lib/modules ]; then
+		mount --bind -o ro /usr/lib/modules "$root/usr/lib/modules"
+	fi
+	mkdir -p "$root/root/gvx/.test-logs"
+	mount --bind "$logs" "$root/root/gvx/.test-logs"
+	rc=0
+	chroot "$root" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
+		TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+		PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		/bin/bash -c 'cd /root/gvx && exec "$@"' freshroot "$@" || rc=$?
+	exit "$rc"
+fi
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
+export CGO_ENABLED=0
+[ "$(id -u)" = 0 ] || { echo "freshroot: needs root (debootstrap, mounts, chroot): sudo $0" >&2; exit 2; }
+for c in debootstrap unshare chroot git; do
+	command -v "$c" >/dev/null || { echo "freshroot: needs $c on the host (apt-get install debootstrap util-linux coreutils git)" >&2; exit 1; }
+done
+[ "$#" -gt 0 ] || set -- ./scripts/test.sh
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+	echo "freshroot: note: $repo has uncommitted changes; the clone has only HEAD ($(git rev-parse --short HEAD))" >&2
+fi
+
+suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[ -n "$suite" ] || { echo "freshroot: /etc/os-release names no VERSION_CODENAME: not a Debian host?" >&2; exit 1; }
+# shellcheck source=./sidroot.sh
+. bench/sidroot.sh
+base=$(debroot "$suite")
+[ -x "$base/usr/bin/apt-get" ] && [ -e "$base/etc/debian_version" ] || {
+	echo "freshroot: $base is not a complete Debian root: remove it (it is rebuilt)" >&2
+	exit 1
+}
+
+work=$(mktemp -d /var/tmp/gvx-freshroot.XXXXXX)
+root=$work/root
+logs=${GVX_FRESH_LOGS:-$work/logs}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
+child=
+finish() {
+	local rc=$?
+	trap - EXIT INT TERM HUP
+	if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+		kill -TERM "$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+	# Nothing is mounted here in the host's namespace; check before any rm.
+	if findmnt -rn -o TARGET | grep -qF "$root"; then
+		echo "freshroot: mounts left under $root (not removing it):" >&2
+		findmnt -rn -o TARGET | grep -F "$root" >&2
+	elif [ "${FRESH_KEEP:-0}" = 1 ]; then
+		echo "freshroot: root kept: $root"
+	else
+		rm -rf "$root"
+	fi
+	echo "freshroot: logs in $logs"
+	exit "$rc"
+}
+trap finish EXIT
+trap 'exit 143' INT TERM HUP
+
+echo "freshroot: copying the $suite root $base to $root"
+cp -a --reflink=auto "$base" "$root"
+rm -f "$root/.complete"
+goroot=$(go env GOROOT)
+echo "freshroot: copying Go $(go env GOVERSION) from $goroot"
+mkdir -p "$root/usr/local"
+cp -a "$goroot" "$root/usr/local/go"
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+[ -s "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+rm -f "$root/etc/apt/sources.list"
+[ ! -f /etc/apt/sources.list ] || cp /etc/apt/sources.list "$root/etc/apt/sources.list"
+for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+	[ -f "$f" ] && cp "$f" "$root/etc/apt/sources.list.d/"
+done
+for d in /etc/apt/keyrings /etc/apt/trusted.gpg.d; do
+	[ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
+done
+echo "freshroot: cloning $repo ($(git rev-parse --short HEAD)) to /root/gvx"
+git clone --quiet --no-hardlinks "$repo" "$root/root/gvx"
+git -C "$root/root/gvx" checkout --quiet "$(git rev-parse HEAD)"
+
+echo "freshroot: running $* in $root as root (console: $logs/console.log)"
+start=$(date +%s)
+set +e
+unshare --mount --pid --fork --kill-child --propagation private -- "$repo/bench/freshroot.sh" __inside "$root" "$logs" "$@" \
+	> >(tee "$logs/console.log") 2>&1 &
+child=$!
+wait "$child"
+rc=$?
+child=
+set -e
+echo "freshroot: $* exited $rc after $(( $(date +%s) - start )) s"
+exit "$rc"
