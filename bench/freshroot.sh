@@ -40,7 +40,10 @@
 # (the clone's .test-logs is a bind mount of it). The root is removed on exit
 # unless FRESH_KEEP=1. The exit status is the command's.
 set -euo pipefail
-
+# One brace group to the end, so that bash has read all of it before it
+# runs any: editing this file during a run changes nothing in that run (the
+# namespace side runs the copy in the work dir).
+{
 if [ "${1:-}" = __inside ]; then
 	# Inside the new namespaces (pid 1 of the PID namespace).
 	shift
@@ -92,8 +95,10 @@ for c in debootstrap unshare chroot git; do
 	command -v "$c" >/dev/null || { echo "freshroot: needs $c on the host (apt-get install debootstrap util-linux coreutils git)" >&2; exit 1; }
 done
 [ "$#" -gt 0 ] || set -- ./scripts/test.sh
+# The commit to test, taken once: a commit made while this runs is not it.
+head=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-	echo "freshroot: note: $repo has uncommitted changes; the clone has only HEAD ($(git rev-parse --short HEAD))" >&2
+	echo "freshroot: note: $repo has uncommitted changes; the clone has only HEAD (${head:0:7})" >&2
 fi
 
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
@@ -151,14 +156,15 @@ done
 for d in /etc/apt/keyrings /etc/apt/trusted.gpg.d; do
 	[ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
 done
-echo "freshroot: cloning $repo ($(git rev-parse --short HEAD)) to /root/gvx"
+echo "freshroot: cloning $repo (${head:0:7}) to /root/gvx"
 git clone --quiet --no-hardlinks "$repo" "$root/root/gvx"
-git -C "$root/root/gvx" checkout --quiet "$(git rev-parse HEAD)"
+git -C "$root/root/gvx" checkout --quiet "$head"
 
 echo "freshroot: running $* in $root as root (console: $logs/console.log)"
 start=$(date +%s)
 set +e
-unshare --mount --pid --fork --kill-child --propagation private -- "$repo/bench/freshroot.sh" __inside "$root" "$logs" "$@" \
+cp "$repo/bench/freshroot.sh" "$work/freshroot.sh"
+unshare --mount --pid --fork --kill-child --propagation private -- bash "$work/freshroot.sh" __inside "$root" "$logs" "$@" \
 	> >(tee "$logs/console.log") 2>&1 &
 child=$!
 wait "$child"
@@ -167,3 +173,4 @@ child=
 set -e
 echo "freshroot: $* exited $rc after $(( $(date +%s) - start )) s"
 exit "$rc"
+}
