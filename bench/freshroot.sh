@@ -14,7 +14,11 @@
 #    nothing has touched.
 # 2. Go (`go env GOROOT`) is copied to its /usr/local/go, the host's
 #    resolv.conf and apt sources (sources.list and sources.list.d/*.list,
-#    *.sources: no apt.conf.d, no auth.conf.d) are copied in, and the
+#    *.sources: no apt.conf.d, no auth.conf.d) and the CA certificates the
+#    host trusts beyond Debian's bundle (regular files in /etc/ssl/certs
+#    and /usr/local/share/ca-certificates: this machine's egress re-signs
+#    TLS, so the module downloads need its CA, as any machine here would)
+#    are copied in, and the
 #    checkout is cloned (git clone --no-hardlinks of its HEAD, from the host
 #    side: the root has no git until scripts/setup.sh installs it) to
 #    /root/gvx. Uncommitted changes are not in the clone.
@@ -121,7 +125,10 @@ finish() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
 	if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
-		kill -TERM "$child" 2>/dev/null || true
+		# unshare --fork ignores SIGTERM; its death SIGKILLs the
+		# namespace's init (--kill-child), and with it every process of
+		# the run.
+		kill -KILL "$child" 2>/dev/null || true
 		wait "$child" 2>/dev/null || true
 	fi
 	# Nothing is mounted here in the host's namespace; check before any rm.
@@ -147,6 +154,18 @@ echo "freshroot: copying Go $(go env GOVERSION) from $goroot"
 mkdir -p "$root/usr/local"
 cp -a "$goroot" "$root/usr/local/go"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The CA certificates this host trusts beyond Debian's bundle (a network
+# whose egress re-signs TLS: this one), as a machine on this network has
+# them: where ca-certificates (scripts/setup.sh installs it) adds them to
+# the bundle. Regular files only: Debian's own are symlinks.
+mkdir -p "$root/usr/local/share/ca-certificates"
+for f in /usr/local/share/ca-certificates/*.crt /etc/ssl/certs/*.pem /etc/ssl/certs/*.crt; do
+	[ -f "$f" ] && [ ! -L "$f" ] || continue
+	case ${f##*/} in ca-certificates.crt | ssl-cert-snakeoil.pem) continue ;; esac
+	n=${f##*/}
+	cp "$f" "$root/usr/local/share/ca-certificates/${n%.*}.crt"
+	echo "freshroot: trusting the host's local CA ${f}"
+done
 [ -s "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 rm -f "$root/etc/apt/sources.list"
 [ ! -f /etc/apt/sources.list ] || cp /etc/apt/sources.list "$root/etc/apt/sources.list"
