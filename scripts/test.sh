@@ -45,7 +45,10 @@ record setup "${PIPESTATUS[0]}"
 # Build everything below with gvx's gVisor patches (docs/gvisor-patches.md).
 # After setup: on a fresh machine the module download it makes needs the
 # CA certificates and git that setup installs.
-eval "$(GOWORK=off go run ./cmd/gvisorpatch env)" || { echo "test.sh: cmd/gvisorpatch failed: see above" >&2; exit 1; }
+# (Its status is checked apart: eval "$(cmd)" is 0 when cmd fails, and the
+# tests would then run on an unpatched gVisor.)
+patchenv=$(GOWORK=off go run ./cmd/gvisorpatch env) || { echo "test.sh: cmd/gvisorpatch failed (see above): no test can build with gvx's gVisor patches" >&2; exit 1; }
+eval "$patchenv"
 
 echo "== static checks: gofmt, go vet, darwin and windows builds (log: $logs/static.log)"
 (
