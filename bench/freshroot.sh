@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/freshroot.sh: README's test command from a fresh clone on a machine
-# with nothing installed but Go (issue 27's proof), as root, in a chroot.
+# with nothing installed but Go (issue 27's proof), as root, in a
+# debootstrapped root of its own (pivot_root in a mount namespace).
 #
 #   sudo bench/freshroot.sh              # runs ./scripts/test.sh in it
 #   sudo bench/freshroot.sh CMD...       # runs CMD instead, in the clone
@@ -35,7 +36,10 @@
 #    tmpfs at /tmp and /run, and the host's kernel modules read-only
 #    (/usr/lib/modules: a real machine has its kernel's). /var/tmp is the
 #    root's own directory.
-# 4. Runs the command as root with chroot, in a login-like environment
+# 4. Makes the root the namespace's own with pivot_root (not chroot: a
+#    chrooted process may not make a user namespace, which every machine
+#    lets an unprivileged user do and the tests use) and runs the command
+#    as root in a login-like environment
 #    (env -i: HOME=/root, PATH with /usr/local/go/bin as Go's tarball
 #    instructions add), from /root/gvx.
 #
@@ -82,8 +86,19 @@ if [ "${1:-}" = __inside ]; then
 	fi
 	mkdir -p "$root/root/gvx/.test-logs"
 	mount --bind "$logs" "$root/root/gvx/.test-logs"
+	# pivot_root, not chroot: the kernel refuses a chrooted process a new
+	# user namespace (EPERM: every unprivileged-user-namespace test would
+	# skip, as on no real machine); after pivot_root the root is this
+	# mount namespace's own, as a machine's is.
+	mkdir -p "$root/.freshroot-old"
+	cd "$root"
+	pivot_root . .freshroot-old
+	cd /
+	umount -l /.freshroot-old
+	rmdir /.freshroot-old
+	trap - EXIT
 	rc=0
-	chroot "$root" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
+	/usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
 		TERM="${TERM:-dumb}" LANG=C.UTF-8 \
 		PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		/bin/bash -c 'cd /root/gvx && exec "$@"' freshroot "$@" || rc=$?
@@ -94,8 +109,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=0
-[ "$(id -u)" = 0 ] || { echo "freshroot: needs root (debootstrap, mounts, chroot): sudo $0" >&2; exit 2; }
-for c in debootstrap unshare chroot git; do
+[ "$(id -u)" = 0 ] || { echo "freshroot: needs root (debootstrap, mounts, pivot_root): sudo $0" >&2; exit 2; }
+for c in debootstrap unshare pivot_root git; do
 	command -v "$c" >/dev/null || { echo "freshroot: needs $c on the host (apt-get install debootstrap util-linux coreutils git)" >&2; exit 1; }
 done
 [ "$#" -gt 0 ] || set -- ./scripts/test.sh
@@ -176,7 +191,7 @@ for d in /etc/apt/keyrings /etc/apt/trusted.gpg.d; do
 	[ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
 done
 echo "freshroot: cloning $repo (${head:0:7}) to /root/gvx"
-git clone --quiet --no-hardlinks "$repo" "$root/root/gvx"
+git clone --quiet --no-hardlinks --no-checkout "$repo" "$root/root/gvx"
 git -C "$root/root/gvx" checkout --quiet "$head"
 
 echo "freshroot: running $* in $root as root (console: $logs/console.log)"
