@@ -47,6 +47,10 @@
 # console.log (everything the command printed) and test.sh's per-phase logs
 # (the clone's .test-logs is a bind mount of it). The root is removed on exit
 # unless FRESH_KEEP=1. The exit status is the command's.
+#
+# FRESH_ROOT=/var/tmp/gvx-freshroot.XXXXXX/root runs the command again in a
+# root an earlier run kept (not fresh: for a few tests again), logs in a new
+# logs.XXXXXX beside it.
 set -euo pipefail
 # One brace group to the end, so that bash has read all of it before it
 # runs any: editing this file during a run changes nothing in that run (the
@@ -120,19 +124,34 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
 	echo "freshroot: note: $repo has uncommitted changes; the clone has only HEAD (${head:0:7})" >&2
 fi
 
-suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-[ -n "$suite" ] || { echo "freshroot: /etc/os-release names no VERSION_CODENAME: not a Debian host?" >&2; exit 1; }
-# shellcheck source=./sidroot.sh
-. bench/sidroot.sh
-base=$(debroot "$suite")
-[ -x "$base/usr/bin/apt-get" ] && [ -e "$base/etc/debian_version" ] || {
-	echo "freshroot: $base is not a complete Debian root: remove it (it is rebuilt)" >&2
-	exit 1
-}
+if [ -n "${FRESH_ROOT:-}" ]; then
+	# Again in a root an earlier run kept (FRESH_KEEP=1): not fresh (its
+	# packages, caches and clone are as that run left them): for running
+	# a few tests again. The root is kept.
+	root=$(cd "$FRESH_ROOT" && pwd) || exit 2
+	work=$(dirname "$root")
+	case $work in /var/tmp/gvx-freshroot.*) ;; *)
+		echo "freshroot: FRESH_ROOT=$FRESH_ROOT is not the root of an earlier run (/var/tmp/gvx-freshroot.XXXXXX/root)" >&2
+		exit 2 ;;
+	esac
+	[ -d "$root/root/gvx" ] && [ -x "$root/usr/local/go/bin/go" ] || { echo "freshroot: $root has no /root/gvx or no Go: not a root of this script" >&2; exit 2; }
+	logs=${GVX_FRESH_LOGS:-$(mktemp -d "$work/logs.XXXXXX")}
+	FRESH_KEEP=1
+else
+	suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ -n "$suite" ] || { echo "freshroot: /etc/os-release names no VERSION_CODENAME: not a Debian host?" >&2; exit 1; }
+	# shellcheck source=./sidroot.sh
+	. bench/sidroot.sh
+	base=$(debroot "$suite")
+	[ -x "$base/usr/bin/apt-get" ] && [ -e "$base/etc/debian_version" ] || {
+		echo "freshroot: $base is not a complete Debian root: remove it (it is rebuilt)" >&2
+		exit 1
+	}
 
-work=$(mktemp -d /var/tmp/gvx-freshroot.XXXXXX)
-root=$work/root
-logs=${GVX_FRESH_LOGS:-$work/logs}
+	work=$(mktemp -d /var/tmp/gvx-freshroot.XXXXXX)
+	root=$work/root
+	logs=${GVX_FRESH_LOGS:-$work/logs}
+fi
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
 child=
@@ -161,44 +180,46 @@ finish() {
 trap finish EXIT
 trap 'exit 143' INT TERM HUP
 
-echo "freshroot: copying the $suite root $base to $root"
-cp -a --reflink=auto "$base" "$root"
-rm -f "$root/.complete"
-goroot=$(go env GOROOT)
-echo "freshroot: copying Go $(go env GOVERSION) from $goroot"
-mkdir -p "$root/usr/local"
-cp -a "$goroot" "$root/usr/local/go"
-cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-# The CA certificates this host trusts beyond Debian's bundle (a network
-# whose egress re-signs TLS: this one), as a machine on this network has
-# them: where ca-certificates (scripts/setup.sh installs it) adds them to
-# the bundle. Regular files only: Debian's own are symlinks.
-mkdir -p "$root/usr/local/share/ca-certificates"
-for f in /usr/local/share/ca-certificates/*.crt /etc/ssl/certs/*.pem /etc/ssl/certs/*.crt; do
-	[ -f "$f" ] && [ ! -L "$f" ] || continue
-	case ${f##*/} in ca-certificates.crt | ssl-cert-snakeoil.pem) continue ;; esac
-	n=${f##*/}
-	cp "$f" "$root/usr/local/share/ca-certificates/${n%.*}.crt"
-	echo "freshroot: trusting the host's local CA ${f}"
-done
-[ -s "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
-rm -f "$root/etc/apt/sources.list"
-[ ! -f /etc/apt/sources.list ] || cp /etc/apt/sources.list "$root/etc/apt/sources.list"
-for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-	[ -f "$f" ] && cp "$f" "$root/etc/apt/sources.list.d/"
-done
-for d in /etc/apt/keyrings /etc/apt/trusted.gpg.d; do
-	[ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
-done
-echo "freshroot: cloning $repo (${head:0:7}) to /root/gvx"
-git clone --quiet --no-hardlinks --no-checkout "$repo" "$root/root/gvx"
-git -C "$root/root/gvx" checkout --quiet "$head"
+if [ -z "${FRESH_ROOT:-}" ]; then
+	echo "freshroot: copying the $suite root $base to $root"
+	cp -a --reflink=auto "$base" "$root"
+	rm -f "$root/.complete"
+	goroot=$(go env GOROOT)
+	echo "freshroot: copying Go $(go env GOVERSION) from $goroot"
+	mkdir -p "$root/usr/local"
+	cp -a "$goroot" "$root/usr/local/go"
+	cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+	# The CA certificates this host trusts beyond Debian's bundle (a network
+	# whose egress re-signs TLS: this one), as a machine on this network has
+	# them: where ca-certificates (scripts/setup.sh installs it) adds them to
+	# the bundle. Regular files only: Debian's own are symlinks.
+	mkdir -p "$root/usr/local/share/ca-certificates"
+	for f in /usr/local/share/ca-certificates/*.crt /etc/ssl/certs/*.pem /etc/ssl/certs/*.crt; do
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		case ${f##*/} in ca-certificates.crt | ssl-cert-snakeoil.pem) continue ;; esac
+		n=${f##*/}
+		cp "$f" "$root/usr/local/share/ca-certificates/${n%.*}.crt"
+		echo "freshroot: trusting the host's local CA ${f}"
+	done
+	[ -s "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+	rm -f "$root/etc/apt/sources.list"
+	[ ! -f /etc/apt/sources.list ] || cp /etc/apt/sources.list "$root/etc/apt/sources.list"
+	for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && cp "$f" "$root/etc/apt/sources.list.d/"
+	done
+	for d in /etc/apt/keyrings /etc/apt/trusted.gpg.d; do
+		[ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
+	done
+	echo "freshroot: cloning $repo (${head:0:7}) to /root/gvx"
+	git clone --quiet --no-hardlinks --no-checkout "$repo" "$root/root/gvx"
+	git -C "$root/root/gvx" checkout --quiet "$head"
+fi
 
 echo "freshroot: running $* in $root as root (console: $logs/console.log)"
 start=$(date +%s)
 set +e
-cp "$repo/bench/freshroot.sh" "$work/freshroot.sh"
-unshare --mount --pid --fork --kill-child --propagation private -- bash "$work/freshroot.sh" __inside "$root" "$logs" "$@" \
+cp "$repo/bench/freshroot.sh" "$work/freshroot.$$.sh"
+unshare --mount --pid --fork --kill-child --propagation private -- bash "$work/freshroot.$$.sh" __inside "$root" "$logs" "$@" \
 	> >(tee "$logs/console.log") 2>&1 &
 child=$!
 wait "$child"
