@@ -26,8 +26,16 @@ export CGO_ENABLED=0
 #   docker-compose       compose driving an episode's daemon
 #   python3              the Python client's tests
 #   python3-venv         a venv with pip for its offline install test
+# and what a minimal Debian (debootstrap --variant=minbase: bench/freshroot.sh)
+# lacks that a full install has:
+#   ca-certificates      go's module downloads (HTTPS) and debootstrap's
+#   git                  test.sh's gofmt list (git ls-files), go build's VCS
+#                        stamp of the binaries tests build, --version's test
+#   iproute2             ip: the network namespaces of the egress tests
+#   kmod                 modprobe overlay, where overlayfs is a module
 packages=(e2fsprogs attr erofs-utils xfsprogs btrfs-progs busybox-static strace
-	docker.io debootstrap docker-compose python3 python3-venv)
+	docker.io debootstrap docker-compose python3 python3-venv
+	ca-certificates git iproute2 kmod)
 
 missing=()
 for p in "${packages[@]}"; do

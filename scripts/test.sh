@@ -17,8 +17,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=0
-# Build everything below with gvx's gVisor patches (docs/gvisor-patches.md).
-eval "$(GOWORK=off go run ./cmd/gvisorpatch env)" || { echo "test.sh: cmd/gvisorpatch failed: see above" >&2; exit 1; }
 logs=${GVX_TEST_LOGS:-$PWD/.test-logs}
 mkdir -p "$logs" || exit 1
 logs=$(cd "$logs" && pwd)
@@ -43,6 +41,14 @@ record() {
 echo "== setup (log: $logs/setup.log)"
 bash ./scripts/setup.sh 2>&1 | tee "$logs/setup.log"
 record setup "${PIPESTATUS[0]}"
+
+# Build everything below with gvx's gVisor patches (docs/gvisor-patches.md).
+# After setup: on a fresh machine the module download it makes needs the
+# CA certificates and git that setup installs.
+# (Its status is checked apart: eval "$(cmd)" is 0 when cmd fails, and the
+# tests would then run on an unpatched gVisor.)
+patchenv=$(GOWORK=off go run ./cmd/gvisorpatch env) || { echo "test.sh: cmd/gvisorpatch failed (see above): no test can build with gvx's gVisor patches" >&2; exit 1; }
+eval "$patchenv"
 
 echo "== static checks: gofmt, go vet, darwin and windows builds (log: $logs/static.log)"
 (
