@@ -69,6 +69,12 @@ func TestAddDirSwapped(t *testing.T) {
 							t.Fatal(err)
 						}
 						want := strings.NewReplacer("SIZE+1", fmt.Sprint(size+1), "SIZE-1", fmt.Sprint(size-1)).Replace(sw.want)
+						var fs unix.Statfs_t
+						if sw.name == "char device" && unix.Statfs(src, &fs) == nil && fs.Flags&unix.ST_NODEV != 0 {
+							// On a nodev mount (systemd's /tmp) the open itself
+							// is refused: still an error naming the file.
+							want = "permission denied"
+						}
 						err := writeWithin(t, b, into)
 						if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), want) {
 							t.Fatalf("WriteTo after the file was swapped = %v, want an error naming %s and saying %q", err, p, want)
