@@ -30,8 +30,8 @@ type fiemapReq struct {
 }
 
 // unsharedBytes is the data path holds that no other file shares: for a
-// reflink clone, the blocks written since it was cloned. -1 if the
-// filesystem cannot tell (no FIEMAP).
+// reflink clone, the blocks written since it was cloned; on a filesystem
+// without FIEMAP (tmpfs: nothing shared) all its blocks. -1: unknown.
 func unsharedBytes(path string) int64 {
 	f, err := os.Open(path)
 	if err != nil {
@@ -43,6 +43,12 @@ func unsharedBytes(path string) int64 {
 	for start := uint64(0); ; {
 		*req = fiemapReq{Start: start, Length: ^uint64(0) - start, ExtentCount: fiemapBatch}
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(req))); e != 0 {
+			// No FIEMAP (tmpfs): such a filesystem shares no extents,
+			// so what the file holds is all its own.
+			var st unix.Stat_t
+			if start == 0 && (e == unix.EOPNOTSUPP || e == unix.ENOTTY) && unix.Fstat(int(f.Fd()), &st) == nil {
+				return st.Blocks * 512
+			}
 			return -1
 		}
 		n := min(req.MappedExtents, fiemapBatch)
