@@ -106,11 +106,11 @@ func TestRuncSealedExeDocker(t *testing.T) {
 	if out := d.must("run", "--rm", "--runtime", "dbg", "hello:latest", "echo", "ran"); strings.TrimSpace(out) != "ran" {
 		t.Fatalf("docker run printed %q", out)
 	}
-	d.must("run", "-d", "--name", "c", "--runtime", "dbg", "hello:latest", "sleep", "1000")
-	if out := d.must("exec", "c", "echo", "execd"); strings.TrimSpace(out) != "execd" {
+	d.must("run", "-d", "--name", "c1", "--runtime", "dbg", "hello:latest", "sleep", "1000")
+	if out := d.must("exec", "c1", "echo", "execd"); strings.TrimSpace(out) != "execd" {
 		t.Fatalf("docker exec printed %q", out)
 	}
-	d.must("rm", "-f", "c")
+	d.must("rm", "-f", "c1")
 	d.stop()
 	b, err := os.ReadFile(filepath.Join(xlog, "runc.log"))
 	if err != nil {
