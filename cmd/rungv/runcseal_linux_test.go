@@ -35,8 +35,10 @@ func sealexeBin(t *testing.T) string {
 // O_PATH fd's /proc link, through the mount, by creating or renaming in
 // it, and through the re-executed child's /proc/self/exe (which names
 // the file inside the detached mount, /sealexe, as on Linux): every write
-// must be refused. Without 0007-overlay-xino FSCONFIG_CMD_CREATE fails
-// with EINVAL and runc copies its binary into a memfd instead.
+// must be refused. An overlay asked for xino=on is still refused
+// (EINVAL): the patch accepts only off and auto. Without 0007-overlay-xino
+// FSCONFIG_CMD_CREATE fails with EINVAL and runc copies its binary into a
+// memfd instead.
 func TestRuncSealedExe(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0007-overlay-xino")
@@ -57,7 +59,10 @@ func TestRuncSealedExe(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(out, "child: running /sealexe") || strings.Count(out, ": refused ") != 9 {
+	if !strings.Contains(out, "\nxino-on-create: refused EINVAL\n") {
+		t.Errorf("an overlay with xino=on was not refused:\n%s", out)
+	}
+	if !strings.Contains(out, "child: running /sealexe") || strings.Count(out, ": refused ") != 10 {
 		t.Fatalf("unexpected steps:\n%s", out)
 	}
 	t.Logf("in the episode:\n%s", out)
