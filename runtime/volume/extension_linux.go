@@ -35,6 +35,16 @@ type Mount struct {
 	// MaxOpen bounds the FDs the Sentry may hold on the mount (0:
 	// DefaultMaxOpen; see Conn.MaxOpen).
 	MaxOpen int64 `json:"max_open,omitempty"`
+	// NoHostSync: a guest fsync commits ext4lite's journal to the file
+	// but does not flush the file to the host's disk (ext4lite's NoSync;
+	// spec durability=episode). Not with ReadOnly.
+	NoHostSync bool `json:"no_host_sync,omitempty"`
+	// Stats, when set, is the host path of a file the gofer creates
+	// (O_EXCL, no symlink followed) before it locks down and keeps the
+	// volume's request counters in (Stats, as JSON): rewritten while they
+	// change, final at the volume's release. The runtime sets it in
+	// Host.ProfileDir, which it checked is the caller's alone.
+	Stats string `json:"stats,omitempty"`
 }
 
 // Annotations returns the spec annotation that marks volume i for the
@@ -76,6 +86,9 @@ type Extension struct {
 	mu      sync.Mutex
 	files   map[string]*os.File // by guest path, opened in PrepareGofer
 	fdsFlag string              // "dst=fd;…" after a gofer re-exec
+	// stats and statsFlag are the same for Mount.Stats files.
+	stats     map[string]*os.File
+	statsFlag string
 	// SyncEvery bounds how much a killed sandbox can lose.
 	SyncEvery time.Duration
 }
@@ -96,11 +109,15 @@ func Register() {
 // Name implements extension.Extension.
 func (e *Extension) Name() string { return "gvx-ext4lite" }
 
-const fdsFlagName = "gvx-volume-fds"
+const (
+	fdsFlagName   = "gvx-volume-fds"
+	statsFlagName = "gvx-volume-stats-fds"
+)
 
 // SetFlags adds the flag that carries volume FDs across a gofer re-exec.
 func (e *Extension) SetFlags(f *flag.FlagSet) {
 	f.StringVar(&e.fdsFlag, fdsFlagName, "", "internal: volume FDs (guestpath=fd;…) opened before the gofer dropped privileges")
+	f.StringVar(&e.statsFlag, statsFlagName, "", "internal: volume stats file FDs (guestpath=fd;…) opened before the gofer dropped privileges")
 }
 
 // PrepareGofer opens every volume file before the gofer chroots, drops
@@ -112,8 +129,8 @@ func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.G
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.files = map[string]*os.File{}
-	var parts []string
+	e.files, e.stats = map[string]*os.File{}, map[string]*os.File{}
+	var parts, statsParts []string
 	for _, v := range vols {
 		flags := os.O_RDWR
 		if v.ReadOnly {
@@ -131,18 +148,45 @@ func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.G
 		}
 		e.files[v.Target] = f
 		parts = append(parts, v.Target+"="+strconv.Itoa(int(f.Fd())))
+		if v.Stats != "" {
+			// Created now, by name, while the gofer still sees the host:
+			// after the chroot it could not, and its seccomp filter allows
+			// no open. O_EXCL and O_NOFOLLOW: never another file.
+			sf, err := os.OpenFile(v.Stats, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
+			if err != nil {
+				return extension.GoferPrepareResult{}, fmt.Errorf("volume %s: stats file: %w", v.Target, err)
+			}
+			if _, err := unix.FcntlInt(sf.Fd(), unix.F_SETFD, 0); err != nil {
+				return extension.GoferPrepareResult{}, err
+			}
+			e.stats[v.Target] = sf
+			statsParts = append(statsParts, v.Target+"="+strconv.Itoa(int(sf.Fd())))
+		}
 	}
-	return extension.GoferPrepareResult{FlagOverrides: map[string]string{fdsFlagName: strings.Join(parts, ";")}}, nil
+	flags := map[string]string{fdsFlagName: strings.Join(parts, ";")}
+	if len(statsParts) > 0 {
+		flags[statsFlagName] = strings.Join(statsParts, ";")
+	}
+	return extension.GoferPrepareResult{FlagOverrides: flags}, nil
 }
 
 // file returns the opened volume file for a guest path.
 func (e *Extension) file(target string) *os.File {
+	return e.fileIn(&e.files, e.fdsFlag, target)
+}
+
+// statsFile returns the opened stats file for a guest path (nil: none).
+func (e *Extension) statsFile(target string) *os.File {
+	return e.fileIn(&e.stats, e.statsFlag, target)
+}
+
+func (e *Extension) fileIn(files *map[string]*os.File, flag, target string) *os.File {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f := e.files[target]; f != nil {
+	if f := (*files)[target]; f != nil {
 		return f
 	}
-	for _, part := range strings.Split(e.fdsFlag, ";") {
+	for _, part := range strings.Split(flag, ";") {
 		dst, fd, ok := strings.Cut(part, "=")
 		if !ok || dst != target {
 			continue
@@ -152,10 +196,10 @@ func (e *Extension) file(target string) *os.File {
 			return nil
 		}
 		f := os.NewFile(uintptr(n), target)
-		if e.files == nil {
-			e.files = map[string]*os.File{}
+		if *files == nil {
+			*files = map[string]*os.File{}
 		}
-		e.files[target] = f
+		(*files)[target] = f
 		return f
 	}
 	return nil
@@ -182,7 +226,7 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 		if readonly {
 			v.ReadOnly = true
 		}
-		return Serve(f, v, e.SyncEvery)
+		return ServeStats(f, v, e.SyncEvery, e.statsFile(v.Target))
 	}
 	return nil, lisafs.ConnectionOpts{}, nil
 }
@@ -195,14 +239,31 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 // in-process server (seccomp-only episodes, which have no gofer) both
 // serve volumes through it.
 func Serve(f *os.File, v Mount, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
-	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly})
+	return ServeStats(f, v, syncEvery, nil)
+}
+
+// ServeStats is Serve that also keeps the volume's request counters in
+// stats (nil: none; see Mount.Stats), which the connection owns.
+func ServeStats(f *os.File, v Mount, syncEvery time.Duration, stats *os.File) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+	// A read-only mount writes nothing: NoHostSync changes nothing there
+	// (the spec refuses the pair; runsc may still make a mount read-only).
+	v.NoHostSync = v.NoHostSync && !v.ReadOnly
+	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly, NoSync: v.NoHostSync})
 	if err != nil {
 		return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)
 	}
 	vol := NewVolume(fsys, v.ReadOnly, syncEvery)
+	vol.noHostSync = v.NoHostSync
+	var sw *statsWriter
+	if stats != nil {
+		sw = startStats(vol, stats, v.Target)
+	}
 	conn := NewConn(vol, func() {
 		_ = vol.Close()
 		_ = f.Close()
+		if sw != nil {
+			sw.finish(vol)
+		}
 	})
 	conn.MaxOpen = v.MaxOpen
 	return conn, ConnectionOpts(v.ReadOnly), nil
