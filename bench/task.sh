@@ -35,7 +35,9 @@
 # every gvx episode's Sentry into DIR (rungv's RUNGV_PROFILE_DIR: one
 # <episode id>.cpu.pprof each, read with `go tool pprof -top -cum FILE`;
 # it loosens the Sentry's seccomp filter and the profiler costs a little CPU
-# too). Writes the raw numbers as
+# too), and the volume server's request counters (<id>.volume-N.json), which
+# taskbench.py reports per phase at N=1 (rpc_phases; "volume RPCs" rows).
+# Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."

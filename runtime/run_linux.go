@@ -352,11 +352,7 @@ func (p *plan) writeBundle() error {
 
 // volumeMount is how package volume takes v.
 func (p *plan) volumeMount(v volumePlan) volume.Mount {
-	m := volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen, NoHostSync: v.episode}
-	if p.host.ProfileDir != "" {
-		m.Stats = p.volumeStatsPath(v)
-	}
-	return m
+	return volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen, NoHostSync: v.episode}
 }
 
 // cpuNum is the number of CPUs the guest sees: the spec's limits.cpus
@@ -413,7 +409,8 @@ func (p *plan) runscGlobals() []string {
 }
 
 // volumeStatsPath is where volume v's request counters go
-// (Host.ProfileDir): <id>.volume-N.json, N its index among the volumes.
+// (Host.ProfileDir) when this process serves it (seccomp-only):
+// <id>.volume-N.json, N its index among the volumes.
 func (p *plan) volumeStatsPath(v volumePlan) string {
 	n := 0
 	for i, w := range p.volumes {

@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/lisafs"
+	"gvisor.dev/gvisor/pkg/log"
 	"gvisor.dev/gvisor/pkg/seccomp"
 	"gvisor.dev/gvisor/runsc/flag"
 	"gvisor.dev/gvisor/runsc/fsgofer/extension"
@@ -39,12 +40,6 @@ type Mount struct {
 	// but does not flush the file to the host's disk (ext4lite's NoSync;
 	// spec durability=episode). Not with ReadOnly.
 	NoHostSync bool `json:"no_host_sync,omitempty"`
-	// Stats, when set, is the host path of a file the gofer creates
-	// (O_EXCL, no symlink followed) before it locks down and keeps the
-	// volume's request counters in (Stats, as JSON): rewritten while they
-	// change, final at the volume's release. The runtime sets it in
-	// Host.ProfileDir, which it checked is the caller's alone.
-	Stats string `json:"stats,omitempty"`
 }
 
 // Annotations returns the spec annotation that marks volume i for the
@@ -86,9 +81,6 @@ type Extension struct {
 	mu      sync.Mutex
 	files   map[string]*os.File // by guest path, opened in PrepareGofer
 	fdsFlag string              // "dst=fd;…" after a gofer re-exec
-	// stats and statsFlag are the same for Mount.Stats files.
-	stats     map[string]*os.File
-	statsFlag string
 	// SyncEvery bounds how much a killed sandbox can lose.
 	SyncEvery time.Duration
 }
@@ -109,15 +101,11 @@ func Register() {
 // Name implements extension.Extension.
 func (e *Extension) Name() string { return "gvx-ext4lite" }
 
-const (
-	fdsFlagName   = "gvx-volume-fds"
-	statsFlagName = "gvx-volume-stats-fds"
-)
+const fdsFlagName = "gvx-volume-fds"
 
 // SetFlags adds the flag that carries volume FDs across a gofer re-exec.
 func (e *Extension) SetFlags(f *flag.FlagSet) {
 	f.StringVar(&e.fdsFlag, fdsFlagName, "", "internal: volume FDs (guestpath=fd;…) opened before the gofer dropped privileges")
-	f.StringVar(&e.statsFlag, statsFlagName, "", "internal: volume stats file FDs (guestpath=fd;…) opened before the gofer dropped privileges")
 }
 
 // PrepareGofer opens every volume file before the gofer chroots, drops
@@ -129,8 +117,8 @@ func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.G
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.files, e.stats = map[string]*os.File{}, map[string]*os.File{}
-	var parts, statsParts []string
+	e.files = map[string]*os.File{}
+	var parts []string
 	for _, v := range vols {
 		flags := os.O_RDWR
 		if v.ReadOnly {
@@ -148,45 +136,18 @@ func (e *Extension) PrepareGofer(ctx extension.GoferPrepareContext) (extension.G
 		}
 		e.files[v.Target] = f
 		parts = append(parts, v.Target+"="+strconv.Itoa(int(f.Fd())))
-		if v.Stats != "" {
-			// Created now, by name, while the gofer still sees the host:
-			// after the chroot it could not, and its seccomp filter allows
-			// no open. O_EXCL and O_NOFOLLOW: never another file.
-			sf, err := os.OpenFile(v.Stats, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
-			if err != nil {
-				return extension.GoferPrepareResult{}, fmt.Errorf("volume %s: stats file: %w", v.Target, err)
-			}
-			if _, err := unix.FcntlInt(sf.Fd(), unix.F_SETFD, 0); err != nil {
-				return extension.GoferPrepareResult{}, err
-			}
-			e.stats[v.Target] = sf
-			statsParts = append(statsParts, v.Target+"="+strconv.Itoa(int(sf.Fd())))
-		}
 	}
-	flags := map[string]string{fdsFlagName: strings.Join(parts, ";")}
-	if len(statsParts) > 0 {
-		flags[statsFlagName] = strings.Join(statsParts, ";")
-	}
-	return extension.GoferPrepareResult{FlagOverrides: flags}, nil
+	return extension.GoferPrepareResult{FlagOverrides: map[string]string{fdsFlagName: strings.Join(parts, ";")}}, nil
 }
 
 // file returns the opened volume file for a guest path.
 func (e *Extension) file(target string) *os.File {
-	return e.fileIn(&e.files, e.fdsFlag, target)
-}
-
-// statsFile returns the opened stats file for a guest path (nil: none).
-func (e *Extension) statsFile(target string) *os.File {
-	return e.fileIn(&e.stats, e.statsFlag, target)
-}
-
-func (e *Extension) fileIn(files *map[string]*os.File, flag, target string) *os.File {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f := (*files)[target]; f != nil {
+	if f := e.files[target]; f != nil {
 		return f
 	}
-	for _, part := range strings.Split(flag, ";") {
+	for _, part := range strings.Split(e.fdsFlag, ";") {
 		dst, fd, ok := strings.Cut(part, "=")
 		if !ok || dst != target {
 			continue
@@ -196,10 +157,10 @@ func (e *Extension) fileIn(files *map[string]*os.File, flag, target string) *os.
 			return nil
 		}
 		f := os.NewFile(uintptr(n), target)
-		if *files == nil {
-			*files = map[string]*os.File{}
+		if e.files == nil {
+			e.files = map[string]*os.File{}
 		}
-		(*files)[target] = f
+		e.files[target] = f
 		return f
 	}
 	return nil
@@ -226,7 +187,13 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 		if readonly {
 			v.ReadOnly = true
 		}
-		return ServeStats(f, v, e.SyncEvery, e.statsFile(v.Target))
+		// The gofer sees no host path (its root holds etc, proc and the
+		// container's root only), so it cannot keep a stats file: it logs
+		// the final counters to its runsc log (--debug-log) instead.
+		return ServeStats(f, v, e.SyncEvery, nil, func(s Stats) {
+			js, _ := json.Marshal(s)
+			log.Infof("gvx-ext4lite: volume stats %s", js)
+		})
 	}
 	return nil, lisafs.ConnectionOpts{}, nil
 }
@@ -239,12 +206,15 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 // in-process server (seccomp-only episodes, which have no gofer) both
 // serve volumes through it.
 func Serve(f *os.File, v Mount, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
-	return ServeStats(f, v, syncEvery, nil)
+	return ServeStats(f, v, syncEvery, nil, nil)
 }
 
 // ServeStats is Serve that also keeps the volume's request counters in
-// stats (nil: none; see Mount.Stats), which the connection owns.
-func ServeStats(f *os.File, v Mount, syncEvery time.Duration, stats *os.File) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+// the file stats (nil: none), which the connection owns: rewritten every
+// 250 ms while they change and final at the volume's release (the file
+// must be opened before any seccomp filter: only pwrite64 and ftruncate
+// are used on it). final (nil: none) gets the final counters.
+func ServeStats(f *os.File, v Mount, syncEvery time.Duration, stats *os.File, final func(Stats)) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
 	// A read-only mount writes nothing: NoHostSync changes nothing there
 	// (the spec refuses the pair; runsc may still make a mount read-only).
 	v.NoHostSync = v.NoHostSync && !v.ReadOnly
@@ -263,6 +233,11 @@ func ServeStats(f *os.File, v Mount, syncEvery time.Duration, stats *os.File) (l
 		_ = f.Close()
 		if sw != nil {
 			sw.finish(vol)
+		}
+		if final != nil {
+			s := vol.Stats()
+			s.Target, s.Final = v.Target, true
+			final(s)
 		}
 	})
 	conn.MaxOpen = v.MaxOpen

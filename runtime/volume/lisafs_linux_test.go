@@ -75,7 +75,7 @@ func serveFileStats(tb testing.TB, path string, v Mount, stats *os.File) *served
 		tb.Fatal(err)
 	}
 	v.Name = path
-	impl, opts, err := ServeStats(f, v, 0, stats)
+	impl, opts, err := ServeStats(f, v, 0, stats, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

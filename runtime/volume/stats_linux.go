@@ -41,8 +41,8 @@ type counters struct {
 
 func (c *counters) count(m lisafs.MID) { c.req[m].Add(1) }
 
-// Stats is a snapshot of a served volume's counters, as the JSON file
-// Mount.Stats names holds it.
+// Stats is a snapshot of a served volume's counters, as ServeStats
+// writes it.
 type Stats struct {
 	Target string `json:"target"`
 	// Requests counts the lisafs requests by message type (handler
@@ -76,8 +76,7 @@ func (v *Volume) Stats() Stats {
 	return s
 }
 
-// statsWriter keeps a volume's counters in a file opened before the
-// gofer locked down (Mount.Stats): rewritten in place with pwrite(2) and
+// statsWriter keeps a volume's counters in a file (ServeStats): rewritten in place with pwrite(2) and
 // ftruncate(2) (the gofer's seccomp filter allows both; no path is
 // opened) every statsEvery while they change, and a last time, Final, at
 // the release. A reader that catches one half written retries.
