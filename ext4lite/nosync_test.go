@@ -24,7 +24,8 @@ func TestNoSyncKilledProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	flushes := func() int { return len(d.pending) } // writes not flushed yet
-	v, err := OpenDevice(d, &Options{NoSync: true})
+	cd := &syncCountDev{crashDev: d}
+	v, err := OpenDevice(cd, &Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +38,8 @@ func TestNoSyncKilledProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if flushes() == 0 {
-		t.Fatal("NoSync: the syncs flushed the device")
+	if cd.syncs != 0 || flushes() == 0 {
+		t.Fatalf("NoSync: the syncs flushed the device %d times", cd.syncs)
 	}
 	// Killed: the durable image never changed, but every completed write
 	// is in cur (the page cache). Open a copy of cur as the next episode
@@ -70,7 +71,18 @@ func TestNoSyncKilledProcess(t *testing.T) {
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if flushes() != 0 {
-		t.Fatalf("NoSync: Close left %d writes unflushed", flushes())
+	if cd.syncs == 0 || flushes() != 0 {
+		t.Fatalf("NoSync: Close flushed %d times and left %d writes unflushed", cd.syncs, flushes())
 	}
+}
+
+// syncCountDev counts its device flushes.
+type syncCountDev struct {
+	*crashDev
+	syncs int
+}
+
+func (d *syncCountDev) Sync() error {
+	d.syncs++
+	return d.crashDev.Sync()
 }
