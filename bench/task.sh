@@ -35,7 +35,13 @@
 # every gvx episode's Sentry into DIR (rungv's RUNGV_PROFILE_DIR: one
 # <episode id>.cpu.pprof each, read with `go tool pprof -top -cum FILE`;
 # it loosens the Sentry's seccomp filter and the profiler costs a little CPU
-# too). Writes the raw numbers as
+# too), and the volume server's request counters (<id>.volume-N.json), which
+# taskbench.py reports per phase at N=1 (rpc_phases; "volume RPCs" rows;
+# the seccomp-only mode only: the namespaced gofer logs its final counters
+# to its runsc log instead). GOLDEN_DURABILITY=episode mounts the gvx
+# episodes' golden clones with durability=episode (serve's
+# golden_durability).
+# Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -167,7 +173,7 @@ fi
 export PYTHONPATH=$PWD/clients/python PYTHONDONTWRITEBYTECODE=1
 drive() { # SIDE N → one JSON line
 	case $1 in
-	gvx) python3 bench/taskbench.py gvx --n "$2" --project bench/taskproject --cgroup "$cg_gvx" \
+	gvx) python3 bench/taskbench.py gvx --n "$2" --project bench/taskproject --cgroup "$cg_gvx" ${GOLDEN_DURABILITY:+--golden-durability "$GOLDEN_DURABILITY"} \
 		--socket "$sock" --image "$image" --golden "$mnt/golden.ext4" ;;
 	host) python3 bench/taskbench.py host --n "$2" --project bench/taskproject --cgroup "$cg_host" \
 		--docker-host "unix://$h/docker.sock" --cli-dir "$work/cli" --scratch "$h/scratch" ;;

@@ -22,7 +22,12 @@ CPU: the cgroup CG's cpuacct.usage before and after the round (every
 process the side runs: rungv serve and its episodes; dockerd, containerd,
 shims, containers and the docker CLI), and before and after each phase
 (cpu_phases: the side's whole CPU during the phase, so a phase's own only
-at N=1; the table shows them at N=1). Prints one JSON object.
+at N=1; the table shows them at N=1). With RUNGV_PROFILE_DIR set (serve's,
+bench/task.sh's SENTRY_PROFILE) and N=1, also rpc_phases: the volume
+server's lisafs requests per phase (total, the busiest types, FSyncs,
+bytes) from the counters the server keeps in DIR/<id>.volume-N.json
+(rewritten every 250 ms while they change: each phase boundary waits
+0.3 s before reading, outside the phase's timing). Prints one JSON object.
 """
 import argparse
 import json
@@ -65,11 +70,42 @@ def cpu_ns(cg):
         return int(f.read())
 
 
+def volume_stats(prof, before):
+    """The counters of the volumes that appeared in prof since before (a set of names), summed."""
+    tot = {}
+    for name in sorted(set(os.listdir(prof)) - before):
+        if ".volume-" not in name or not name.endswith(".json"):
+            continue
+        for _ in range(20):  # a reader can catch a rewrite half done
+            try:
+                with open(os.path.join(prof, name)) as f:
+                    st = json.load(f)
+                break
+            except (ValueError, OSError):
+                time.sleep(0.05)
+        else:
+            continue
+        for k, v in st.get("requests", {}).items():
+            tot[k] = tot.get(k, 0) + v
+        for k in ("total", "bytes_read", "bytes_written", "syncs", "syncs_clean", "sync_ns"):
+            tot["_" + k] = tot.get("_" + k, 0) + st.get(k, 0)
+    return tot
+
+
+def stats_diff(a, b):
+    d = {k: b.get(k, 0) - a.get(k, 0) for k in b}
+    out = {k[1:]: v for k, v in d.items() if k.startswith("_")}
+    out["top"] = dict(sorted(((k, v) for k, v in d.items() if not k.startswith("_") and v), key=lambda kv: -kv[1])[:6])
+    return out
+
+
 def run_gvx(a, i, rec):
     import gvx
+    prof = os.environ.get("RUNGV_PROFILE_DIR") if a.n == 1 else None
+    before = set(os.listdir(prof)) if prof else None
     c = gvx.Client(socket_path=a.socket)
     t0 = time.monotonic()
-    ep = c.create(a.image, golden=a.golden, docker=True, service=["dockerd-entrypoint.sh"],
+    ep = c.create(a.image, golden=a.golden, golden_durability=a.golden_durability, docker=True, service=["dockerd-entrypoint.sh"],
                   env={"DOCKER_TLS_CERTDIR": ""}, ttl=7200, wait_for_capacity=600)
     try:
         r = ep.exec("i=0; until docker info >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 2400 ] || exit 1; sleep 0.05; done",
@@ -80,11 +116,18 @@ def run_gvx(a, i, rec):
         ep.upload(a.project, "/work")
         rec["upload"] = time.monotonic() - t
         wd = "/work/" + os.path.basename(a.project.rstrip("/"))
+        vs = None
         for name, line in phases(f"ep{i}"):
+            if prof:
+                time.sleep(0.3)  # the server rewrites its counters every 250 ms
+                vs = volume_stats(prof, before)
             t, c0 = time.monotonic(), cpu_ns(a.cgroup)
             r = ep.exec(line, workdir=wd, timeout=TIMEOUT)
             rec[name] = time.monotonic() - t
             rec.setdefault("cpu_phases", {})[name] = (cpu_ns(a.cgroup) - c0) / 1e9
+            if prof:
+                time.sleep(0.3)
+                rec.setdefault("rpc_phases", {})[name] = stats_diff(vs, volume_stats(prof, before))
             check(name, r.exit_code, r.output)
     finally:
         t = time.monotonic()
@@ -163,6 +206,14 @@ def table(lines):
                                                    if ph in e.get("cpu_phases", {}) and "error" not in e])
 
             rows += [("CPU s, " + ph, cval(g, ph), cval(h, ph)) for ph, _ in phases("")]
+
+            def rval(ph, key):
+                return None if g is None else p50([e["rpc_phases"][ph][key] for e in g["episodes"]
+                                                   if ph in e.get("rpc_phases", {}) and "error" not in e])
+
+            if g and any("rpc_phases" in e for e in g["episodes"]):
+                rows += [("volume RPCs, " + ph, rval(ph, "total"), None) for ph, _ in phases("")]
+                rows += [("volume fsyncs, " + ph, rval(ph, "syncs"), None) for ph, _ in phases("")]
         rows.append(("CPU s per episode", g and g["cpu_per_episode_s"], h and h["cpu_per_episode_s"]))
         rows.append(("round wall", g and g["wall_s"], h and h["wall_s"]))
         for ph, a, b in rows:
@@ -183,6 +234,8 @@ def main():
     ap.add_argument("--socket")
     ap.add_argument("--image")
     ap.add_argument("--golden")
+    ap.add_argument("--golden-durability", choices=["full", "episode"], default=None,
+                    help="the golden clone's durability (serve's golden_durability; default full)")
     ap.add_argument("--docker-host")
     ap.add_argument("--cli-dir")
     ap.add_argument("--scratch", default=tempfile.gettempdir())

@@ -287,7 +287,7 @@ func (v *FS) Close() error {
 			err = v.writeBackupSuperblocks()
 		}
 		if err == nil {
-			err = v.syncDevice()
+			err = v.forceSyncDevice() // NoSync too: a closed volume is durable
 		}
 	}
 	v.closed = true

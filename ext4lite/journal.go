@@ -163,7 +163,16 @@ func (h memHome) WriteHome(blk uint64, p []byte) error {
 	return nil
 }
 
+// syncDevice flushes the device to stable storage, unless Options.NoSync
+// says not to (Close flushes with forceSyncDevice).
 func (v *FS) syncDevice() error {
+	if v.opts.NoSync {
+		return nil
+	}
+	return v.forceSyncDevice()
+}
+
+func (v *FS) forceSyncDevice() error {
 	if s, ok := v.dev.(syncer); ok {
 		return s.Sync()
 	}

@@ -30,6 +30,15 @@ type Options struct {
 	// with EFBIG (a *LimitError) before any of it is read: a hostile
 	// volume's directory can claim terabytes of blocks.
 	MaxDirSize int64
+
+	// NoSync skips the device flushes (fsync(2) of the volume file) of
+	// every sync but Close's: a sync still commits the journal and writes
+	// its blocks with pwrite, so a process killed afterwards (the host's
+	// page cache keeps every completed write, in order) leaves a volume
+	// that recovers to it; only a host crash or power loss can lose what
+	// was synced since the last Close. For volumes whose contents are
+	// thrown away with their user (an RL episode's scratch volume).
+	NoSync bool
 }
 
 // Default limits. A file of DefaultMaxExtents extents is at least 8 GiB

@@ -312,7 +312,15 @@ func (b *directBoot) mountFD(p *plan, m specs.Mount, served map[string]bool) (st
 		return "", fmt.Errorf("%w: %s: a bind mount of a host directory needs runsc's gofer, which --isolation seccomp-only does not have: use a volume, or --isolation namespaces where the host allows user namespaces", ErrUnsupported, p.mountField(m.Destination))
 	}
 	served[m.Destination] = true
-	impl, opts, err := volume.Serve(v.file, p.volumeMount(v), volume.DefaultSyncEvery)
+	var stats *os.File
+	if p.host.ProfileDir != "" {
+		// This process serves the volume: it keeps the counters itself.
+		var err error
+		if stats, err = os.OpenFile(p.volumeStatsPath(v), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err != nil {
+			return "", fmt.Errorf("volume stats: %w (Host.ProfileDir, RUNGV_PROFILE_DIR: a directory this process can write)", err)
+		}
+	}
+	impl, opts, err := volume.ServeStats(v.file, p.volumeMount(v), volume.DefaultSyncEvery, stats, nil)
 	if err != nil {
 		return "", fmt.Errorf("%s (%s): %w", v.field, v.source, err)
 	}

@@ -56,6 +56,7 @@ type volumePlan struct {
 	bind     string   // where init binds the opened file (volumeBindPath), the OCI mount's source
 	readOnly bool     //
 	maxOpen  int64    // 0: volume.DefaultMaxOpen
+	episode  bool     // durability=episode: guest fsyncs skip the host flush
 	file     *os.File // the file openVolumes opened and locked; owned by Run
 }
 

@@ -295,7 +295,7 @@ func (p *plan) planMounts(vols []*os.File) error {
 				return fmt.Errorf("rungv: internal: %s: no open volume file", field)
 			}
 			v := volumePlan{field: field, target: m.Target, source: m.Source, bind: volumeBindPath(p.state, n),
-				readOnly: m.ReadOnly, maxOpen: m.MaxOpen, file: vols[n]}
+				readOnly: m.ReadOnly, maxOpen: m.MaxOpen, episode: m.Durability == spec.DurabilityEpisode, file: vols[n]}
 			if err := os.MkdirAll(filepath.Dir(v.bind), 0o700); err != nil {
 				return err
 			}
@@ -352,7 +352,7 @@ func (p *plan) writeBundle() error {
 
 // volumeMount is how package volume takes v.
 func (p *plan) volumeMount(v volumePlan) volume.Mount {
-	return volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen}
+	return volume.Mount{Source: v.bind, Name: v.source, Target: v.target, ReadOnly: v.readOnly, MaxOpen: v.maxOpen, NoHostSync: v.episode}
 }
 
 // cpuNum is the number of CPUs the guest sees: the spec's limits.cpus
@@ -406,6 +406,19 @@ func (p *plan) runscGlobals() []string {
 		}
 	}
 	return args
+}
+
+// volumeStatsPath is where volume v's request counters go
+// (Host.ProfileDir) when this process serves it (seccomp-only):
+// <id>.volume-N.json, N its index among the volumes.
+func (p *plan) volumeStatsPath(v volumePlan) string {
+	n := 0
+	for i, w := range p.volumes {
+		if w.target == v.target {
+			n = i
+		}
+	}
+	return filepath.Join(p.host.ProfileDir, p.id+".volume-"+strconv.Itoa(n)+".json")
 }
 
 // profilePath is where the Sentry's CPU profile goes (Host.ProfileDir).

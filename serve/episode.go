@@ -169,7 +169,7 @@ func (s *Server) episodeSpec(req *CreateRequest, e *episode) (*spec.Spec, error)
 		if target == "" {
 			target = DefaultGoldenTarget
 		}
-		sp.Mounts = append(sp.Mounts, spec.Mount{Type: spec.MountVolume, Source: e.vol, Target: target})
+		sp.Mounts = append(sp.Mounts, spec.Mount{Type: spec.MountVolume, Source: e.vol, Target: target, Durability: req.GoldenDurability})
 		e.volTarget = target
 	}
 	sp.Ports = append(sp.Ports, spec.Port{HostSocket: filepath.Join(e.dir, agentSock), GuestPort: s.cfg.AgentPort})
@@ -229,6 +229,14 @@ func (s *Server) checkRequest(req *CreateRequest) error {
 	}
 	if req.TTL < 0 || req.DockerPort < 0 || req.DockerPort > 65535 {
 		return fmt.Errorf("%w: negative ttl or bad docker_port", ErrBadRequest)
+	}
+	switch req.GoldenDurability {
+	case "", spec.DurabilityFull, spec.DurabilityEpisode:
+	default:
+		return fmt.Errorf("%w: golden_durability %q: want full (the default) or episode", ErrBadRequest, req.GoldenDurability)
+	}
+	if req.GoldenDurability != "" && req.Golden == "" {
+		return fmt.Errorf("%w: golden_durability is for the clone of a golden: set golden", ErrBadRequest)
 	}
 	if req.Golden != "" {
 		if !filepath.IsAbs(req.Golden) {

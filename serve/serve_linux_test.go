@@ -311,6 +311,8 @@ func TestBadRequests(t *testing.T) {
 		{`{"spec":{"image":"x"},"golden":"rel.ext4"}`, 400, "absolute"},
 		{`{"spec":{"image":"x"},"golden":"/no/such.ext4"}`, 400, "no such file"},
 		{`{"spec":{"image":"x"},"bogus":1}`, 400, "bogus"},
+		{`{"spec":{"image":"x"},"golden_durability":"episode"}`, 400, "set golden"},
+		{`{"spec":{"image":"x"},"golden":"` + golden + `","golden_durability":"none"}`, 400, "want full (the default) or episode"},
 		{`{"spec":{"image":"x"}} {"spec":{"image":"y"}}`, 400, "more than one JSON value"},
 		{`{"spec":{"image":"x"},"golden":"` + strings.Repeat("a", 1<<20) + `"}`, 413, "too large"},
 		{`{"spec":{"image":"oci:/no/such/layout"}}`, 404, `image "oci:/no/such/layout" not found`},
@@ -610,4 +612,17 @@ func TestServeAsNobody(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the API socket outlived the server: %v", err)
 	}
+}
+
+// TestGoldenDurabilityEpisode: a create with golden_durability "episode"
+// boots with the clone mounted so (the spec passes validation, the server
+// opens it with ext4lite's NoSync) and the guest writes and fsyncs on it.
+func TestGoldenDurabilityEpisode(t *testing.T) {
+	need(t)
+	_, a := startServer(t, serve.Config{})
+	in := a.create(map[string]any{"spec": busybox(), "golden": golden, "golden_target": "/data", "golden_durability": "episode"})
+	if r := a.exec(in.ID, agent.ExecRequest{Shell: "echo new > /data/new && dd if=/data/new of=/data/synced conv=fsync 2>/dev/null && cat /data/golden.txt /data/synced"}); r.stdout != "gv\nnew\n" || r.code != 0 {
+		t.Fatalf("exec on the episode-durability clone: %+v", r)
+	}
+	a.do("DELETE", "/v1/episodes/"+in.ID, nil, nil)
 }

@@ -69,6 +69,9 @@ func (s *Server) warmKey(req CreateRequest) (string, error) {
 	if req.Golden != "" {
 		req.Golden, req.GoldenTarget = filepath.Clean(req.Golden), path.Clean(req.GoldenTarget)
 	}
+	if req.GoldenDurability == spec.DurabilityFull {
+		req.GoldenDurability = ""
+	}
 	switch {
 	case !req.Docker:
 		req.DockerPort = 0

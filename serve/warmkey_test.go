@@ -48,6 +48,7 @@ func TestWarmKey(t *testing.T) {
 		"default memory":       `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 1073741824` + bestEffort() + `}}, "golden": "` + golden + `", "docker": true}`,
 		"golden path spelling": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + dir + `/./golden.ext4", "docker": true}`,
 		"wait":                 `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "wait": "agent"}`,
+		"golden_durability":    `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "full", "docker": true}`,
 	}
 	for name, js := range same {
 		if k := key(js); k != warm {
@@ -55,19 +56,20 @@ func TestWarmKey(t *testing.T) {
 		}
 	}
 	differ := map[string]string{
-		"image":         `{"spec": {"image": "oci:/srv/other", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true}`,
-		"golden":        `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + other + `", "docker": true}`,
-		"golden_target": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_target": "/data", "docker": true}`,
-		"no golden":     `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "docker": true}`,
-		"mounts":        `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "mounts": [{"type": "tmpfs", "target": "/tmp"}]}, "golden": "` + golden + `", "docker": true}`,
-		"memory":        `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 536870912}}, "golden": "` + golden + `", "docker": true}`,
-		"cpus":          `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"cpus": 1}}, "golden": "` + golden + `", "docker": true}`,
-		"network":       `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "network": "none"}, "golden": "` + golden + `", "docker": true}`,
-		"env":           `{"spec": {"image": "oci:/srv/dind", "env": ["A=2"]}, "golden": "` + golden + `", "docker": true}`,
-		"docker":        `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `"}`,
-		"docker_port":   `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "docker_port": 2376}`,
-		"privileged":    `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "privileged": true}, "golden": "` + golden + `", "docker": true}`,
-		"forkable":      `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "forkable": true}`,
+		"image":             `{"spec": {"image": "oci:/srv/other", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true}`,
+		"golden":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + other + `", "docker": true}`,
+		"golden_target":     `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_target": "/data", "docker": true}`,
+		"golden_durability": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "episode", "docker": true}`,
+		"no golden":         `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "docker": true}`,
+		"mounts":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "mounts": [{"type": "tmpfs", "target": "/tmp"}]}, "golden": "` + golden + `", "docker": true}`,
+		"memory":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 536870912}}, "golden": "` + golden + `", "docker": true}`,
+		"cpus":              `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"cpus": 1}}, "golden": "` + golden + `", "docker": true}`,
+		"network":           `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "network": "none"}, "golden": "` + golden + `", "docker": true}`,
+		"env":               `{"spec": {"image": "oci:/srv/dind", "env": ["A=2"]}, "golden": "` + golden + `", "docker": true}`,
+		"docker":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `"}`,
+		"docker_port":       `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "docker_port": 2376}`,
+		"privileged":        `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "privileged": true}, "golden": "` + golden + `", "docker": true}`,
+		"forkable":          `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "forkable": true}`,
 	}
 	for name, js := range differ {
 		if key(js) == warm {

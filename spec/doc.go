@@ -68,9 +68,9 @@
 // "entrypoint" absent (or null) keeps the image's; [] clears it. The other
 // fields: "workdir", "user", "nat_max_relays", "net_raw",
 // "allow_packet_socket_write", "allow_suid", "platform" (systrap, ptrace,
-// kvm), "lockdown" (full, off); a mount's "readonly", "max_open" and
-// "allow_foreign"; a port's "host_addr" ("127.0.0.1:8080") in place of
-// "host_socket".
+// kvm), "lockdown" (full, off); a mount's "readonly", "max_open",
+// "durability" (full, episode) and "allow_foreign"; a port's
+// "host_addr" ("127.0.0.1:8080") in place of "host_socket".
 //
 // # Versions
 //

@@ -21,7 +21,7 @@ func full() *Spec {
 		User:       "1000:1000",
 		Workdir:    "/work",
 		Mounts: []Mount{
-			{Type: MountVolume, Source: "/srv/ep,1=a/v.ext4", Target: "/var/lib/docker", Size: 8 << 30, MaxOpen: 1000, AllowForeignOwner: true},
+			{Type: MountVolume, Source: "/srv/ep,1=a/v.ext4", Target: "/var/lib/docker", Size: 8 << 30, MaxOpen: 1000, AllowForeignOwner: true, Durability: DurabilityEpisode},
 			{Type: MountBind, Source: "/srv/in", Target: "/in", ReadOnly: true},
 			{Type: MountTmpfs, Target: "/tmp"},
 		},

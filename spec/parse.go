@@ -69,6 +69,13 @@ func ParseMount(s string) (Mount, error) {
 				return bad("max-open= wants a positive number")
 			}
 			m.MaxOpen = n
+		case "durability":
+			switch d := Durability(v); d {
+			case DurabilityFull, DurabilityEpisode:
+				m.Durability = d
+			default:
+				return bad("durability=%s: want full or episode", v)
+			}
 		case "size":
 			n, err := units.ParseSize(v)
 			if err != nil || n <= 0 || n > MaxVolumeSize {
@@ -76,7 +83,7 @@ func ParseMount(s string) (Mount, error) {
 			}
 			m.Size = n
 		default:
-			return bad("unknown key %q (want type, src, dst, readonly, size, max-open or allow-foreign)", k)
+			return bad("unknown key %q (want type, src, dst, readonly, size, max-open, durability or allow-foreign)", k)
 		}
 	}
 	if m.Type == "" {
@@ -97,8 +104,11 @@ func ParseMount(s string) (Mount, error) {
 	if m.Size != 0 && m.Type != MountVolume {
 		return bad("size= is for volumes")
 	}
-	if (m.AllowForeignOwner || m.MaxOpen != 0) && m.Type != MountVolume {
-		return bad("allow-foreign and max-open= are for volumes")
+	if (m.AllowForeignOwner || m.MaxOpen != 0 || m.Durability != "") && m.Type != MountVolume {
+		return bad("allow-foreign, max-open= and durability= are for volumes")
+	}
+	if m.Durability == DurabilityEpisode && m.ReadOnly {
+		return bad("durability=episode is for volumes the guest writes: a read-only mount syncs nothing")
 	}
 	if !strings.HasPrefix(m.Target, "/") {
 		return bad("dst= must be an absolute path")

@@ -39,6 +39,13 @@ func TestParseMount(t *testing.T) {
 		{"type=volume,src=/v.ext4,dst=/d,max-open=-1", Mount{}, true},
 		{"type=bind,src=/a,dst=/b,size=1g", Mount{}, true},
 		{"type=tmpfs,dst=/b,allow-foreign", Mount{}, true},
+		{"src=/v.ext4,dst=/d,durability=episode", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/d", Durability: DurabilityEpisode}, false},
+		{"src=/v.ext4,dst=/d,durability=full", Mount{Type: MountVolume, Source: "/v.ext4", Target: "/d", Durability: DurabilityFull}, false},
+		{"src=/v.ext4,dst=/d,durability=none", Mount{}, true},
+		{"src=/v.ext4,dst=/d,durability=Episode", Mount{}, true},
+		{"src=/v.ext4,dst=/d,ro,durability=episode", Mount{}, true},
+		{"type=bind,src=/a,dst=/b,durability=episode", Mount{}, true},
+		{"type=tmpfs,dst=/b,durability=full", Mount{}, true},
 	} {
 		got, err := ParseMount(tc.in)
 		if (err != nil) != tc.bad || !tc.bad && got != tc.want {

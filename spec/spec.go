@@ -167,7 +167,28 @@ type Mount struct {
 	// on the volume at once (0: 65536); past it, opens fail with ENFILE.
 	// Volumes only.
 	MaxOpen int64 `json:"max_open,omitempty"`
+	// Durability says what a guest fsync on the volume guarantees:
+	// DurabilityFull ("" too) commits the volume's journal and flushes
+	// the volume file to the host's disk; DurabilityEpisode commits the
+	// journal to the volume file but skips the host flush, so a killed
+	// sandbox still leaves a volume holding everything the guest synced
+	// (the host's page cache keeps it) and only a host crash can lose it.
+	// For volumes that die with the episode; not with ReadOnly. Volumes
+	// only.
+	Durability Durability `json:"durability,omitempty"`
 }
+
+// Durability is what a guest fsync on a volume guarantees (Mount.Durability).
+type Durability string
+
+// Durabilities.
+const (
+	// DurabilityFull: a guest fsync reaches the host's disk (the default).
+	DurabilityFull Durability = "full"
+	// DurabilityEpisode: a guest fsync survives a killed sandbox, not a
+	// host crash.
+	DurabilityEpisode Durability = "episode"
+)
 
 // Port publishes GuestPort (TCP, in the guest) on the host: as the unix
 // socket HostSocket (an absolute path the runner creates, mode 0600), or

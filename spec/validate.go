@@ -177,6 +177,17 @@ func (v *validator) mount(i int, m *Mount, targets map[string]int) {
 	if m.MaxOpen < 0 {
 		v.bad(f+".max_open", "%d: want a positive number (0: 65536)", m.MaxOpen)
 	}
+	switch m.Durability {
+	case "", DurabilityFull:
+	case DurabilityEpisode:
+		if m.Type != MountVolume {
+			v.bad(f+".durability", "is for volumes")
+		} else if m.ReadOnly {
+			v.bad(f+".durability", "episode is for volumes the guest writes: a read-only mount syncs nothing")
+		}
+	default:
+		v.bad(f+".durability", "%q: want full (the default) or episode", m.Durability)
+	}
 }
 
 func (v *validator) port(i int, p Port) {

@@ -23,6 +23,18 @@
 // mount; then the volume is closed. A SIGKILLed episode loses what the
 // Sentry still cached plus at most the last SyncEvery of metadata, and
 // leaves a journal that ext4lite, the kernel and e2fsck replay.
+// A mount with NoHostSync (spec durability=episode) opens ext4lite with
+// NoSync: a guest fsync still commits the journal into the volume file
+// but skips the host fsync(2)s, so a killed sandbox loses nothing the
+// guest fsynced (the host's page cache holds every completed pwrite) and
+// only a host crash can.
+//
+// Counters: every request is counted by message type in a fixed array
+// indexed by the handler's own lisafs.MID (never by what the Sentry
+// sends), with PRead/PWrite bytes and the FSyncs' count and time
+// (Volume.Stats). ServeStats keeps them in a file opened before any
+// lockdown (seccomp-only episodes, Host.ProfileDir); the gofer, which
+// sees no host path, logs the final ones to its runsc log.
 //
 // Speed: every guest operation on a volume is a lisafs RPC, so what the
 // guest pays is the number of round trips times their latency, plus what

@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/lisafs"
+	"gvisor.dev/gvisor/pkg/log"
 	"gvisor.dev/gvisor/pkg/seccomp"
 	"gvisor.dev/gvisor/runsc/flag"
 	"gvisor.dev/gvisor/runsc/fsgofer/extension"
@@ -35,6 +36,10 @@ type Mount struct {
 	// MaxOpen bounds the FDs the Sentry may hold on the mount (0:
 	// DefaultMaxOpen; see Conn.MaxOpen).
 	MaxOpen int64 `json:"max_open,omitempty"`
+	// NoHostSync: a guest fsync commits ext4lite's journal to the file
+	// but does not flush the file to the host's disk (ext4lite's NoSync;
+	// spec durability=episode). Not with ReadOnly.
+	NoHostSync bool `json:"no_host_sync,omitempty"`
 }
 
 // Annotations returns the spec annotation that marks volume i for the
@@ -182,7 +187,13 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 		if readonly {
 			v.ReadOnly = true
 		}
-		return Serve(f, v, e.SyncEvery)
+		// The gofer sees no host path (its root holds etc, proc and the
+		// container's root only), so it cannot keep a stats file: it logs
+		// the final counters to its runsc log (--debug-log) instead.
+		return ServeStats(f, v, e.SyncEvery, nil, func(s Stats) {
+			js, _ := json.Marshal(s)
+			log.Infof("gvx-ext4lite: volume stats %s", js)
+		})
 	}
 	return nil, lisafs.ConnectionOpts{}, nil
 }
@@ -195,14 +206,39 @@ func (e *Extension) TryHandleMount(spec *specs.Spec, m *specs.Mount, mountPath s
 // in-process server (seccomp-only episodes, which have no gofer) both
 // serve volumes through it.
 func Serve(f *os.File, v Mount, syncEvery time.Duration) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
-	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly})
+	return ServeStats(f, v, syncEvery, nil, nil)
+}
+
+// ServeStats is Serve that also keeps the volume's request counters in
+// the file stats (nil: none), which the connection owns: rewritten every
+// 250 ms while they change and final at the volume's release (the file
+// must be opened before any seccomp filter: only pwrite64 and ftruncate
+// are used on it). final (nil: none) gets the final counters.
+func ServeStats(f *os.File, v Mount, syncEvery time.Duration, stats *os.File, final func(Stats)) (lisafs.ConnectionImpl, lisafs.ConnectionOpts, error) {
+	// A read-only mount writes nothing: NoHostSync changes nothing there
+	// (the spec refuses the pair; runsc may still make a mount read-only).
+	v.NoHostSync = v.NoHostSync && !v.ReadOnly
+	fsys, err := ext4lite.OpenDevice(f, &ext4lite.Options{ReadOnly: v.ReadOnly, NoSync: v.NoHostSync})
 	if err != nil {
 		return nil, lisafs.ConnectionOpts{}, fmt.Errorf("volume %s (%s): %w", v.Target, v.Name, err)
 	}
 	vol := NewVolume(fsys, v.ReadOnly, syncEvery)
+	vol.noHostSync = v.NoHostSync
+	var sw *statsWriter
+	if stats != nil {
+		sw = startStats(vol, stats, v.Target)
+	}
 	conn := NewConn(vol, func() {
 		_ = vol.Close()
 		_ = f.Close()
+		if sw != nil {
+			sw.finish(vol)
+		}
+		if final != nil {
+			s := vol.Stats()
+			s.Target, s.Final = v.Target, true
+			final(s)
+		}
 	})
 	conn.MaxOpen = v.MaxOpen
 	return conn, ConnectionOpts(v.ReadOnly), nil

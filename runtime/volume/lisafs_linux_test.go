@@ -60,6 +60,12 @@ func serveAt(tb testing.TB, path string, size int64, v Mount) *served {
 // (read-only: the file is opened O_RDONLY, as the gofer opens it).
 func serveFile(tb testing.TB, path string, v Mount) *served {
 	tb.Helper()
+	return serveFileStats(tb, path, v, nil)
+}
+
+// serveFileStats is serveFile keeping the counters in stats (ServeStats).
+func serveFileStats(tb testing.TB, path string, v Mount, stats *os.File) *served {
+	tb.Helper()
 	flags := os.O_RDWR
 	if v.ReadOnly {
 		flags = os.O_RDONLY
@@ -69,7 +75,7 @@ func serveFile(tb testing.TB, path string, v Mount) *served {
 		tb.Fatal(err)
 	}
 	v.Name = path
-	impl, opts, err := Serve(f, v, 0)
+	impl, opts, err := ServeStats(f, v, 0, stats, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -28,6 +28,10 @@ type Volume struct {
 	closed   bool
 	dirty    bool
 	stop     chan struct{}
+	// noHostSync: the filesystem was opened with ext4lite's NoSync
+	// (Mount.NoHostSync), for Stats.
+	noHostSync bool
+	ctr        counters
 }
 
 // NewVolume serves fs; it syncs fs every syncEvery while dirty (0: only on
@@ -94,9 +98,14 @@ func (v *Volume) Sync() error {
 		return unix.EIO
 	}
 	if !v.dirty {
+		v.ctr.syncsClean.Add(1)
 		return nil
 	}
-	if err := v.fs.Sync(); err != nil {
+	t := time.Now()
+	err := v.fs.Sync()
+	v.ctr.syncs.Add(1)
+	v.ctr.syncNanos.Add(uint64(time.Since(t)))
+	if err != nil {
 		return err // still dirty: the next sync tries again
 	}
 	v.dirty = false
@@ -199,6 +208,7 @@ func ConnectionOpts(readonly bool) lisafs.ConnectionOpts {
 // connection succeeds; another is EBUSY (lisafs would serve any number,
 // and each root FD is outside MaxOpen and unmounts the volume when closed).
 func (c *Conn) Mount(conn *lisafs.Connection, mountNode *lisafs.Node) (*lisafs.ControlFD, lisafs.Statx, int, error) {
+	c.vol.ctr.count(lisafs.Mount)
 	if c.mounted.Swap(true) {
 		return nil, lisafs.Statx{}, -1, unix.EBUSY
 	}
@@ -346,6 +356,7 @@ func (fd *controlFD) newChild(name string, ino ext4lite.Ino, mode uint32) *contr
 func (fd *controlFD) FD() *lisafs.ControlFD { return &fd.ControlFD }
 
 func (fd *controlFD) Close() {
+	fd.c.vol.ctr.count(lisafs.Close)
 	fd.c.vol.mu.Lock()
 	if !fd.c.vol.closed {
 		// The last reference to an unlinked inode frees it without
@@ -379,11 +390,13 @@ func (fd *controlFD) lock() func() {
 func (fd *controlFD) wrote() { fd.c.vol.dirty = true }
 
 func (fd *controlFD) Stat() (lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.FStat)
 	defer fd.lock()()
 	return fd.c.stat(fd.ino)
 }
 
 func (fd *controlFD) SetStat(req lisafs.SetStatReq) (uint32, error) {
+	fd.c.vol.ctr.count(lisafs.SetStat)
 	defer fd.lock()()
 	v := fd.c.vol.fs
 	var a ext4lite.SetAttr
@@ -429,6 +442,7 @@ func pickTime(t linux.Timespec, now time.Time) time.Time {
 }
 
 func (fd *controlFD) Walk(name string) (*lisafs.ControlFD, lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.Walk)
 	defer fd.lock()()
 	if fd.c.full() {
 		return nil, lisafs.Statx{}, unix.ENFILE
@@ -445,6 +459,7 @@ func (fd *controlFD) Walk(name string) (*lisafs.ControlFD, lisafs.Statx, error) 
 }
 
 func (fd *controlFD) WalkStat(names lisafs.StringArray, record func(lisafs.Statx)) error {
+	fd.c.vol.ctr.count(lisafs.WalkStat)
 	defer fd.lock()()
 	ino := fd.ino
 	if len(names) > 0 && names[0] == "" {
@@ -480,6 +495,7 @@ func (fd *controlFD) WalkStat(names lisafs.StringArray, record func(lisafs.Statx
 }
 
 func (fd *controlFD) Open(flags uint32) (*lisafs.OpenFD, int, error) {
+	fd.c.vol.ctr.count(lisafs.OpenAt)
 	defer fd.lock()()
 	switch fd.FileType() {
 	case unix.S_IFREG:
@@ -560,6 +576,7 @@ func out(c *controlFD, st lisafs.Statx, err error) (*lisafs.ControlFD, lisafs.St
 }
 
 func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, flags uint32) (*lisafs.ControlFD, lisafs.Statx, *lisafs.OpenFD, int, error) {
+	fd.c.vol.ctr.count(lisafs.OpenCreateAt)
 	defer fd.lock()()
 	if fd.c.fullFor(2) { // the new file's control FD and its open FD
 		return nil, lisafs.Statx{}, nil, -1, unix.ENFILE
@@ -575,11 +592,13 @@ func (fd *controlFD) OpenCreate(mode linux.FileMode, uid lisafs.UID, gid lisafs.
 }
 
 func (fd *controlFD) Mkdir(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.MkdirAt)
 	defer fd.lock()()
 	return out(fd.create(name, &sink.Header{Mode: sink.TypeDir | perm(mode), UID: uint32(uid), GID: uint32(gid)}))
 }
 
 func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, name string, minor, major uint32) (*lisafs.ControlFD, lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.MknodAt)
 	defer fd.lock()()
 	typ := uint32(mode) & unix.S_IFMT
 	switch typ {
@@ -593,11 +612,13 @@ func (fd *controlFD) Mknod(mode linux.FileMode, uid lisafs.UID, gid lisafs.GID, 
 }
 
 func (fd *controlFD) Symlink(name, target string, uid lisafs.UID, gid lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.SymlinkAt)
 	defer fd.lock()()
 	return out(fd.create(name, &sink.Header{Mode: sink.TypeSymlink | 0o777, UID: uint32(uid), GID: uint32(gid), Linkname: target}))
 }
 
 func (fd *controlFD) Link(dir lisafs.ControlFDImpl, name string) (*lisafs.ControlFD, lisafs.Statx, error) {
+	fd.c.vol.ctr.count(lisafs.LinkAt)
 	defer fd.lock()()
 	d, ok := dir.(*controlFD)
 	if !ok || d.c.vol != fd.c.vol {
@@ -618,6 +639,7 @@ func (fd *controlFD) Link(dir lisafs.ControlFDImpl, name string) (*lisafs.Contro
 }
 
 func (fd *controlFD) StatFS() (lisafs.StatFS, error) {
+	fd.c.vol.ctr.count(lisafs.FStatFS)
 	defer fd.lock()()
 	s := fd.c.vol.fs.StatFS()
 	return lisafs.StatFS{
@@ -633,6 +655,7 @@ func (fd *controlFD) StatFS() (lisafs.StatFS, error) {
 }
 
 func (fd *controlFD) Readlink(getLinkBuf func(uint32) []byte) (uint16, error) {
+	fd.c.vol.ctr.count(lisafs.ReadLinkAt)
 	defer fd.lock()()
 	t, err := fd.c.vol.fs.ReadlinkIno(fd.ino)
 	if err != nil {
@@ -642,9 +665,13 @@ func (fd *controlFD) Readlink(getLinkBuf func(uint32) []byte) (uint16, error) {
 	return uint16(copy(buf, t)), nil
 }
 
-func (fd *controlFD) Connect(uint32) (int, error) { return -1, unix.ECONNREFUSED }
+func (fd *controlFD) Connect(uint32) (int, error) {
+	fd.c.vol.ctr.count(lisafs.Connect)
+	return -1, unix.ECONNREFUSED
+}
 
 func (fd *controlFD) ConnectWithCreds(uint32, lisafs.UID, lisafs.GID) (int, error) {
+	fd.c.vol.ctr.count(lisafs.ConnectWithCreds)
 	return -1, unix.ECONNREFUSED
 }
 
@@ -655,20 +682,28 @@ func (fd *controlFD) ConnectWithCreds(uint32, lisafs.UID, lisafs.GID) (int, erro
 // to hand out, and a socket file is meaningless once the episode ends, so
 // none is written to the volume.
 func (fd *controlFD) BindAt(string, uint32, linux.FileMode, lisafs.UID, lisafs.GID) (*lisafs.ControlFD, lisafs.Statx, *lisafs.BoundSocketFD, int, error) {
+	fd.c.vol.ctr.count(lisafs.BindAt)
 	return nil, lisafs.Statx{}, nil, -1, unix.EPERM
 }
 
 func (fd *controlFD) Unlink(name string, flags uint32) error {
+	fd.c.vol.ctr.count(lisafs.UnlinkAt)
 	defer fd.lock()()
 	fd.wrote()
 	return errno(fd.c.vol.fs.UnlinkAt(fd.ino, name, flags&unix.AT_REMOVEDIR != 0))
 }
 
 func (fd *controlFD) RenameAt(oldName string, newDir lisafs.ControlFDImpl, newName string) error {
-	return fd.RenameAt2(oldName, newDir, newName, 0)
+	fd.c.vol.ctr.count(lisafs.RenameAt)
+	return fd.renameAt2(oldName, newDir, newName, 0)
 }
 
 func (fd *controlFD) RenameAt2(oldName string, newDir lisafs.ControlFDImpl, newName string, flags uint32) error {
+	fd.c.vol.ctr.count(lisafs.RenameAt2)
+	return fd.renameAt2(oldName, newDir, newName, flags)
+}
+
+func (fd *controlFD) renameAt2(oldName string, newDir lisafs.ControlFDImpl, newName string, flags uint32) error {
 	defer fd.lock()()
 	d, ok := newDir.(*controlFD)
 	if !ok || d.c.vol != fd.c.vol {
@@ -704,6 +739,7 @@ func (fd *controlFD) RenameAt2(oldName string, newDir lisafs.ControlFDImpl, newN
 func (fd *controlFD) Renamed() {}
 
 func (fd *controlFD) GetXattr(name string, size uint32, getValueBuf func(uint32) []byte) (uint16, error) {
+	fd.c.vol.ctr.count(lisafs.FGetXattr)
 	defer fd.lock()()
 	val, err := fd.c.vol.fs.GetxattrIno(fd.ino, name)
 	if err != nil {
@@ -717,6 +753,7 @@ func (fd *controlFD) GetXattr(name string, size uint32, getValueBuf func(uint32)
 }
 
 func (fd *controlFD) SetXattr(name, value string, flags uint32) error {
+	fd.c.vol.ctr.count(lisafs.FSetXattr)
 	defer fd.lock()()
 	v := fd.c.vol.fs
 	if flags&(unix.XATTR_CREATE|unix.XATTR_REPLACE) != 0 {
@@ -733,6 +770,7 @@ func (fd *controlFD) SetXattr(name, value string, flags uint32) error {
 }
 
 func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
+	fd.c.vol.ctr.count(lisafs.FListXattr)
 	defer fd.lock()()
 	names, err := fd.c.vol.fs.ListxattrIno(fd.ino)
 	if err != nil {
@@ -742,6 +780,7 @@ func (fd *controlFD) ListXattr(uint64) (lisafs.StringArray, error) {
 }
 
 func (fd *controlFD) RemoveXattr(name string) error {
+	fd.c.vol.ctr.count(lisafs.FRemoveXattr)
 	defer fd.lock()()
 	fd.wrote()
 	return errno(fd.c.vol.fs.RemovexattrIno(fd.ino, name))
@@ -767,6 +806,7 @@ var _ lisafs.OpenFDImpl = (*openFD)(nil)
 func (fd *openFD) FD() *lisafs.OpenFD { return &fd.OpenFD }
 
 func (fd *openFD) Close() {
+	fd.cfd.c.vol.ctr.count(lisafs.Close)
 	fd.dirMu.Lock()
 	fd.dropDirents()
 	fd.dirMu.Unlock()
@@ -774,9 +814,10 @@ func (fd *openFD) Close() {
 	fd.cfd.c.maybeUnmount()
 }
 
-func (fd *openFD) Stat() (lisafs.Statx, error) { return fd.cfd.Stat() }
+func (fd *openFD) Stat() (lisafs.Statx, error) { return fd.cfd.Stat() } // counted there
 
 func (fd *openFD) Sync() error {
+	fd.cfd.c.vol.ctr.count(lisafs.FSync)
 	if fd.cfd.c.vol.readonly {
 		return nil
 	}
@@ -784,21 +825,25 @@ func (fd *openFD) Sync() error {
 }
 
 func (fd *openFD) Write(buf []byte, off uint64) (uint64, error) {
+	fd.cfd.c.vol.ctr.count(lisafs.PWrite)
 	if fd.cfd.FileType() != unix.S_IFREG {
 		return 0, unix.EBADF
 	}
 	defer fd.cfd.lock()()
 	fd.cfd.wrote()
 	n, err := fd.cfd.c.vol.fs.WriteAtIno(fd.cfd.ino, buf, int64(off))
+	fd.cfd.c.vol.ctr.bytesWritten.Add(uint64(max(n, 0)))
 	return uint64(n), errno(err)
 }
 
 func (fd *openFD) Read(buf []byte, off uint64) (uint64, error) {
+	fd.cfd.c.vol.ctr.count(lisafs.PRead)
 	if fd.cfd.FileType() != unix.S_IFREG {
 		return 0, unix.EISDIR
 	}
 	defer fd.cfd.lock()()
 	n, err := fd.cfd.c.vol.fs.ReadAtIno(fd.cfd.ino, buf, int64(off))
+	fd.cfd.c.vol.ctr.bytesRead.Add(uint64(max(n, 0)))
 	if err == io.EOF {
 		err = nil
 	}
@@ -806,6 +851,7 @@ func (fd *openFD) Read(buf []byte, off uint64) (uint64, error) {
 }
 
 func (fd *openFD) Allocate(mode, off, length uint64) error {
+	fd.cfd.c.vol.ctr.count(lisafs.FAllocate)
 	if fd.cfd.FileType() != unix.S_IFREG {
 		return unix.EBADF
 	}
@@ -845,7 +891,10 @@ func allocEnd(off, length uint64) (int64, error) {
 	return int64(off + length), nil
 }
 
-func (fd *openFD) Flush() error { return nil }
+func (fd *openFD) Flush() error {
+	fd.cfd.c.vol.ctr.count(lisafs.Flush)
+	return nil
+}
 
 // direntCost is the size of a linux_dirent64 for name (the budget unit of
 // Getdent64's count).
@@ -858,6 +907,7 @@ func direntCost(name string) uint32 { return (19 + uint32(len(name)) + 1 + 7) &^
 func maxDirentsBytes() uint32 { return lisafs.MaxMessageSize() - 4096 }
 
 func (fd *openFD) Getdent64(count uint32, seek0 bool, record func(lisafs.Dirent64)) error {
+	fd.cfd.c.vol.ctr.count(lisafs.Getdents64)
 	if fd.cfd.FileType() != unix.S_IFDIR {
 		return unix.ENOTDIR
 	}

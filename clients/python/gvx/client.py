@@ -408,7 +408,8 @@ class Client:
         return Episode(self.transport, self.transport.json("GET", f"/v1/episodes/{episode_id}"), keepalive)
 
     def create(self, image: Optional[str] = None, *, golden: Optional[str] = None,
-               golden_target: Optional[str] = None, docker: bool = False,
+               golden_target: Optional[str] = None, golden_durability: Optional[str] = None,
+               docker: bool = False,
                service: Optional[Sequence[str]] = None, env: Optional[Dict[str, str]] = None,
                workdir: Optional[str] = None, user: Optional[str] = None,
                memory_bytes: Optional[int] = None, cpus: Optional[float] = None, pids: Optional[int] = None,
@@ -420,7 +421,10 @@ class Client:
 
         image: as rungv takes it (oci:DIR, docker-archive:TAR, a cached name).
         golden: a golden volume on the server's host, cloned per episode and
-        mounted at golden_target (/var/lib/docker). docker: publish the
+        mounted at golden_target (/var/lib/docker); golden_durability
+        "episode": a guest fsync on the clone skips the host flush
+        (survives a killed episode, not a host crash; "full", the default,
+        does not skip it). docker: publish the
         guest's port 2375 as ep.docker_socket. service: a background
         process the episode starts (dockerd). env, workdir, user, limits,
         mounts (the spec's JSON form), network ("none" or "nat"), egress:
@@ -464,7 +468,8 @@ class Client:
         if limits:
             sp["limits"] = limits
         req: Dict[str, Any] = {"spec": sp}
-        for k, v in (("golden", golden), ("golden_target", golden_target), ("ttl", ttl), ("lease", lease)):
+        for k, v in (("golden", golden), ("golden_target", golden_target), ("golden_durability", golden_durability),
+                     ("ttl", ttl), ("lease", lease)):
             if v is not None:
                 req[k] = v
         if docker:

@@ -39,7 +39,7 @@ func Flags(omit ...string) []cli.Flag {
 		&cli.StringSliceFlag{Name: "egress", Usage: "NAT egress `RULE`: allow=CIDR[:PORTS] or deny=CIDR[:PORTS] (repeatable; deny rules win; see rungv run --help)"},
 		&cli.IntSliceFlag{Name: "allow-host-port", Usage: "let the guest reach the host's 127.0.0.1:`PORT` (TCP and UDP) as 10.0.2.2:PORT (repeatable)"},
 		&cli.IntFlag{Name: "nat-max-relays", Value: defaultNATRelays, Usage: "most TCP connections and UDP flows the guest holds at once through the NAT"},
-		&cli.StringSliceFlag{Name: "mount", Usage: "mount `SPEC`: type=bind|tmpfs|volume,src=…,dst=…, then any of ,readonly ,size=32G ,max-open=N ,allow-foreign (a missing volume file is created; CSV: quote a field holding a comma, \"src=/a,b\")"},
+		&cli.StringSliceFlag{Name: "mount", Usage: "mount `SPEC`: type=bind|tmpfs|volume,src=…,dst=…, then any of ,readonly ,size=32G ,max-open=N ,allow-foreign ,durability=episode (a guest fsync skips the host flush: survives a killed sandbox, not a host crash; a missing volume file is created; CSV: quote a field holding a comma, \"src=/a,b\")"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "publish a guest TCP port on the host (`SPEC`): unix:HOSTSOCK:GUESTPORT or [IP:]HOSTPORT:GUESTPORT (IP 127.0.0.1 by default)"},
 		&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory the guest sees and may use (e.g. 4g)"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPUs the guest sees (e.g. 1.5)"},
