@@ -112,11 +112,18 @@ func pathUnder(p, dir string) bool {
 }
 
 // episodeMountKeep is what the episode's init keeps of the host's mounts:
-// its state directory, runsc's debug-log directory, /proc, /dev, /sys,
+// its state directory, rungv's binary, runsc's debug-log directory, /proc,
+// /dev, /sys,
 // and the host paths of the bundle's spec (its rootfs, bind-mount
 // sources, and the image files its gVisor annotations name).
 func episodeMountKeep(ep nsEpisode) ([]string, error) {
 	keep := []string{ep.State, ep.Bundle, ep.Root, "/proc", "/dev", "/sys"}
+	// rungv's own binary: runsc starts the sandbox and the gofer by its
+	// path (os.Executable), and a path outside the other keeps (a
+	// build-golden's --rungv in a directory of its own) was gone.
+	if exe, err := os.Executable(); err == nil {
+		keep = append(keep, exe)
+	}
 	for _, a := range ep.Runsc {
 		if d, ok := strings.CutPrefix(a, "--debug-log="); ok && d != "" {
 			keep = append(keep, d)
