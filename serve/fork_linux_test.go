@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"net"
@@ -224,22 +223,7 @@ func TestForkRefusedThenRetried(t *testing.T) {
 	a.exec(p.ID, agent.ExecRequest{Shell: "(i=0; while :; do i=$((i+1)); echo $i > /data/count; sleep 0.02; done) >/dev/null 2>&1 </dev/null &"})
 
 	// An exec in flight: its stream is open until it prints "done".
-	b, _ := json.Marshal(agent.ExecRequest{Shell: "echo started; sleep 8; echo done"})
-	req, _ := http.NewRequest("POST", a.base+"/v1/episodes/"+p.ID+"/exec", bytes.NewReader(b))
-	if a.tok != "" {
-		req.Header.Set("Authorization", "Bearer "+a.tok)
-	}
-	resp, err := a.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream := bufio.NewScanner(resp.Body)
-	for stream.Scan() {
-		var ev agent.Event
-		if json.Unmarshal(stream.Bytes(), &ev) == nil && strings.Contains(string(ev.Data), "started") {
-			break
-		}
-	}
+	stream, closeStream := a.execStream(p.ID, "echo started; sleep 8; echo done", "started")
 	before := a.counterNow(p.ID)
 	_, raw := a.fork(p.ID, 2, http.StatusConflict)
 	var e map[string]string
@@ -249,7 +233,7 @@ func TestForkRefusedThenRetried(t *testing.T) {
 	}
 	for stream.Scan() {
 	}
-	resp.Body.Close()
+	closeStream()
 	if n := a.metric("gvx_serve_episodes_live"); n != 1 {
 		t.Errorf("%d episodes live after the refused fork, want 1", n)
 	}
