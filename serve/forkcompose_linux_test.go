@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"z.gfire.dev/gvx/agent"
 	"z.gfire.dev/gvx/ext4lite"
 	"z.gfire.dev/gvx/image/dindtest"
+	"z.gfire.dev/gvx/runtime/runtimetest"
 	"z.gfire.dev/gvx/serve"
 )
 
@@ -192,32 +192,9 @@ func (a *api) execStream(id, shell, mark string) (stream *bufio.Scanner, closeSt
 	return nil, nil
 }
 
-// needPatch skips t when env.Rungv was built without gVisor patch name
-// (a plain go build; cmd/gvisorpatch's env builds with the series), as
-// cmd/rungv's does; GVX_TEST_UNPATCHED=1 runs t anyway, to see it fail.
+// needPatch skips t when rungv lacks gVisor patch name
+// (runtimetest.NeedPatch).
 func needPatch(t *testing.T, name string) {
 	t.Helper()
-	out, err := exec.Command(env.Rungv, "info", "--json").Output()
-	if err != nil {
-		t.Fatalf("rungv info --json: %v", err)
-	}
-	var info struct {
-		Patches []struct {
-			Name    string `json:"name"`
-			Applied bool   `json:"applied"`
-			Lacks   string `json:"lacks"`
-		} `json:"gvisor_patches"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		t.Fatalf("rungv info --json: %v\n%s", err, out)
-	}
-	for _, p := range info.Patches {
-		if p.Name == name {
-			if !p.Applied && os.Getenv("GVX_TEST_UNPATCHED") == "" {
-				t.Skipf("rungv was built without gVisor patch %s, so it lacks: %s; test with eval \"$(GOWORK=off go run ./cmd/gvisorpatch env)\" first (GVX_TEST_UNPATCHED=1 runs it anyway)", name, p.Lacks)
-			}
-			return
-		}
-	}
-	t.Fatalf("rungv info --json does not list gVisor patch %s:\n%s", name, out)
+	runtimetest.NeedPatch(t, env.Rungv, name)
 }

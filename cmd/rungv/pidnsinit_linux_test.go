@@ -1,11 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"z.gfire.dev/gvx/runtime/runtimetest"
 )
 
 // pidnsInitScript starts, for each case, a process that is PID 1 of a new
@@ -100,33 +101,9 @@ func TestPIDNSInitSignals(t *testing.T) {
 	t.Logf("host and episode agree:\n%s", got)
 }
 
-// needPatch skips t, saying so, when rungv was built without gVisor patch
-// name (a plain go build; GVX_TEST_UNPATCHED=1 runs it anyway, to see it
-// fail), and fails it when rungv info does not know the patch at all.
+// needPatch skips t when rungv lacks gVisor patch name
+// (runtimetest.NeedPatch).
 func needPatch(t *testing.T, name string) {
 	t.Helper()
-	out, err := exec.Command(rungvBin, "info", "--json").Output()
-	if err != nil {
-		t.Fatalf("rungv info --json: %v", err)
-	}
-	var info struct {
-		Patches []struct {
-			Name    string `json:"name"`
-			Applied bool   `json:"applied"`
-			Lacks   string `json:"lacks"`
-		} `json:"gvisor_patches"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		t.Fatalf("rungv info --json: %v\n%s", err, out)
-	}
-	for _, p := range info.Patches {
-		if p.Name != name {
-			continue
-		}
-		if !p.Applied && os.Getenv("GVX_TEST_UNPATCHED") == "" {
-			t.Skipf("rungv was built without gVisor patch %s (a plain go build), so it lacks: %s; build with scripts/build.sh or eval \"$(GOWORK=off go run ./cmd/gvisorpatch env)\" (GVX_TEST_UNPATCHED=1 runs it anyway, to see it fail)", name, p.Lacks)
-		}
-		return
-	}
-	t.Fatalf("rungv info --json does not list gVisor patch %s:\n%s", name, out)
+	runtimetest.NeedPatch(t, rungvBin, name)
 }
