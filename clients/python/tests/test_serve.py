@@ -96,6 +96,19 @@ class TestEpisodes(unittest.TestCase):
         with self.assertRaises(gvx.NotFoundError):
             ep.exec("true")
 
+    def test_golden_durability(self):
+        """golden_durability="episode": the golden's clone takes writes and
+        fsyncs as before (only the host fsyncs are skipped); a value the
+        server does not know is refused, naming the field."""
+        fx = Fixture.get()
+        with SERVER.client.create(fx.image, golden=fx.golden, golden_durability="episode") as ep:
+            r = ep.exec("echo kept > /var/lib/docker/d.txt && sync && cat /var/lib/docker/d.txt /var/lib/docker/golden.txt")
+            self.assertEqual(r.exit_code, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith(b"kept\n"), r.stdout)
+        with self.assertRaises(gvx.GvxError) as cm:
+            SERVER.client.create(fx.image, golden=fx.golden, golden_durability="sometimes")
+        self.assertIn("golden_durability", str(cm.exception))
+
     def test_files_round_trip(self):
         """Files round-trip byte-identical, a 64 MiB one too; trees by upload/download."""
         fx = Fixture.get()
