@@ -112,10 +112,10 @@ func pathUnder(p, dir string) bool {
 }
 
 // episodeMountKeep is what the episode's init keeps of the host's mounts:
-// its state directory, rungv's binary, runsc's debug-log directory, /proc,
-// /dev, /sys,
-// and the host paths of the bundle's spec (its rootfs, bind-mount
-// sources, and the image files its gVisor annotations name).
+// its state directory, rungv's binary, runsc's debug-log and profile
+// directories, /proc, /dev, /sys, and the host paths of the bundle's spec
+// (its rootfs, bind-mount sources, and the image files its gVisor
+// annotations name).
 func episodeMountKeep(ep nsEpisode) ([]string, error) {
 	keep := []string{ep.State, ep.Bundle, ep.Root, "/proc", "/dev", "/sys"}
 	// rungv's own binary: runsc starts the sandbox and the gofer by its
@@ -127,6 +127,11 @@ func episodeMountKeep(ep nsEpisode) ([]string, error) {
 	for _, a := range ep.Runsc {
 		if d, ok := strings.CutPrefix(a, "--debug-log="); ok && d != "" {
 			keep = append(keep, d)
+		}
+		// runsc creates the Sentry's (and gofer's) profiles by name in
+		// the profile directory at the episode's end.
+		if f, ok := strings.CutPrefix(a, "--profile-cpu="); ok && f != "" {
+			keep = append(keep, filepath.Dir(f))
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(ep.Bundle, "config.json"))
