@@ -108,6 +108,30 @@ if [ "$(id -u)" != 0 ]; then
 	echo "   (not root: the tests above that need root skipped; sudo ./scripts/test.sh runs them too)"
 fi
 record "go test" "$status" "$passed" "$failed" "$skipped"
+# What failed, again at the very end (a long log is often read from its
+# tail): the failing tests by name and, when a package hit -timeout, the
+# tests that were still running with the last lines each printed.
+tailnote=$logs/go-test-tail.txt
+{
+	grep -E '^ *--- FAIL' "$log" | sed 's/^ */  /' | head -40
+	if grep -q '^panic: test timed out' "$log"; then
+		echo "  a package hit go test's -timeout; its running tests and the last lines each printed:"
+		awk '
+			/^panic: test timed out/ { p = 1; next }
+			p && /^[[:space:]]*running tests:/ { next }
+			p && /^[[:space:]]+[A-Za-z0-9_\/.-]+ \(/ { sub(/^[[:space:]]+/, ""); print; next }
+			p { exit }
+		' "$log" | while read -r name _; do
+			echo "  --- $name (still running)"
+			awk -v t="$name" '
+				/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+				/^(ok|FAIL|PASS|panic:)/ { cur = ""; next }
+				cur == t { buf[n++ % 30] = $0 }
+				END { for (i = (n > 30 ? n - 30 : 0); i < n; i++) print "    " buf[i % 30] }
+			' "$log"
+		done
+	fi
+} >"$tailnote"
 
 echo "== python client tests (clients/python, against a real rungv serve; log: $logs/python.log)"
 if command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then
@@ -150,5 +174,9 @@ for name in "${order[@]}"; do
 	printf '  %-8s %s\n' "$name" "${result[$name]}"
 	case ${result[$name]} in FAILED*) bad=1 ;; esac
 done
+if [ -s "$tailnote" ]; then
+	echo "go test failures (details above and in $logs/go-test.log):"
+	cat "$tailnote"
+fi
 echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
 exit "$bad"

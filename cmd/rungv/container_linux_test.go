@@ -105,7 +105,7 @@ func startHostDockerd(t *testing.T) *hostDockerd {
 }
 
 func (d *hostDockerd) docker(args ...string) (string, error) {
-	c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
+	c := boundedCommand(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
 	c.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(d.dir, "cli"))
 	out, err := c.CombinedOutput()
 	return string(out), err

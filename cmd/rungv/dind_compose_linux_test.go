@@ -54,7 +54,7 @@ func testDindComposeProject(t *testing.T, s dindSetup) {
 	proj := composeProject(t, asRoot)
 	compose := func(extraEnv []string, args ...string) (string, int) {
 		t.Helper()
-		c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock, "compose", "-p", "gvxproj"}, args...)...)
+		c := boundedCommand(d.cli, append([]string{"-H", "unix://" + d.sock, "compose", "-p", "gvxproj"}, args...)...)
 		c.Dir = proj
 		c.Env = append(append(os.Environ(), d.env...), extraEnv...)
 		out, err := c.CombinedOutput()

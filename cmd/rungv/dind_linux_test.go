@@ -181,7 +181,7 @@ func (d *daemon) use(cli dindtest.CLI) {
 }
 
 func (d *daemon) docker(args ...string) (string, error) {
-	c := exec.Command(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
+	c := boundedCommand(d.cli, append([]string{"-H", "unix://" + d.sock}, args...)...)
 	c.Env = append(append(os.Environ(), "DOCKER_BUILDKIT=0"), d.env...)
 	out, err := c.CombinedOutput()
 	return string(out), err
@@ -323,7 +323,7 @@ services:
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		c := exec.Command(compose, args...)
+		c := boundedCommand(compose, args...)
 		c.Dir = proj
 		c.Env = append(os.Environ(), "DOCKER_HOST=unix://"+d.sock, "COMPOSE_INTERACTIVE_NO_CLI=1")
 		out, err := c.CombinedOutput()

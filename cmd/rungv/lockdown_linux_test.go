@@ -158,7 +158,7 @@ func openMem(t *testing.T, pid, uid int, inNS bool) string {
 		id := strconv.Itoa(uid)
 		argv = append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups"}, drop[1:]...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := boundedCommand(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), memProbeEnv+"="+strconv.Itoa(pid))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -66,7 +66,7 @@ nc -l -p 9000 | md5sum | cut -c1-32`
 			}
 			return nil, err
 		}
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(web) }}}
+		hc := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(web) }}}
 		for i := 0; i < 20; i++ {
 			resp, err := hc.Get("http://guest/f")
 			if err != nil {
@@ -122,8 +122,9 @@ nc -l -p 9000 | md5sum | cut -c1-32`
 		if line() != "ready" {
 			t.Fatal("guest not ready")
 		}
+		hc := &http.Client{Timeout: 2 * time.Minute}
 		for i := 0; i < 5; i++ {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/f", web))
+			resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/f", web))
 			if err != nil {
 				t.Fatal(err)
 			}

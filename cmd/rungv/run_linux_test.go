@@ -96,7 +96,7 @@ func both(t *testing.T, f func(t *testing.T, u user)) {
 // test sees every state directory the episode makes).
 func command(t *testing.T, u user, tmp string, args ...string) *exec.Cmd {
 	argv := append(append(append([]string{}, u.wrap...), rungvBin), args...)
-	c := exec.Command(argv[0], argv[1:]...)
+	c := boundedCommand(argv[0], argv[1:]...)
 	c.Env = append(os.Environ(), "TMPDIR="+tmp, "GVX_CACHE_DIR="+filepath.Join(tmp, "cache"))
 	return c
 }
@@ -159,6 +159,9 @@ func startLines(t *testing.T, c *exec.Cmd) (line func() string, stderr *strings.
 	})
 	out := bufio.NewReader(pr)
 	return func() string {
+		// A line that never comes fails the test; a grandchild holding the
+		// pipe open must not keep the read waiting past the command's limit.
+		pr.SetReadDeadline(time.Now().Add(cmdLimit))
 		s, err := out.ReadString('\n')
 		if err != nil {
 			t.Fatalf("guest output: %q %v (stderr %q)", s, err, stderr.String())
