@@ -175,23 +175,16 @@ func (r *resolver) pick(idx v1.ImageIndex, descs []v1.Descriptor, depth int) (v1
 		if !matches(d.Platform, r.want) {
 			continue
 		}
-		switch {
-		case d.MediaType.IsImage():
-			img, err := idx.Image(d.Digest)
-			return img, r.wrap(err)
-		case d.MediaType.IsIndex():
-			child, err := idx.ImageIndex(d.Digest)
-			if err != nil {
-				return nil, r.wrap(err)
-			}
-			return r.pick(child, nil, depth+1)
+		if d.MediaType.IsImage() || d.MediaType.IsIndex() {
+			return r.one(idx, d, depth+1)
 		}
 	}
 	return nil, &PlatformError{Source: r.src.String(), Want: platformString(&r.want), Available: avail}
 }
 
-// one resolves a single descriptor of idx: an image, or an index to pick from.
-func (r *resolver) one(idx v1.ImageIndex, d v1.Descriptor) (v1.Image, error) {
+// one resolves a single descriptor of idx: an image, or an index (nested
+// depth deep) to pick from.
+func (r *resolver) one(idx v1.ImageIndex, d v1.Descriptor, depth int) (v1.Image, error) {
 	switch {
 	case d.MediaType.IsImage():
 		img, err := idx.Image(d.Digest)
@@ -201,7 +194,7 @@ func (r *resolver) one(idx v1.ImageIndex, d v1.Descriptor) (v1.Image, error) {
 		if err != nil {
 			return nil, r.wrap(err)
 		}
-		return r.pick(child, nil, 1)
+		return r.pick(child, nil, depth)
 	}
 	return nil, fmt.Errorf("%w: %s: %s is a %s, not an image", ErrUnsupported, r.src, d.Digest, d.MediaType)
 }
@@ -246,7 +239,7 @@ func (r *resolver) layout() (v1.Image, error) {
 	case len(descs) == 0:
 		return nil, fmt.Errorf("%w: %s: the layout's index.json lists no image", ErrNotFound, r.src.Path)
 	case len(descs) == 1:
-		return r.one(idx, descs[0])
+		return r.one(idx, descs[0], 1)
 	}
 	for _, d := range descs {
 		if d.Platform == nil {
