@@ -238,3 +238,36 @@ func TestCanceled(t *testing.T) {
 		t.Errorf("indexed %v", l)
 	}
 }
+
+// TestLayoutNestedIndexes: an index of an index of … an image resolves
+// while the nesting stays within maxIndexDepth, and a deeper one (a
+// crafted layout that would make resolution recurse without end if it
+// pointed at itself) is refused as unsupported.
+func TestLayoutNestedIndexes(t *testing.T) {
+	c := newCache(t)
+	img := fixtureImage(t, amd64, [][]byte{mustTar(t, imagetest.File("who", "deep"))})
+	nest := func(levels int) string {
+		var idx v1.ImageIndex = mutate.AppendManifests(empty.Index,
+			mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &amd64}})
+		for i := 1; i < levels; i++ {
+			idx = mutate.AppendManifests(empty.Index,
+				mutate.IndexAddendum{Add: idx, Descriptor: v1.Descriptor{Platform: &amd64}})
+		}
+		dir := t.TempDir()
+		if _, err := layout.Write(dir, idx); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	// index.json is level 0; levels 1..maxIndexDepth below it resolve.
+	r, err := Add(ctx, c, "oci:"+nest(maxIndexDepth+1), Options{Platform: "linux/amd64"})
+	if err != nil {
+		t.Fatalf("%d nested indexes: %v", maxIndexDepth+1, err)
+	}
+	if got := readFile(t, openEROFS(t, r.EROFS), "who"); got != "deep" {
+		t.Errorf("nested indexes gave %q", got)
+	}
+	if _, err := Add(ctx, c, "oci:"+nest(maxIndexDepth+2), Options{Platform: "linux/amd64"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("%d nested indexes: %v, want ErrUnsupported", maxIndexDepth+3, err)
+	}
+}
