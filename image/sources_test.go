@@ -268,6 +268,6 @@ func TestLayoutNestedIndexes(t *testing.T) {
 		t.Errorf("nested indexes gave %q", got)
 	}
 	if _, err := Add(ctx, c, "oci:"+nest(maxIndexDepth+2), Options{Platform: "linux/amd64"}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("%d nested indexes: %v, want ErrUnsupported", maxIndexDepth+3, err)
+		t.Errorf("%d nested indexes: %v, want ErrUnsupported", maxIndexDepth+2, err)
 	}
 }
