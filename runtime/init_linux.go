@@ -82,12 +82,10 @@ func episodeInit() int {
 	// episode ends: keep only what the episode needs (prunemounts_linux.go),
 	// once /proc is this namespace's and the volumes are bound in the
 	// state directory (their paths are the host's).
-	keep, err := episodeMountKeep(ep)
+	root := filepath.Join(ep.State, "root")
+	err = os.Mkdir(root, 0o700)
 	if err == nil {
-		root := filepath.Join(ep.State, "root")
-		if err = os.Mkdir(root, 0o700); err == nil {
-			err = pruneMounts(keep, root)
-		}
+		err = pruneMounts(keepForInit(ep), root)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rungv: init: prune the host's mounts:", err)

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,50 +109,49 @@ func pathUnder(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// episodeMountKeep is what the episode's init keeps of the host's mounts:
-// its state directory, rungv's binary, runsc's debug-log and profile
-// directories, /proc, /dev, /sys, and the host paths of the bundle's spec
-// (its rootfs, bind-mount sources, and the image files its gVisor
-// annotations name).
-func episodeMountKeep(ep nsEpisode) ([]string, error) {
-	keep := []string{ep.State, ep.Bundle, ep.Root, "/proc", "/dev", "/sys"}
-	// rungv's own binary: runsc starts the sandbox and the gofer by its
-	// path (os.Executable), and a path outside the other keeps (a
-	// build-golden's --rungv in a directory of its own) was gone.
+// mountKeep is what the episode's init keeps of the host's mounts, from
+// the plan: its state directory (bundle, runsc's root, the volumes'
+// binds), runsc's debug-log and profile directories, and the host paths
+// of the OCI spec the sandbox boots (its rootfs, bind-mount sources, and
+// the image files its gVisor annotations name). Init adds what only it
+// knows (keepForInit).
+func (p *plan) mountKeep() []string {
+	// runsc creates the Sentry's (and gofer's) profiles by name in the
+	// profile directory at the episode's end.
+	keep := []string{p.state, p.bundle, p.runscRoot(), p.host.DebugLogDir, p.host.ProfileDir}
+	if s := p.oci; s != nil {
+		if s.Root != nil {
+			keep = append(keep, s.Root.Path)
+		}
+		for _, m := range s.Mounts {
+			if filepath.IsAbs(m.Source) {
+				keep = append(keep, m.Source)
+			}
+		}
+		for k, v := range s.Annotations {
+			if strings.HasSuffix(k, ".source") && filepath.IsAbs(v) {
+				keep = append(keep, v)
+			}
+		}
+	}
+	return cleanKeep(keep)
+}
+
+// keepForInit is the plan's keep list (nsEpisode.Keep) with what init
+// itself needs: /proc, /dev, /sys, and rungv's own binary — runsc starts
+// the sandbox and the gofer by its path (os.Executable), and a path
+// outside the other keeps (a build-golden's --rungv in a directory of its
+// own) was gone.
+func keepForInit(ep nsEpisode) []string {
+	keep := append([]string{ep.State, ep.Bundle, ep.Root, "/proc", "/dev", "/sys"}, ep.Keep...)
 	if exe, err := os.Executable(); err == nil {
 		keep = append(keep, exe)
 	}
-	for _, a := range ep.Runsc {
-		if d, ok := strings.CutPrefix(a, "--debug-log="); ok && d != "" {
-			keep = append(keep, d)
-		}
-		// runsc creates the Sentry's (and gofer's) profiles by name in
-		// the profile directory at the episode's end.
-		if f, ok := strings.CutPrefix(a, "--profile-cpu="); ok && f != "" {
-			keep = append(keep, filepath.Dir(f))
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(ep.Bundle, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(ep.Bundle, "config.json"), err)
-	}
-	if s.Root != nil {
-		keep = append(keep, s.Root.Path)
-	}
-	for _, m := range s.Mounts {
-		if filepath.IsAbs(m.Source) {
-			keep = append(keep, m.Source)
-		}
-	}
-	for k, v := range s.Annotations {
-		if strings.HasSuffix(k, ".source") && filepath.IsAbs(v) {
-			keep = append(keep, v)
-		}
-	}
+	return cleanKeep(keep)
+}
+
+// cleanKeep drops empty paths and makes the others absolute and clean.
+func cleanKeep(keep []string) []string {
 	var out []string
 	for _, k := range keep {
 		if k == "" {
@@ -165,5 +162,5 @@ func episodeMountKeep(ep nsEpisode) ([]string, error) {
 		}
 		out = append(out, filepath.Clean(k))
 	}
-	return out, nil
+	return out
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // TestKeepRoots: the paths init binds into its new root are the kept ones
@@ -32,6 +34,33 @@ func TestKeepRoots(t *testing.T) {
 	}{{"/a/b", "/a", true}, {"/a", "/a", true}, {"/ab", "/a", false}, {"/x", "/", true}, {"/a", "/a/b", false}} {
 		if pathUnder(c.p, c.dir) != c.want {
 			t.Errorf("pathUnder(%q, %q) = %v", c.p, c.dir, !c.want)
+		}
+	}
+}
+
+// TestPlanMountKeep: the plan's keep list names every host path the
+// sandbox is given (rootfs, bind sources, annotated image files) and
+// runsc's log and profile directories, and nothing relative or empty.
+func TestPlanMountKeep(t *testing.T) {
+	p := &plan{
+		state: "/st/ep", bundle: "/st/ep/bundle",
+		host: Host{DebugLogDir: "logs/", ProfileDir: "/prof"},
+		oci: &specs.Spec{
+			Root:        &specs.Root{Path: "/st/ep/bundle/rootfs"},
+			Mounts:      []specs.Mount{{Source: "/host/src", Destination: "/src", Type: "bind"}, {Source: "tmpfs", Destination: "/tmp", Type: "tmpfs"}},
+			Annotations: map[string]string{"dev.gvisor.spec.rootfs.source": "/cache/img.erofs", "dev.gvisor.spec.rootfs.type": "erofs"},
+		},
+	}
+	got := p.mountKeep()
+	cwd, _ := os.Getwd()
+	for _, w := range []string{"/st/ep", "/st/ep/bundle", "/st/ep/runsc", "/st/ep/bundle/rootfs", "/host/src", "/cache/img.erofs", "/prof", filepath.Join(cwd, "logs")} {
+		if !slices.Contains(got, w) {
+			t.Errorf("mountKeep() = %v: %s missing", got, w)
+		}
+	}
+	for _, k := range got {
+		if !filepath.IsAbs(k) || k == "tmpfs" {
+			t.Errorf("mountKeep() keeps %q", k)
 		}
 	}
 }

@@ -674,7 +674,7 @@ func (ep *episode) supervisorCmd(p *plan, pub *episodenet.Publisher, vols []*os.
 	// credential of the caller's stays with the caller (the guest's is
 	// the spec's alone in any case).
 	cmd.Env = append(hostenv.Filter(os.Environ()), nsEpisode{State: p.state, Runsc: p.runscGlobals(), Root: p.runscRoot(),
-		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil}.env())
+		Bundle: p.bundle, ID: "gvx-" + p.id, NAT: nat != nil, Keep: p.mountKeep()}.env())
 	inherit(cmd, passFDsEnv, pub.GuestFiles())
 	cmd.Env = append(cmd.Env, episodenet.PublishedSocketsEnv+"="+pub.SocketsEnv())
 	inherit(cmd, volumeFDsEnv, vols)

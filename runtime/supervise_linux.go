@@ -36,6 +36,7 @@ type nsEpisode struct {
 	Bundle string   `json:"bundle"` // the bundle directory
 	ID     string   `json:"id"`     // the container's ID
 	NAT    bool     `json:"nat"`    // the supervisor sets up NAT's veth pair
+	Keep   []string `json:"keep"`   // the host paths init keeps mounted (plan.mountKeep)
 }
 
 // env is e as an environment entry.
