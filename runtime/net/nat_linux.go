@@ -215,7 +215,7 @@ func NewNAT(c NATConfig) (*NAT, error) {
 	var ports []uint16
 	for _, p := range c.HostPorts {
 		if err := egress.CheckHostPort(p); err != nil {
-			return nil, &ConfigError{fmt.Errorf("--allow-host-port: %v", err)}
+			return nil, &ConfigError{fmt.Errorf("allow_host_ports: %v", err)}
 		}
 		ports = append(ports, uint16(p))
 	}
