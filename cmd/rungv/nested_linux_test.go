@@ -94,17 +94,20 @@ func TestNestedEpisode(t *testing.T) {
 	for _, iso := range []string{"seccomp-only", "namespaces"} {
 		t.Run(iso, func(t *testing.T) {
 			outer := newVolume(t, asRoot, 512<<20)
+			// Every inner episode has a time limit (an inner episode that
+			// hangs fails its step, named, instead of the whole test).
 			script := `
+lim() { timeout -k 10 180 "$@"; }
 rungv info --json | grep -o '"nested_mode":[^}]*}' || true
 echo "== echo"
-rungv run --rm --network none oci:/x/image echo nested-echo || echo "inner echo: exit $?"
+lim rungv run --rm --network none oci:/x/image echo nested-echo || echo "inner echo: exit $?"
 echo "== volume"
-rungv run --rm --network none --mount type=volume,src=/v/inner.ext4,dst=/data,size=64M oci:/x/image \
+lim rungv run --rm --network none --mount type=volume,src=/v/inner.ext4,dst=/data,size=64M oci:/x/image \
 	sh -c 'dd if=/dev/urandom of=/data/f bs=1M count=10 2>/dev/null && md5sum /data/f | cut -c1-32 && sync' || echo "inner write: exit $?"
-rungv run --rm --network none --mount type=volume,src=/v/inner.ext4,dst=/data,size=64M oci:/x/image \
+lim rungv run --rm --network none --mount type=volume,src=/v/inner.ext4,dst=/data,size=64M oci:/x/image \
 	sh -c 'wc -c < /data/f; md5sum /data/f | cut -c1-32' || echo "inner read: exit $?"
 echo "== publish"
-rungv run --rm -p unix:/tmp/web.sock:8080 oci:/x/image \
+lim rungv run --rm -p unix:/tmp/web.sock:8080 oci:/x/image \
 	sh -c 'mkdir /www && echo nested-pong > /www/index.html && exec httpd -f -p 8080 -h /www' > /tmp/inner.out 2>&1 &
 inner=$!
 for i in $(seq 1 120); do
@@ -178,7 +181,7 @@ func TestNestedFaultViolations(t *testing.T) {
 	tar := nestedTar(t)
 	outer := newVolume(t, asRoot, 64<<20)
 	script := `
-rungv run --rm --network none oci:/x/image sh -c '
+timeout -k 10 180 rungv run --rm --network none oci:/x/image sh -c '
 cat > /tmp/nestedprobe && chmod +x /tmp/nestedprobe || exit 96
 /tmp/nestedprobe ok; echo "ok exit $?"
 for c in unmapped rowrite noexec; do

@@ -10,7 +10,7 @@
 //	nestedprobe rowrite         writes a read-only page
 //	nestedprobe noexec          jumps into a readable, writable, non-executable page
 //	nestedprobe dial PATH MSG   connects to the unix socket PATH, writes MSG,
-//	                            prints what comes back until EOF
+//	                            prints what comes back until EOF (10 s at most)
 //
 // The three violations must die of SIGSEGV (Go prints "unexpected fault
 // address" and "signal SIGSEGV"); printing "survived" means the access was
@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,10 +56,13 @@ func main() {
 		if len(os.Args) != 4 {
 			fail("usage", fmt.Errorf("dial PATH MSG"))
 		}
-		c, err := net.Dial("unix", os.Args[2])
+		c, err := net.DialTimeout("unix", os.Args[2], 10*time.Second)
 		if err != nil {
 			fail("dial", err)
 		}
+		// A relay that accepted and then died must not keep the caller
+		// (a test's script) waiting for ever.
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.WriteString(c, os.Args[3]); err != nil {
 			fail("write", err)
 		}
