@@ -122,8 +122,11 @@ func TestMemoryHogBounded(t *testing.T) {
 	}
 	c.Wait()
 	t.Logf("cgroup peak %d MiB", seen>>20)
-	if seen > 256<<20 {
-		t.Errorf("the episode's cgroup peaked at %d bytes, over 256 MiB", seen)
+	// The kernel charges a few pages past memory.max where it must (an
+	// OOM victim's exit, __GFP_NOFAIL allocations): seen in CI as 256 MiB
+	// + 4 KiB. What the test guards is the 1 GiB the guest asked for.
+	if seen > 256<<20+4<<20 {
+		t.Errorf("the episode's cgroup peaked at %d bytes, over 256 MiB (+4 MiB the kernel may force-charge)", seen)
 	}
 	checkClean(t, tmp)
 }
