@@ -77,9 +77,7 @@ func need(t *testing.T, u user) {
 		if _, err := exec.LookPath("setpriv"); err != nil {
 			t.Skip("setpriv (util-linux) is missing: cannot run as nobody")
 		}
-		if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("unprivileged user namespaces are not available here: %v %s", err, out)
-		}
+		runtimetest.NeedUserNamespace(t, rungvBin, u.name, u.wrap...)
 	}
 }
 

@@ -309,6 +309,9 @@ def dind_fixture(fx):
     if os.getuid() != 0:
         raise unittest.SkipTest("the Docker-inside image is built as root (debootstrap): run as root, "
                                 "or set GVX_TEST_DIND_IMAGE and GVX_TEST_DIND_GOLDEN")
+    # build-golden binds the tars to load into the daemon: a bind of a
+    # host file needs the namespaced mode's gofer.
+    fx.need_namespaces("gvx-vol build-golden --load")
     cache = os.environ.get("GVX_TEST_CACHE", "/var/tmp/gvx-test-cache-%d" % os.geteuid())
     if not glob.glob(os.path.join(cache, "dind-*[!k]")) and not os.environ.get("GVX_TEST_DIND_BUILD"):
         raise unittest.SkipTest(f"no dind test image cached in {cache} (building it takes minutes: "
