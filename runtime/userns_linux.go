@@ -82,17 +82,22 @@ func hasCap(c uint) bool {
 
 // chrooted tells, where it can, whether this process's root differs from
 // that of PID 1 in the same mount namespace (the namespace's own root, as
-// an init's is). Where PID 1 is in another mount namespace, or unreadable,
-// it says false.
+// an init's is): another inode, or the same one by another mount. Where
+// PID 1 is in another mount namespace, or unreadable, it says false.
 func chrooted() bool {
 	self, err1 := os.Readlink("/proc/self/ns/mnt")
 	init, err2 := os.Readlink("/proc/1/ns/mnt")
 	if err1 != nil || err2 != nil || self != init {
 		return false
 	}
-	var a, b unix.Stat_t
-	if unix.Stat("/", &a) != nil || unix.Stat("/proc/1/root/", &b) != nil {
+	// The mount ID too: a chroot into a bind mount of / has /'s inode.
+	var a, b unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, "/", 0, unix.STATX_INO|unix.STATX_MNT_ID, &a) != nil ||
+		unix.Statx(unix.AT_FDCWD, "/proc/1/root/", 0, unix.STATX_INO|unix.STATX_MNT_ID, &b) != nil {
 		return false
 	}
-	return a.Dev != b.Dev || a.Ino != b.Ino
+	if a.Dev_major != b.Dev_major || a.Dev_minor != b.Dev_minor || a.Ino != b.Ino {
+		return true
+	}
+	return a.Mask&b.Mask&unix.STATX_MNT_ID != 0 && a.Mnt_id != b.Mnt_id
 }

@@ -61,7 +61,45 @@ func TestUsernsHint(t *testing.T) {
 // namespace's user.max_user_namespaces to 0 and prints ProbeIsolation.
 const probeChildEnv = "GVX_TEST_PROBE_MAX0"
 
+// chrootChildEnv makes the test binary, as "ns", the init of new user,
+// mount and PID namespaces that binds / to the directory in
+// chrootDirEnv and starts itself chrooted there, as "probe", which prints
+// ProbeIsolation.
+const (
+	chrootChildEnv = "GVX_TEST_PROBE_CHROOT"
+	chrootDirEnv   = "GVX_TEST_PROBE_CHROOT_DIR"
+)
+
 func init() {
+	switch os.Getenv(chrootChildEnv) {
+	case "ns":
+		dir := os.Getenv(chrootDirEnv)
+		fail := func(what string, err error) {
+			os.Stderr.WriteString(what + ": " + err.Error() + "\n")
+			os.Exit(3)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			fail("make / private", err)
+		}
+		if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+			fail("mount this PID namespace's /proc", err)
+		}
+		if err := unix.Mount("/", dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			fail("bind / to "+dir, err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), chrootChildEnv+"=probe")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: dir}
+		if err := cmd.Run(); err != nil {
+			fail("the chrooted probe", err)
+		}
+		os.Exit(0)
+	case "probe":
+		b, _ := json.Marshal(ProbeIsolation())
+		os.Stdout.Write(b)
+		os.Exit(0)
+	}
 	if os.Getenv(probeChildEnv) == "" {
 		return
 	}
@@ -106,4 +144,41 @@ func TestProbeIsolationMaxUserNamespaces(t *testing.T) {
 		}
 	}
 	t.Logf("rungv info under user.max_user_namespaces=0: isolation: %s (%s)", h.Mode, h.Why)
+}
+
+// TestProbeIsolationChroot: a chrooted process (here: into a bind mount of
+// /, in namespaces of the test's own, so nothing else is touched) is
+// refused a user namespace, root too; the probe picks seccomp-only and
+// says it is the chroot and what works instead (pivot_root), as in
+// bench/freshroot.sh's first runs.
+func TestProbeIsolationChroot(t *testing.T) {
+	if h := ProbeIsolation(); !h.UserNamespaces || !h.ProcMountable {
+		t.Skipf("no user namespace with a fresh /proc here to chroot in: %s%s", h.UserNamespacesErr, h.ProcErr)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), chrootChildEnv+"=ns", chrootDirEnv+"="+t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v %s%s", err, out, stderr.String())
+	}
+	var h HostIsolation
+	if err := json.Unmarshal(out, &h); err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	if h.UserNamespaces || h.Mode != IsolationSeccompOnly {
+		t.Fatalf("chrooted, the probe says %+v", h)
+	}
+	for _, want := range []string{"this process is chrooted", "pivot_root"} {
+		if !strings.Contains(h.Why, want) {
+			t.Errorf("why %q does not say %q", h.Why, want)
+		}
+	}
+	t.Logf("rungv info chrooted: isolation: %s (%s)", h.Mode, h.Why)
 }
