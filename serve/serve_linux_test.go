@@ -74,7 +74,7 @@ func need(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	if os.Getuid() != 0 {
-		runtimetest.NeedUserNamespace(t, env.Rungv, "this user")
+		runtimetest.NeedUserNamespace(t, env.Rungv, "")
 	}
 }
 

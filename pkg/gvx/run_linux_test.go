@@ -48,7 +48,7 @@ func need(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	if os.Getuid() != 0 {
-		runtimetest.NeedUserNamespace(t, rungvBin, "this user")
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 }
 

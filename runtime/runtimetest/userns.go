@@ -3,7 +3,9 @@ package runtimetest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,17 @@ var (
 	probeMu    sync.Mutex
 	probeCache = map[string]Namespaces{}
 )
+
+// whoName is who, or "" this process's user.
+func whoName(who string) string {
+	switch {
+	case who != "":
+		return who
+	case os.Getuid() == 0:
+		return "root"
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
+}
 
 // ProbeNamespaces runs rungv info --json with the command prefix wrap
 // (nil: as this process's user; e.g. setpriv --reuid=65534 … for nobody)
@@ -69,7 +82,7 @@ func ProbeNamespaces(rungv string, wrap ...string) (Namespaces, error) {
 }
 
 // NeedNamespaces skips t, with rungv's reason and fix, where rungv run as
-// who (with the command prefix wrap) cannot make the namespaces its
+// who ("": this process's user; with the command prefix wrap) cannot make the namespaces its
 // namespaced mode needs, so --isolation auto would run seccomp-only (a
 // chroot, user.max_user_namespaces=0, kernel.unprivileged_userns_clone=0,
 // AppArmor's restriction, a container's seccomp filter). It fails t when
@@ -81,6 +94,7 @@ func NeedNamespaces(t testing.TB, rungv, who string, wrap ...string) {
 	if err != nil {
 		t.Fatalf("isolation probe: %v", err)
 	}
+	who = whoName(who)
 	if !n.OK {
 		t.Skipf("rungv as %s cannot use namespaces here (--isolation auto runs %s): %s", who, n.Mode, n.Why)
 	}
@@ -95,6 +109,7 @@ func NeedUserNamespace(t testing.TB, rungv, who string, wrap ...string) {
 	if err != nil {
 		t.Fatalf("isolation probe: %v", err)
 	}
+	who = whoName(who)
 	if !n.UserNS {
 		t.Skipf("rungv as %s cannot make a user namespace here: %s", who, n.UserNSErr)
 	}

@@ -84,7 +84,7 @@ func TestPoolCLI(t *testing.T) {
 		runtimetest.NeedUserNamespace(t, rungvBin, "nobody", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
 	} else {
-		runtimetest.NeedUserNamespace(t, rungvBin, "this user")
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 	work, err := os.MkdirTemp(shared, "pool-") // t.TempDir's parent is private to root
 	if err != nil {
@@ -240,7 +240,7 @@ func needSandbox(t *testing.T) {
 		t.Skip(setupErr)
 	}
 	if os.Getuid() != 0 {
-		runtimetest.NeedUserNamespace(t, rungvBin, "this user")
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 }
 
