@@ -100,12 +100,19 @@ func need(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	if os.Getuid() != 0 {
-		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
-		}
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 	t.Setenv("GVX_CACHE_DIR", t.TempDir())
 	t.Setenv("TMPDIR", t.TempDir())
+}
+
+// needNamespaces skips t, with rungv's reason and the fix, where rungv
+// cannot use its namespaces here (a chroot, user.max_user_namespaces=0):
+// a build that loads a tar binds it into the daemon's sandbox, and a bind
+// of a host file needs the namespaced mode's gofer, as root too.
+func needNamespaces(t *testing.T) {
+	t.Helper()
+	runtimetest.NeedNamespaces(t, rungvBin, "")
 }
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -131,6 +138,7 @@ func dirNames(t *testing.T, dir string) []string {
 // e2fsck -fn) and the directory next to Out are as promised.
 func TestBuildPipeline(t *testing.T) {
 	need(t)
+	needNamespaces(t)
 	dir := t.TempDir()
 	tars := t.TempDir()
 	a, b := filepath.Join(tars, "alpha.tar"), filepath.Join(dir, "beta.tar") // two directories: two bind mounts
@@ -227,6 +235,9 @@ func TestBuildFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.o.Loads != nil && c.name == "failing load" {
+				needNamespaces(t) // the tar is bound in
+			}
 			c.o.Out, c.o.Rungv, c.o.Size, c.o.ReadyTimeout = out, rungvBin, 64<<20, 20*time.Second
 			_, err := Build(context.Background(), c.o)
 			if err == nil || !strings.Contains(err.Error(), c.want) || c.is != nil && !errors.Is(err, c.is) {

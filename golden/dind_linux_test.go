@@ -36,6 +36,7 @@ import (
 // images without loading anything.
 func TestBuildDind(t *testing.T) {
 	need(t)
+	needNamespaces(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the dind image is built by debootstrap, and the host dockerd check mounts the volume")
 	}

@@ -15,7 +15,8 @@ import (
 // (rungv info reports it).
 type HostIsolation struct {
 	// UserNamespaces tells whether a user namespace (with network, PID
-	// and mount namespaces in it) can be made; UserNamespacesErr why not.
+	// and mount namespaces in it) can be made; UserNamespacesErr why not
+	// and what to change (the sysctl, chroot or filter that refuses it).
 	UserNamespaces    bool   `json:"user_namespaces"`
 	UserNamespacesErr string `json:"user_namespaces_error,omitempty"`
 	// ProcMountable tells whether a fresh /proc may be mounted in such a
@@ -37,7 +38,7 @@ type HostIsolation struct {
 func ProbeIsolation() HostIsolation {
 	var h HostIsolation
 	if err := tryUserNamespace(); err != nil {
-		h.UserNamespacesErr = err.Error()
+		h.UserNamespacesErr = usernsRefusal(err)
 	} else {
 		h.UserNamespaces = true
 	}

@@ -721,8 +721,11 @@ func (ep *episode) startSupervisor(cmd *exec.Cmd, p *plan, pub *episodenet.Publi
 		if cg != nil {
 			cg.Remove()
 		}
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace (an unprivileged container or pod?): use --isolation auto or seccomp-only", err)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EUSERS) {
+			return fmt.Errorf("start sandbox supervisor: %w: this host does not let rungv make a user namespace: %s (--isolation auto picks seccomp-only where it cannot)", err, usernsHint(err))
+		}
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("start sandbox supervisor: %w: this kernel refuses the user, network, PID and mount namespaces rungv makes: use --isolation auto or seccomp-only", err)
 		}
 		return fmt.Errorf("start sandbox supervisor: %w", err)
 	}

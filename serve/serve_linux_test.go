@@ -74,9 +74,7 @@ func need(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	if os.Getuid() != 0 {
-		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
-		}
+		runtimetest.NeedUserNamespace(t, env.Rungv, "")
 	}
 }
 

@@ -66,6 +66,7 @@ func TestJSONEventsAndNewVolume(t *testing.T) {
 // and is gone after the episode, even when rungv is SIGKILLed.
 func TestLimitsCgroup(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		args := []string{"run", "--json", "--network", "none", "-m", "256m", "--cpus", "1"}
 		if u.name == "nobody" {

@@ -23,6 +23,7 @@ import (
 // fsynced before the kill is there with its bytes.
 func TestVolumeEpisodeDurabilityKill(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		vol := newVolume(t, u, 256<<20)
 		c := command(t, u, tmp, "run", "--network", "none", "--mount", "type=volume,src="+vol+",dst=/d,durability=episode", imageRef, "sh", "-c",
@@ -93,6 +94,9 @@ func TestVolumeStatsFile(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		for _, iso := range []string{"namespaces", "seccomp-only"} {
 			t.Run(iso, func(t *testing.T) {
+				if iso == "namespaces" {
+					needNamespaces(t, u)
+				}
 				tmp := privateTmp(t, u)
 				dir := privateTmp(t, u)
 				logs := privateTmp(t, u)

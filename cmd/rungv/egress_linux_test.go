@@ -237,6 +237,7 @@ func main() {
 // of them at once, and the rungv process (the host side) stays small.
 func TestNATFloodCapped(t *testing.T) {
 	need(t, asRoot)
+	needNamespaces(t, asRoot) // the flood program comes in by a bind mount
 	dir := t.TempDir()
 	for name, body := range map[string]string{"main.go": floodGuest, "go.mod": "module flood\n\ngo 1.21\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {

@@ -22,6 +22,7 @@ import (
 // published socket and, as root, the episode's host cgroup.
 func TestKillAllLeavesNothingAfterNextStart(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		sock := filepath.Join(privateTmp(t, u), "ep.sock")
 		c := command(t, u, tmp, "run", "--network", "none", "-m", "256m", "--limits", "best-effort", "-e", "SECRET_TOKEN=hunter2",
@@ -250,6 +251,7 @@ func TestBindLaterHostMountHidden(t *testing.T) {
 		t.Skip("needs root to mount (CI runs as root)")
 	}
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		// Not below the suite's shared dir: other packages' tests running
 		// meanwhile count new mounts whose path says "rungv" as theirs.
 		base, err := os.MkdirTemp("", "gvx-bind-")
@@ -309,6 +311,7 @@ func TestBindLaterHostMountHidden(t *testing.T) {
 func TestRunEnvHygiene(t *testing.T) {
 	const token, secret = "gvx-serve-token-6f1e", "foo-secret-93ab"
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", "--network", "none", "-e", "SPEC_VAR=from-spec", imageRef,
 			"sh", "-c", "env; echo started; exec sleep 1000")

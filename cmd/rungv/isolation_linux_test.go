@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/ext4lite"
+	"z.gfire.dev/gvx/runtime/runtimetest"
 )
 
 // --isolation seccomp-only: the sandbox started directly, with no
@@ -190,14 +191,20 @@ func TestSeccompOnlyLockedDown(t *testing.T) {
 	})
 }
 
-// TestIsolationAuto: on this host (user namespaces available) auto is the
-// namespace path, and --isolation refuses a typo as a usage error.
+// TestIsolationAuto: auto is the namespace path where the host lets this
+// user make the namespaces (CI's, TestNamespaceProbeAgrees checks the probe
+// against unshare(1)) and seccomp-only where it refuses them, and
+// --isolation refuses a typo as a usage error.
 func TestIsolationAuto(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
+		probe, err := runtimetest.ProbeNamespaces(rungvBin, u.wrap...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := runRungv(t, u, tmp, "", "run", "--json", "--network", "none", imageRef, "true")
-		if r.code != 0 || !strings.Contains(r.stderr, `"isolation":"namespaces"`) {
-			t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+		if r.code != 0 || !strings.Contains(r.stderr, `"isolation":"`+probe.Mode+`"`) {
+			t.Fatalf("the probe says %s (%s); exit %d stderr %q", probe.Mode, probe.Why, r.code, r.stderr)
 		}
 		r = runRungv(t, u, tmp, "", "run", "--isolation", "chroot", imageRef, "true")
 		if r.code != 2 || !strings.Contains(r.stderr, "isolation") {
@@ -262,6 +269,9 @@ func TestStopTimeoutBothModes(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		for _, iso := range []string{"namespaces", "seccomp-only"} {
 			t.Run(iso, func(t *testing.T) {
+				if iso == "namespaces" {
+					needNamespaces(t, u)
+				}
 				tmp := privateTmp(t, u)
 				c := command(t, u, tmp, "run", "--isolation", iso, "--network", "none", imageRef, "sh", "-c",
 					"trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.1; done")

@@ -24,6 +24,7 @@ import (
 // themselves, they would be open to exactly that process otherwise.
 func TestLockdown(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", imageRef, "sh", "-c", "echo started; read x")
 		pr, pw, _ := os.Pipe()

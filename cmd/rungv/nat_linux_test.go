@@ -361,6 +361,7 @@ func TestNATVolume(t *testing.T) {
 func TestNATKillLeavesNothing(t *testing.T) {
 	port := hostHTTP(t, []byte("x"))
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", "--network", "nat", "--allow-host-port", strconv.Itoa(port), imageRef, "sh", "-c",
 			"wget -qO- http://10.0.2.2:"+strconv.Itoa(port)+"/blob && echo started; exec sleep 1000")

@@ -22,6 +22,9 @@ func TestProfileDirBothModes(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		for _, iso := range []string{"namespaces", "seccomp-only"} {
 			t.Run(iso, func(t *testing.T) {
+				if iso == "namespaces" {
+					needNamespaces(t, u)
+				}
 				tmp := privateTmp(t, u)
 				dir := privateTmp(t, u) // u's, outside TMPDIR (checkClean)
 				// The guest works for a while: the profiler samples every 10 ms.

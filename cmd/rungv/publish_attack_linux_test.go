@@ -90,6 +90,7 @@ func listDir(t *testing.T, dir string) []string {
 // is refused (and left alone), and a live socket is never taken over.
 func TestPublishSocketFile(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		dir := privateTmp(t, u)
 		sock := filepath.Join(dir, "ep.sock")

@@ -77,10 +77,19 @@ func need(t *testing.T, u user) {
 		if _, err := exec.LookPath("setpriv"); err != nil {
 			t.Skip("setpriv (util-linux) is missing: cannot run as nobody")
 		}
-		if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("unprivileged user namespaces are not available here: %v %s", err, out)
-		}
+		runtimetest.NeedUserNamespace(t, rungvBin, u.name, u.wrap...)
 	}
+}
+
+// needNamespaces skips t, with rungv's reason and the fix, where rungv run
+// as u cannot make its namespaces here (a chroot, user.max_user_namespaces
+// 0, a container's seccomp filter: --isolation auto then runs
+// seccomp-only), for a test of what only the namespaced mode does: the
+// supervisor that cleans up after a SIGKILLed rungv, runsc's gofer for
+// binds of host paths. Where they can be made the test runs.
+func needNamespaces(t *testing.T, u user) {
+	t.Helper()
+	runtimetest.NeedNamespaces(t, rungvBin, u.name, u.wrap...)
 }
 
 func both(t *testing.T, f func(t *testing.T, u user)) {
@@ -333,6 +342,7 @@ func TestDockerRunSemantics(t *testing.T) {
 // gofer and state directory must go too.
 func TestKillLeavesNothing(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		c := command(t, u, tmp, "run", imageRef, "sh", "-c", "echo started; exec sleep 1000")
 		line, _ := startLines(t, c)

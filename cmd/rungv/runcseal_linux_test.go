@@ -41,6 +41,7 @@ func sealexeBin(t *testing.T) string {
 // memfd instead.
 func TestRuncSealedExe(t *testing.T) {
 	need(t, asRoot)
+	needNamespaces(t, asRoot) // sealexe comes in by a bind mount
 	needPatch(t, "0008-overlay-xino")
 	bin := sealexeBin(t)
 	tmp := privateTmp(t, asRoot)

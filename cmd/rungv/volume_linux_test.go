@@ -233,6 +233,7 @@ func TestVolumeUnixSocket(t *testing.T) {
 		_ = os.Chmod(bin, 0o755)
 	}
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		vol := newVolume(t, u, 256<<20)
 		r := runRungv(t, u, tmp, "", "run", "--mount", "type=volume,src="+vol+",dst=/data",
@@ -249,6 +250,7 @@ func TestVolumeUnixSocket(t *testing.T) {
 // TestMountsBindTmpfs: a read-only bind mount and a tmpfs, as docker's.
 func TestMountsBindTmpfs(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		host := privateTmp(t, u)
 		if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from host\n"), 0o644); err != nil {
@@ -271,6 +273,7 @@ func TestMountsBindTmpfs(t *testing.T) {
 // is emptied, as it should be, and stays e2fsck-clean.
 func TestRmRfSlash(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		golden := newVolume(t, u, 256<<20)
 		v, err := ext4lite.Open(golden, nil)
@@ -337,6 +340,7 @@ func TestRmRfSlash(t *testing.T) {
 // writer holds the file. After the first episode, the volume is free.
 func TestVolumeInUse(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
+		needNamespaces(t, u)
 		tmp := privateTmp(t, u)
 		vol := newVolume(t, u, 128<<20)
 		c := command(t, u, tmp, "run", "--network", "none", "--mount", "type=volume,src="+vol+",dst=/d", imageRef,

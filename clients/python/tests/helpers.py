@@ -47,8 +47,6 @@ class Fixture:
 
     @classmethod
     def _make(cls) -> None:
-        if os.getuid() != 0 and subprocess.run(["unshare", "-Urn", "true"], capture_output=True).returncode != 0:
-            raise unittest.SkipTest("no user namespaces for a rootless sandbox here")
         # Sockets live under work: keep its path short.
         cls.work = tempfile.mkdtemp(prefix="gvxpy-", dir="/tmp")
         need_go = not (os.environ.get("GVX_RUNGV") and os.environ.get("GVX_TEST_IMAGE") and os.environ.get("GVX_TEST_GOLDEN"))
@@ -58,6 +56,11 @@ class Fixture:
         if not cls.rungv:
             cls.rungv = os.path.join(cls.work, "rungv")
             cls._go("build", "-o", cls.rungv, "./cmd/rungv")
+        if os.getuid() != 0:
+            iso = cls.isolation()
+            if not iso.get("user_namespaces"):
+                raise unittest.SkipTest("no user namespaces for a rootless sandbox here: "
+                                        + iso.get("user_namespaces_error", "?"))
         cls.image = os.environ.get("GVX_TEST_IMAGE")
         if not cls.image:
             layout = os.path.join(cls.work, "busybox")
@@ -77,13 +80,37 @@ class Fixture:
             cls.golden = os.path.join(cls.work, "golden.ext4")
             cls._go("run", "./cmd/gvx-vol", "create", "--size", "128M", "--from", tree, cls.golden)
 
+    _isolation = None
+
+    @classmethod
+    def isolation(cls) -> dict:
+        """rungv info's isolation probe for this user (what --isolation auto
+        picks and why, naming the sysctl or chroot that refuses a user
+        namespace): the code rungv run itself uses."""
+        if cls._isolation is None:
+            r = subprocess.run([cls.rungv, "info", "--json"], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"{cls.rungv} info --json: {r.stdout}{r.stderr}")
+            cls._isolation = json.loads(r.stdout)["isolation"]
+        return cls._isolation
+
+    @classmethod
+    def need_namespaces(cls, what: str) -> None:
+        """Skips, with rungv's reason and fix, where rungv cannot use
+        namespaces here (--isolation auto runs seccomp-only), which what
+        needs."""
+        iso = cls.isolation()
+        if iso.get("mode") != "namespaces":
+            raise unittest.SkipTest(f"{what} needs rungv's namespaces, and --isolation auto runs "
+                                    f"{iso.get('mode')} here: {iso.get('why')}")
+
     @classmethod
     def cleanup(cls) -> None:
         """Removes what _make made; a later get() makes it again (a module
         that ran after test_serve's cleanup used to find rungv gone)."""
         if cls.work:
             shutil.rmtree(cls.work, ignore_errors=True)
-        cls.work = cls.rungv = cls.image = cls.golden = None
+        cls.work = cls.rungv = cls.image = cls.golden = cls._isolation = None
 
 
 class Server:

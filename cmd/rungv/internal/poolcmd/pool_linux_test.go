@@ -78,12 +78,13 @@ func TestPoolCLI(t *testing.T) {
 	}
 	var cred *syscall.Credential
 	if os.Getuid() == 0 {
-		if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("cannot run rootless as nobody here (setpriv, user namespaces): %v %s", err, out)
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Skip("setpriv (util-linux) is missing: cannot run rungv pool as nobody")
 		}
+		runtimetest.NeedUserNamespace(t, rungvBin, "nobody", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
-	} else if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
-		t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
+	} else {
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 	work, err := os.MkdirTemp(shared, "pool-") // t.TempDir's parent is private to root
 	if err != nil {
@@ -239,9 +240,7 @@ func needSandbox(t *testing.T) {
 		t.Skip(setupErr)
 	}
 	if os.Getuid() != 0 {
-		if out, err := exec.Command("unshare", "-Urn", "true").CombinedOutput(); err != nil {
-			t.Skipf("no user namespaces for a rootless sandbox here: %v %s", err, out)
-		}
+		runtimetest.NeedUserNamespace(t, rungvBin, "")
 	}
 }
 
