@@ -20,13 +20,14 @@ func TestHelpFits80Columns(t *testing.T) {
 			walk(p, c.Subcommands)
 		}
 	}
-	walk(nil, New().Commands)
+	walk(nil, New(nil).Commands)
 	paths = append(paths, nil)
 	for _, p := range paths {
 		var out bytes.Buffer
-		a := New()
+		args := append(append([]string{"gvx-vol"}, p...), "--help")
+		a := New(args)
 		a.Writer, a.ErrWriter = &out, &out
-		if err := a.Run(append(append([]string{"gvx-vol"}, p...), "--help")); err != nil {
+		if err := a.Run(args); err != nil {
 			t.Fatalf("%v --help: %v", p, err)
 		}
 		if !strings.Contains(out.String(), "USAGE") {

@@ -15,8 +15,11 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-// Commands are the volume verbs, each a top-level gvx-vol command.
-var Commands = []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
+// Commands returns the volume verbs, each a top-level gvx-vol command, new
+// ones at each call (urfave/cli's setup changes a command in place).
+func Commands() []*cli.Command {
+	return []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
+}
 
 // oneThread runs a verb that writes a volume on one OS thread: its write
 // order is deterministic, and per-thread tools (strace's fault injection
