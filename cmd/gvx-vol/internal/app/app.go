@@ -1,7 +1,7 @@
 // Package app assembles gvx-vol's command line (urfave/cli/v2), as
 // containerd's ctr does: each noun lives in its own package under
-// cmd/gvx-vol/internal and exports its *cli.Command (volcmd its top-level
-// verbs), one file per verb.
+// cmd/gvx-vol/internal and exports a function making its *cli.Command
+// (volcmd one per top-level verb), one file per verb.
 package app
 
 import (
@@ -22,13 +22,22 @@ import (
 // that verb alone: urfave/cli still parses its flags, prints its help and
 // reports its usage errors, but a start (a clone's, ~3 ms all told) does
 // not build and set up the other eleven verbs' flags and help, nor read
-// the build information for a --version that only the app level has.
+// the build information for a --version that only the app level has
+// (gvx-vol VERB --version is an unknown flag either way).
 // Any other command line (gvx-vol --help, --version, a verb misspelt) gets
 // every verb.
 func New(args []string) *cli.App {
-	cs := commands()
-	if one := named(cs, args); one != nil {
-		cs = []*cli.Command{one}
+	var cs []*cli.Command
+	for _, v := range verbs {
+		if len(args) > 1 && args[1] == v.name {
+			cs = []*cli.Command{v.make()}
+			break
+		}
+	}
+	if cs == nil {
+		for _, v := range verbs {
+			cs = append(cs, v.make())
+		}
 	}
 	a := &cli.App{
 		Name:                 "gvx-vol",
@@ -57,25 +66,27 @@ Exit status: 0 success; 2 a usage error; fsck: 4 findings, 8 could not check.`,
 	return a
 }
 
-// commands are gvx-vol's top-level commands, in help order (the nouns,
-// then the volume verbs), each made anew: urfave/cli's App.Setup prefixes
-// a top-level command's HelpName with the app's in place ("gvx-vol gvx-vol
-// clone" on a second run), so each App gets commands of its own (the tests
-// call New many times).
-func commands() []*cli.Command {
-	return append([]*cli.Command{clonecmd.Command(), erofscmd.Command(), goldencmd.Command(), imagecmd.Command()},
-		volcmd.Commands()...)
-}
-
-// named is the command of cs that args[1] names (by name or alias), or nil.
-func named(cs []*cli.Command, args []string) *cli.Command {
-	if len(args) < 2 {
-		return nil
-	}
-	for _, c := range cs {
-		if c.HasName(args[1]) {
-			return c
-		}
-	}
-	return nil
+// verbs are gvx-vol's top-level commands, in help order (the nouns, then
+// the volume verbs), each by the name that selects it and a function
+// making it: a start builds only the verb it runs, and each App gets
+// commands of its own (urfave/cli's App.Setup prefixes a top-level
+// command's HelpName with the app's in place, "gvx-vol gvx-vol clone" on
+// a second run; the tests call New many times). TestVerbs holds the names
+// to the commands'.
+var verbs = []struct {
+	name string
+	make func() *cli.Command
+}{
+	{"clone", clonecmd.Command},
+	{"erofs", erofscmd.Command},
+	{"build-golden", goldencmd.Command},
+	{"image", imagecmd.Command},
+	{"create", volcmd.Create},
+	{"import", volcmd.Import},
+	{"export", volcmd.Export},
+	{"ls", volcmd.Ls},
+	{"cat", volcmd.Cat},
+	{"info", volcmd.Info},
+	{"fsck", volcmd.Fsck},
+	{"compact", volcmd.Compact},
 }

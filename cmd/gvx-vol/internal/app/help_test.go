@@ -40,3 +40,33 @@ func TestHelpFits80Columns(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbs: each verb is selected by its command's name (a verb whose
+// name drifted from its entry would run with every other verb built, or
+// the wrong one), has no alias the selection would miss, and New for a
+// command line naming a verb holds that verb alone; any other command line
+// gets every verb, in help order.
+func TestVerbs(t *testing.T) {
+	all := New(nil).Commands
+	if len(all) != len(verbs) {
+		t.Fatalf("New(nil) has %d commands, want %d", len(all), len(verbs))
+	}
+	for i, v := range verbs {
+		c := v.make()
+		if c.Name != v.name || len(c.Aliases) != 0 {
+			t.Errorf("verbs[%d] %q makes command %q aliases %q", i, v.name, c.Name, c.Aliases)
+		}
+		if all[i].Name != v.name {
+			t.Errorf("New(nil).Commands[%d] is %q, want %q", i, all[i].Name, v.name)
+		}
+		cs := New([]string{"gvx-vol", v.name, "--help"}).Commands
+		if len(cs) != 1 || cs[0].Name != v.name {
+			t.Errorf("New(gvx-vol %s --help) has %d commands", v.name, len(cs))
+		}
+	}
+	for _, args := range [][]string{{"gvx-vol"}, {"gvx-vol", "--help"}, {"gvx-vol", "clon"}, {"gvx-vol", "-q", "clone"}} {
+		if n := len(New(args).Commands); n != len(verbs) {
+			t.Errorf("New(%q) has %d commands, want all %d", args, n, len(verbs))
+		}
+	}
+}
