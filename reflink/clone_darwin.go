@@ -12,12 +12,12 @@ import (
 // cloneNew creates the file name as a clone of src with fclonefileat(2)
 // (APFS). The clone gets src's mode, owner and extended attributes.
 // finish then sets the mode and syncs (settled is false).
-func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
+func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, late func(sync bool) error, err error) {
 	err = ignoringEINTR(func() error { return unix.Fclonefileat(int(src.Fd()), unix.AT_FDCWD, name, 0) })
 	if err != nil {
-		return false, &fs.PathError{Op: "fclonefileat", Path: name, Err: err}
+		return false, nil, &fs.PathError{Op: "fclonefileat", Path: name, Err: err}
 	}
-	return false, nil
+	return false, nil, nil
 }
 
 // CloneRange makes n bytes of dst at dstOff share the extents of src at

@@ -10,8 +10,8 @@ import (
 )
 
 // cloneNew: this system has no clone call gvx knows; Auto copies.
-func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
-	return false, &fs.PathError{Op: "clone", Path: name, Err: errors.ErrUnsupported}
+func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, late func(sync bool) error, err error) {
+	return false, nil, &fs.PathError{Op: "clone", Path: name, Err: errors.ErrUnsupported}
 }
 
 // CloneRange always fails with an error wrapping ErrNotSupported here.

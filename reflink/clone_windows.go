@@ -28,8 +28,8 @@ const (
 // same integrity-stream setting, destination extended to its final length
 // first, cluster-aligned ranges under 4 GiB each. finish sets the mode
 // and syncs (settled is false).
-func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, err error) {
-	return false, cloneNewFile(src, name)
+func cloneNew(src *os.File, name string, perm fs.FileMode, sync bool) (settled bool, late func(sync bool) error, err error) {
+	return false, nil, cloneNewFile(src, name)
 }
 
 func cloneNewFile(src *os.File, name string) error {

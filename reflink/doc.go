@@ -28,7 +28,11 @@
 //   - The destination is published atomically: built under a temporary
 //     name in its directory, fsynced, renamed into place and the directory
 //     fsynced. Readers see no file or the whole file; after a crash there
-//     is no half-written destination. An existing destination is never
+//     is no half-written destination. (A clone on XFS is fsynced after its
+//     rename instead, before the directory: XFS's one log, recovered in
+//     commit order, cannot hold the rename without the clone before it,
+//     and the two fsyncs then cost one log write instead of two.) An
+//     existing destination is never
 //     replaced unless Options.Overwrite; the check and the rename are one
 //     atomic step (renameat2 RENAME_NOREPLACE, renamex_np RENAME_EXCL,
 //     MoveFileEx without MOVEFILE_REPLACE_EXISTING).

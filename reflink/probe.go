@@ -27,7 +27,7 @@ func Probe(dir string) error {
 		return fmt.Errorf("reflink: probe %s: %w", dir, err)
 	}
 	dst, err := withTemp(sf.Name()+"-clone", func(name string) error {
-		_, err := cloneNew(sf, name, 0o600, false)
+		_, _, err := cloneNew(sf, name, 0o600, false)
 		return err
 	})
 	if err == nil {

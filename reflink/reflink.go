@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"z.gfire.dev/gvx/internal/durable"
 )
@@ -148,10 +149,11 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 	res := Result{Size: sfi.Size()}
 
 	var tmp string
-	var settled bool // the mode is set and, unless NoSync, the data durable
+	var settled bool               // the mode is set and, unless NoSync or late, the data durable
+	var late func(sync bool) error // the clone's fsync, due after the rename (cloneNew on XFS)
 	if opts.Mode != Never {
 		tmp, err = withTemp(dst, func(name string) (err error) {
-			settled, err = cloneNew(sf, name, perm, !opts.NoSync)
+			settled, late, err = cloneNew(sf, name, perm, !opts.NoSync)
 			return err
 		})
 		if err == nil {
@@ -182,7 +184,7 @@ func CloneFile(src, dst string, opts Options) (Result, error) {
 		}
 		res.Method = MethodCopy
 	}
-	if err := finish(tmp, dst, perm, opts, settled); err != nil {
+	if err := finish(tmp, dst, perm, opts, settled, late); err != nil {
 		os.Remove(tmp)
 		return Result{}, wrapErr(src, dst, err)
 	}
@@ -235,8 +237,25 @@ func withTemp(dst string, make func(name string) error) (string, error) {
 }
 
 // finish sets the permission bits and makes the data durable (unless
-// cloneNew did: settled) and publishes tmp as dst (durable.Publish).
-func finish(tmp, dst string, perm fs.FileMode, opts Options, settled bool) error {
+// cloneNew did: settled) and publishes tmp as dst (durable.Publish). With
+// late (cloneNew on XFS) it renames, then fsyncs the clone through late
+// and then dst's directory: the same fsyncs as durable.Publish's, the
+// file's after the rename (see cloneNew); late closes the clone on every
+// path.
+func finish(tmp, dst string, perm fs.FileMode, opts Options, settled bool, late func(sync bool) error) error {
+	if late != nil {
+		if err := durable.Rename(tmp, dst, !opts.Overwrite); err != nil {
+			late(false)
+			if errors.Is(err, fs.ErrExist) {
+				return existErr(dst)
+			}
+			return fmt.Errorf("publishing %s: %w", dst, err)
+		}
+		if err := late(true); err != nil {
+			return fmt.Errorf("publishing %s: fsync: %w", dst, err)
+		}
+		return durable.SyncDir(filepath.Dir(dst))
+	}
 	var err error
 	switch {
 	case settled:

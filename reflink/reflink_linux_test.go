@@ -309,3 +309,70 @@ func TestCopyOutOfSpace(t *testing.T) {
 	}
 	mustOnlyFiles(t, mnt, "ep-0", "golden")
 }
+
+// xfsLogWrites is the count of log writes (iclogs written) of the XFS
+// mounted at mnt, from /sys/fs/xfs/DEV/stats/stats.
+func xfsLogWrites(t *testing.T, mnt string) int64 {
+	t.Helper()
+	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "--target", mnt).Output()
+	if err != nil {
+		t.Skipf("findmnt %s: %v", mnt, err)
+	}
+	dev := filepath.Base(strings.TrimSpace(string(out)))
+	stats, err := os.ReadFile(filepath.Join("/sys/fs/xfs", dev, "stats", "stats"))
+	if err != nil {
+		t.Skipf("no per-filesystem XFS statistics for %s: %v", dev, err)
+	}
+	for _, line := range strings.Split(string(stats), "\n") {
+		var writes int64
+		if _, err := fmt.Sscanf(line, "log %d", &writes); err == nil {
+			return writes
+		}
+	}
+	t.Fatalf("no log line in the XFS statistics of %s:\n%s", dev, stats)
+	return 0
+}
+
+// TestDurableCloneLogWrites: on XFS a durable clone writes the log, so
+// that it is on disk when CloneFile returns (a clone that skipped its
+// fsyncs would write none: NoSync, checked too), and writes it once: the
+// clone's fsync comes after its rename, and the directory's fsync finds
+// the rename already written (with the fsync before the rename it took
+// two log writes, twice the latency). The XFS log worker may write the log
+// by itself meanwhile, so a round that sees more is tried again; a round
+// that sees fewer fails at once.
+func TestDurableCloneLogWrites(t *testing.T) {
+	mnt := reflinktest.Mount(t, "xfs")
+	golden := filepath.Join(mnt, "golden")
+	want := makeSparse(t, golden, goldenSize, goldenRegions, 0o640)
+	unix.Sync() // the golden's own metadata, out of the way
+	for _, o := range []struct {
+		name   string
+		opts   Options
+		writes int64
+	}{{"durable", Options{}, 1}, {"nosync", Options{NoSync: true}, 0}} {
+		t.Run(o.name, func(t *testing.T) {
+			var got []int64
+			for round := range 5 {
+				ep := filepath.Join(mnt, fmt.Sprintf("ep-%s-%d", o.name, round))
+				before := xfsLogWrites(t, mnt)
+				if _, err := CloneFile(golden, ep, o.opts); err != nil {
+					t.Fatal(err)
+				}
+				n := xfsLogWrites(t, mnt) - before
+				if n < o.writes {
+					t.Fatalf("a %s clone wrote the log %d times, want %d", o.name, n, o.writes)
+				}
+				mustEqualFile(t, ep, want)
+				if fi, err := os.Stat(ep); err != nil || fi.Mode().Perm() != 0o640 {
+					t.Fatalf("%s: %v, %v; want mode 0640", ep, fi, err)
+				}
+				if n == o.writes {
+					return
+				}
+				got = append(got, n)
+			}
+			t.Fatalf("a %s clone wrote the log %v times in 5 rounds, want %d", o.name, got, o.writes)
+		})
+	}
+}

@@ -3,11 +3,13 @@ package reflink
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -315,4 +317,42 @@ func TestRacingClonesOneWins(t *testing.T) {
 	}
 	mustEqualFile(t, dst, want)
 	mustOnlyFiles(t, dir, "ep", "golden")
+}
+
+// TestFinishLate: with a clone whose fsync is left to after the rename
+// (cloneNew on XFS), finish renames first and then fsyncs it, and when the
+// rename fails (DST appeared meanwhile, no Overwrite) it only closes it and
+// reports DST as existing, leaving it untouched.
+func TestFinishLate(t *testing.T) {
+	dir := t.TempDir()
+	tmp, dst := filepath.Join(dir, ".dst.tmp-1"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(tmp, []byte("clone"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	late := func(sync bool) error {
+		_, err := os.Stat(dst)
+		calls = append(calls, fmt.Sprintf("sync=%v dst-exists=%v", sync, err == nil))
+		return nil
+	}
+	if err := finish(tmp, dst, 0o644, Options{}, true, late); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sync=true dst-exists=true"}; !slices.Equal(calls, want) {
+		t.Fatalf("late calls %q, want %q", calls, want)
+	}
+	mustEqualFile(t, dst, []byte("clone"))
+
+	calls = nil
+	if err := os.WriteFile(tmp, []byte("second"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := finish(tmp, dst, 0o644, Options{}, true, late)
+	if !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("finish onto an existing DST without Overwrite: %v, want ErrExist", err)
+	}
+	if want := []string{"sync=false dst-exists=true"}; !slices.Equal(calls, want) {
+		t.Fatalf("late calls %q, want %q (closed, not synced)", calls, want)
+	}
+	mustEqualFile(t, dst, []byte("clone"))
 }

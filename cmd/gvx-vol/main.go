@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	if err := app.New().Run(os.Args); err != nil {
+	if err := app.New(os.Args).Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "gvx-vol:", termsafe.Message(err.Error()))
 		os.Exit(cliutil.ExitCode(err))
 	}

@@ -81,7 +81,7 @@ type result struct {
 // Nor do the random parts of temporary names.
 var (
 	latency  = regexp.MustCompile(`(in )[0-9.]+( ms)|("(latency_ns|latency_ms|total_ms)": )[0-9.e+-]+`)
-	tempName = regexp.MustCompile(`(\.reflink(-probe)?-)[0-9a-f]+`)
+	tempName = regexp.MustCompile(`(\.reflink(-probe)?-|\.tmp-)[0-9a-f]+`)
 )
 
 // The version names the build's revision.

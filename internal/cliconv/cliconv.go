@@ -76,7 +76,8 @@ func version(bi *debug.BuildInfo, xrev string, deps ...string) string {
 const HelpWidth = 80
 
 // Apply gives app the shared conventions: a --version flag printing
-// Version(deps...), usage errors (on the app and every command below it,
+// Version(deps...) (unless app.HideVersion: then the build information is
+// not read either), usage errors (on the app and every command below it,
 // and unknown verbs) that exit with UsageExit, and help wrapped at
 // HelpWidth columns.
 func Apply(app *cli.App, deps ...string) {
@@ -92,8 +93,9 @@ func Apply(app *cli.App, deps ...string) {
 			"flagsHelp": flagsHelp,
 		})
 	}
-	app.HideVersion = false
-	app.Version = Version(deps...)
+	if !app.HideVersion {
+		app.Version = Version(deps...)
+	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintf(c.App.Writer, "%s %s\n", c.App.Name, c.App.Version) }
 	app.OnUsageError = usageError(app.Name)
 	app.CommandNotFound = func(c *cli.Context, verb string) {

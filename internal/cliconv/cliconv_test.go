@@ -69,3 +69,28 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version printed %q", out.String())
 	}
 }
+
+// TestVersionHidden: an app built with HideVersion (gvx-vol's app of one
+// verb) keeps it: no version is read from the build information and
+// --version is an unknown flag there (exit 2), while the verb still runs
+// and its usage errors still exit 2.
+func TestVersionHidden(t *testing.T) {
+	exited := -1
+	old := cli.OsExiter
+	cli.OsExiter = func(code int) { exited = code }
+	defer func() { cli.OsExiter = old }()
+	var out bytes.Buffer
+	a := &cli.App{Name: "tool", HideVersion: true, Writer: &out, ErrWriter: &out,
+		Commands: []*cli.Command{{Name: "verb", Flags: []cli.Flag{&cli.IntFlag{Name: "n"}}, Action: func(*cli.Context) error { return nil }}}}
+	Apply(a)
+	if a.Version != "" || !a.HideVersion {
+		t.Fatalf("Apply on a HideVersion app: Version %q, HideVersion %v", a.Version, a.HideVersion)
+	}
+	if err := a.Run([]string{"tool", "verb", "--n", "1"}); err != nil {
+		t.Fatalf("tool verb --n 1: %v", err)
+	}
+	err := a.Run([]string{"tool", "--version"})
+	if ec, ok := err.(cli.ExitCoder); !ok || ec.ExitCode() != UsageExit {
+		t.Fatalf("tool --version on a HideVersion app: %v (exit %d), want a usage error\n%s", err, exited, out.String())
+	}
+}

@@ -10,10 +10,9 @@ import (
 	"z.gfire.dev/gvx/cmd/gvx-vol/internal/cliutil"
 )
 
-// Command is the clone verb.
-var Command = command()
-
-func command() *cli.Command {
+// Command returns the clone verb, a new one at each call (urfave/cli's
+// setup changes a command in place).
+func Command() *cli.Command {
 	return &cli.Command{
 		Name:      "clone",
 		Usage:     "clone a golden volume copy-on-write (an episode's reset), once or N times",

@@ -18,7 +18,7 @@ import (
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{command()}, Writer: &out, ErrWriter: &out,
+	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{Command()}, Writer: &out, ErrWriter: &out,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	err := app.Run(append([]string{"gvx-vol"}, args...))
 	return out.String(), err

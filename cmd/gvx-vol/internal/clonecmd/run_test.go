@@ -24,7 +24,7 @@ func TestRequest(t *testing.T) {
 		{[]string{"--", "-a", "b"}, Request{Reflink: "always", Args: []string{"-a", "b"}}},
 	} {
 		var got Request
-		cmd := command()
+		cmd := Command()
 		cmd.Action = func(c *cli.Context) error { got = newRequest(c); return nil }
 		app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
 		if err := app.Run(append([]string{"gvx-vol", "clone"}, tc.args...)); err != nil {

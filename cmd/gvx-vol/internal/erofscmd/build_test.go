@@ -17,7 +17,7 @@ import (
 func runApp(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{fresh()}, Writer: &out, ErrWriter: &errOut}
+	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{Command()}, Writer: &out, ErrWriter: &errOut}
 	err := app.Run(append([]string{"gvx-vol"}, args...))
 	return out.String(), errOut.String(), err
 }
@@ -167,11 +167,4 @@ func TestBuildWorkers(t *testing.T) {
 	if _, _, err := runApp(t, "erofs", "build", "--workers", "-1", src, filepath.Join(t.TempDir(), "x.erofs")); err == nil || !strings.Contains(err.Error(), "--workers") {
 		t.Errorf("--workers -1: %v", err)
 	}
-}
-
-// fresh is a copy of Command for one App: urfave/cli's Setup rewrites a
-// top-level command's HelpName in place.
-func fresh() *cli.Command {
-	c := *Command
-	return &c
 }

@@ -13,11 +13,13 @@ import (
 	"z.gfire.dev/gvx/erofs"
 )
 
-// Command is the erofs command group.
-var Command = &cli.Command{
-	Name:  "erofs",
-	Usage: "build and inspect EROFS images (the read-only base images episodes boot from)",
-	Description: `EROFS images hold the base images every episode boots from: read-only,
+// Command returns the erofs command group, a new one at each call
+// (urfave/cli's setup changes a command in place).
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:  "erofs",
+		Usage: "build and inspect EROFS images (the read-only base images episodes boot from)",
+		Description: `EROFS images hold the base images every episode boots from: read-only,
 shared through the host page cache, mounted natively by gVisor's Sentry and
 by Linux. gvx-vol writes them itself (no mkfs.erofs needed), byte-for-byte
 deterministic, and reads them back without mounting anything.
@@ -28,7 +30,8 @@ Examples:
    gvx-vol erofs check rootfs.erofs
    gvx-vol erofs ls -l rootfs.erofs etc
    gvx-vol erofs cat rootfs.erofs etc/os-release`,
-	Subcommands: []*cli.Command{buildCommand(), checkCommand(), lsCommand(), catCommand()},
+		Subcommands: []*cli.Command{buildCommand(), checkCommand(), lsCommand(), catCommand()},
+	}
 }
 
 // openImage opens an image file for reading.

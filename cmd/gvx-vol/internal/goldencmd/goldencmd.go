@@ -8,5 +8,8 @@
 // --rungv, $GVX_RUNGV or PATH.
 package goldencmd
 
-// Command is the build-golden verb.
-var Command = buildCommand()
+import "github.com/urfave/cli/v2"
+
+// Command returns the build-golden verb, a new one at each call
+// (urfave/cli's setup changes a command in place).
+func Command() *cli.Command { return buildCommand() }

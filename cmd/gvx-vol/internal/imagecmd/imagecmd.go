@@ -14,11 +14,13 @@ import (
 	"z.gfire.dev/gvx/image"
 )
 
-// Command is the image command group.
-var Command = &cli.Command{
-	Name:  "image",
-	Usage: "add container images to the EROFS image cache, list, remove and collect them",
-	Description: `Episodes boot from flattened, read-only EROFS images kept in a shared,
+// Command returns the image command group, a new one at each call
+// (urfave/cli's setup changes a command in place).
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:  "image",
+		Usage: "add container images to the EROFS image cache, list, remove and collect them",
+		Description: `Episodes boot from flattened, read-only EROFS images kept in a shared,
 content-addressed cache. "image add" pulls or reads an image, applies its
 layers in order (whiteouts, opaque directories) and stores the result under
 the digest of its layer chain, with the image's configuration (env,
@@ -40,7 +42,8 @@ Examples:
    gvx-vol image add docker-archive:app.tar:app:v1
    gvx-vol image ls
    gvx-vol image rm localhost:5000/app:v1 && gvx-vol image gc`,
-	Subcommands: []*cli.Command{addCommand(), tagCommand(), lsCommand(), rmCommand(), gcCommand()},
+		Subcommands: []*cli.Command{addCommand(), tagCommand(), lsCommand(), rmCommand(), gcCommand()},
+	}
 }
 
 func cacheFlag() cli.Flag {

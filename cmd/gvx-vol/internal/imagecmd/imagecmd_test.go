@@ -19,7 +19,7 @@ import (
 func runApp(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{fresh()}, Writer: &out, ErrWriter: &errOut}
+	app := &cli.App{Name: "gvx-vol", Commands: []*cli.Command{Command()}, Writer: &out, ErrWriter: &errOut}
 	err := app.Run(append([]string{"gvx-vol"}, args...))
 	return out.String(), errOut.String(), err
 }
@@ -111,11 +111,4 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%v: %v (code %d), want code %d and %q", tc.args, err, cliutil.ExitCode(err), tc.code, tc.msg)
 		}
 	}
-}
-
-// fresh is a copy of Command for one App: urfave/cli's Setup rewrites a
-// top-level command's HelpName in place.
-func fresh() *cli.Command {
-	c := *Command
-	return &c
 }

@@ -9,7 +9,8 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-func catCommand() *cli.Command {
+// Cat returns the cat verb.
+func Cat() *cli.Command {
 	return &cli.Command{
 		Name:      "cat",
 		Usage:     "print a file of a volume",

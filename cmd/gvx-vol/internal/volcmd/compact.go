@@ -9,7 +9,8 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-func compactCommand() *cli.Command {
+// Compact returns the compact verb.
+func Compact() *cli.Command {
 	return &cli.Command{
 		Name:      "compact",
 		Usage:     "empty the journal and hand free space back to the host (before cloning a golden volume)",

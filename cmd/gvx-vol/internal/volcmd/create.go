@@ -16,7 +16,8 @@ import (
 	"z.gfire.dev/gvx/sink/hostdir"
 )
 
-func createCommand() *cli.Command {
+// Create returns the create verb.
+func Create() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "create a new ext4lite volume (a sparse file), optionally filled from a directory or tar",

@@ -14,7 +14,8 @@ import (
 	"z.gfire.dev/gvx/overlay"
 )
 
-func exportCommand() *cli.Command {
+// Export returns the export verb.
+func Export() *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write a volume's tree (or a part) as a tar archive",

@@ -19,7 +19,8 @@ const (
 	fsckFailed   = 8
 )
 
-func fsckCommand() *cli.Command {
+// Fsck returns the fsck verb.
+func Fsck() *cli.Command {
 	return &cli.Command{
 		Name:      "fsck",
 		Usage:     "check a volume's consistency (read-only)",

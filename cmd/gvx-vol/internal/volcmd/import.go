@@ -7,7 +7,8 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-func importCommand() *cli.Command {
+// Import returns the import verb.
+func Import() *cli.Command {
 	return &cli.Command{
 		Name:      "import",
 		Usage:     "unpack a tar archive into a volume",

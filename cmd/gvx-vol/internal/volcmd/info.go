@@ -12,7 +12,8 @@ import (
 	"z.gfire.dev/gvx/internal/units"
 )
 
-func infoCommand() *cli.Command {
+// Info returns the info verb.
+func Info() *cli.Command {
 	return &cli.Command{
 		Name:      "info",
 		Usage:     "show a volume's geometry, usage and features",

@@ -20,7 +20,8 @@ import (
 	"z.gfire.dev/gvx/sink"
 )
 
-func lsCommand() *cli.Command {
+// Ls returns the ls verb.
+func Ls() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
 		Usage:     "list a directory of a volume",

@@ -15,8 +15,9 @@ import (
 	"z.gfire.dev/gvx/ext4lite"
 )
 
-// Commands are the volume verbs, each a top-level gvx-vol command.
-var Commands = []*cli.Command{createCommand(), importCommand(), exportCommand(), lsCommand(), catCommand(), infoCommand(), fsckCommand(), compactCommand()}
+// Create, Import, Export, Ls, Cat, Info, Fsck and Compact (one file each)
+// return the volume verbs, each a top-level gvx-vol command, a new one at
+// each call (urfave/cli's setup changes a command in place).
 
 // oneThread runs a verb that writes a volume on one OS thread: its write
 // order is deterministic, and per-thread tools (strace's fault injection

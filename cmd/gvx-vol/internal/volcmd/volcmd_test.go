@@ -17,10 +17,11 @@ import (
 // run executes gvx-vol in-process and returns stdout and the exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	a := app.New()
+	argv := append([]string{"gvx-vol"}, args...)
+	a := app.New(argv)
 	var out bytes.Buffer
 	a.Writer, a.ErrWriter = &out, &out
-	err := a.Run(append([]string{"gvx-vol"}, args...))
+	err := a.Run(argv)
 	code := 0
 	if err != nil {
 		code = cliutil.ExitCode(err)
