@@ -38,9 +38,9 @@
 # too), and the volume server's request counters (<id>.volume-N.json), which
 # taskbench.py reports per phase at N=1 (rpc_phases; "volume RPCs" rows;
 # the seccomp-only mode only: the namespaced gofer logs its final counters
-# to its runsc log instead). GOLDEN_DURABILITY=episode mounts the gvx
-# episodes' golden clones with durability=episode (serve's
-# golden_durability).
+# to its runsc log instead). GOLDEN_DURABILITY=full mounts the gvx
+# episodes' golden clones with durability=full (serve's
+# golden_durability; its default is episode).
 # Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail

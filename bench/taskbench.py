@@ -235,7 +235,7 @@ def main():
     ap.add_argument("--image")
     ap.add_argument("--golden")
     ap.add_argument("--golden-durability", choices=["full", "episode"], default=None,
-                    help="the golden clone's durability (serve's golden_durability; default full)")
+                    help="the golden clone's durability (serve's golden_durability; default episode)")
     ap.add_argument("--docker-host")
     ap.add_argument("--cli-dir")
     ap.add_argument("--scratch", default=tempfile.gettempdir())

@@ -310,7 +310,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"spec":{"image":"x"},"golden":"/no/such.ext4"}`, 400, "no such file"},
 		{`{"spec":{"image":"x"},"bogus":1}`, 400, "bogus"},
 		{`{"spec":{"image":"x"},"golden_durability":"episode"}`, 400, "set golden"},
-		{`{"spec":{"image":"x"},"golden":"` + golden + `","golden_durability":"none"}`, 400, "want full (the default) or episode"},
+		{`{"spec":{"image":"x"},"golden":"` + golden + `","golden_durability":"none"}`, 400, "want episode (the default) or full"},
 		{`{"spec":{"image":"x"}} {"spec":{"image":"y"}}`, 400, "more than one JSON value"},
 		{`{"spec":{"image":"x"},"golden":"` + strings.Repeat("a", 1<<20) + `"}`, 413, "too large"},
 		{`{"spec":{"image":"oci:/no/such/layout"}}`, 404, `image "oci:/no/such/layout" not found`},

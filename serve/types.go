@@ -31,10 +31,10 @@ type CreateRequest struct {
 	Golden       string `json:"golden,omitempty"`
 	GoldenTarget string `json:"golden_target,omitempty"`
 	// GoldenDurability is the clone's mount durability (spec
-	// Mount.Durability): "" or "full", a guest fsync reaches the host's
-	// disk; "episode", it commits the volume's journal but skips the host
-	// flush (the clone survives a killed episode, not a host crash; it is
-	// deleted at close anyway). Needs Golden.
+	// Mount.Durability): "" or "episode" (the default), a guest fsync
+	// commits the volume's journal but skips the host flush (the clone
+	// survives a killed episode, not a host crash; it is deleted at close
+	// anyway); "full", it reaches the host's disk too. Needs Golden.
 	GoldenDurability spec.Durability `json:"golden_durability,omitempty"`
 	// Docker publishes the guest's DockerPort (0: DefaultDockerPort) as
 	// the unix socket EpisodeInfo.DockerSocket (mode 0600).

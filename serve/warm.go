@@ -69,8 +69,8 @@ func (s *Server) warmKey(req CreateRequest) (string, error) {
 	if req.Golden != "" {
 		req.Golden, req.GoldenTarget = filepath.Clean(req.Golden), path.Clean(req.GoldenTarget)
 	}
-	if req.GoldenDurability == spec.DurabilityFull {
-		req.GoldenDurability = ""
+	if req.GoldenDurability == spec.DurabilityEpisode {
+		req.GoldenDurability = "" // the default (goldenDurability)
 	}
 	switch {
 	case !req.Docker:

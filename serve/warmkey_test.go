@@ -48,7 +48,7 @@ func TestWarmKey(t *testing.T) {
 		"default memory":       `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 1073741824` + bestEffort() + `}}, "golden": "` + golden + `", "docker": true}`,
 		"golden path spelling": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + dir + `/./golden.ext4", "docker": true}`,
 		"wait":                 `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true, "wait": "agent"}`,
-		"golden_durability":    `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "full", "docker": true}`,
+		"golden_durability":    `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "episode", "docker": true}`,
 	}
 	for name, js := range same {
 		if k := key(js); k != warm {
@@ -59,7 +59,7 @@ func TestWarmKey(t *testing.T) {
 		"image":             `{"spec": {"image": "oci:/srv/other", "env": ["A=1"]}, "golden": "` + golden + `", "docker": true}`,
 		"golden":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + other + `", "docker": true}`,
 		"golden_target":     `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_target": "/data", "docker": true}`,
-		"golden_durability": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "episode", "docker": true}`,
+		"golden_durability": `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "golden": "` + golden + `", "golden_durability": "full", "docker": true}`,
 		"no golden":         `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"]}, "docker": true}`,
 		"mounts":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "mounts": [{"type": "tmpfs", "target": "/tmp"}]}, "golden": "` + golden + `", "docker": true}`,
 		"memory":            `{"spec": {"image": "oci:/srv/dind", "env": ["A=1"], "limits": {"memory_bytes": 536870912}}, "golden": "` + golden + `", "docker": true}`,

@@ -422,9 +422,9 @@ class Client:
         image: as rungv takes it (oci:DIR, docker-archive:TAR, a cached name).
         golden: a golden volume on the server's host, cloned per episode and
         mounted at golden_target (/var/lib/docker); golden_durability
-        "episode": a guest fsync on the clone skips the host flush
-        (survives a killed episode, not a host crash; "full", the default,
-        does not skip it). docker: publish the
+        "episode" (the default): a guest fsync on the clone skips the host
+        flush (survives a killed episode, not a host crash; the clone is
+        deleted at close anyway); "full" does not skip it. docker: publish the
         guest's port 2375 as ep.docker_socket. service: a background
         process the episode starts (dockerd). env, workdir, user, limits,
         mounts (the spec's JSON form), network ("none" or "nat"), egress:

@@ -104,14 +104,16 @@ class TestEpisodes(unittest.TestCase):
             ep.exec("true")
 
     def test_golden_durability(self):
-        """golden_durability="episode": the golden's clone takes writes and
-        fsyncs as before (only the host fsyncs are skipped); a value the
-        server does not know is refused, naming the field."""
+        """golden_durability "episode" (the default) and "full": the
+        golden's clone takes writes and fsyncs either way (episode skips
+        only the host fsyncs); a value the server does not know is
+        refused, naming the field."""
         fx = Fixture.get()
-        with SERVER.client.create(fx.image, golden=fx.golden, golden_durability="episode") as ep:
-            r = ep.exec("echo kept > /var/lib/docker/d.txt && sync && cat /var/lib/docker/d.txt /var/lib/docker/golden.txt")
-            self.assertEqual(r.exit_code, 0, r.stderr)
-            self.assertTrue(r.stdout.startswith(b"kept\n"), r.stdout)
+        for durability in ("episode", "full"):
+            with SERVER.client.create(fx.image, golden=fx.golden, golden_durability=durability) as ep:
+                r = ep.exec("echo kept > /var/lib/docker/d.txt && sync && cat /var/lib/docker/d.txt /var/lib/docker/golden.txt")
+                self.assertEqual(r.exit_code, 0, (durability, r.stderr))
+                self.assertTrue(r.stdout.startswith(b"kept\n"), (durability, r.stdout))
         with self.assertRaises(gvx.GvxError) as cm:
             SERVER.client.create(fx.image, golden=fx.golden, golden_durability="sometimes")
         self.assertIn("golden_durability", str(cm.exception))
