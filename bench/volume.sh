@@ -189,11 +189,15 @@ echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $files fi
 		for (i = 0; i < pn; i++) { t = porder[i]; printf "%-9s import %4d modules: no .pyc %7.1f ms   with .pyc %7.1f ms   %s\n", t, modules, c[t], w[t], note[t] }
 		if (n) {
 			for (r = 1; r <= rounds; r++) { ru[r-1] = U["/vol", r] / max1(U["/tmpfs", r]); rd[r-1] = D["/vol", r] / max1(D["/tmpfs", r]) }
+			line = ""; for (r = 0; r < rounds; r++) line = line sprintf(" %.2f", ru[r])
+			printf "volume/tmpfs:  untar%s   (each round)\n", line
 			printf "volume/tmpfs:  untar %.2fx   dd %.2fx   (median of %d rounds)\n", median(ru, rounds), median(rd, rounds), rounds
 			printf "volume/bind:   untar %.2fx   dd %.2fx   (best rounds)\n", u["/vol"] / max1(u["/bind"]), d["/vol"] / max1(d["/bind"])
 		}
 		if (pn) {
 			for (r = 1; r <= prounds; r++) { rc[r-1] = C["/vol", r] / C["/tmpfs", r]; rw[r-1] = W["/vol", r] / W["/tmpfs", r] }
+			line = ""; for (r = 0; r < prounds; r++) line = line sprintf(" %.2f/%.2f", rc[r], rw[r])
+			printf "volume/tmpfs:  import no .pyc/with .pyc%s   (each round)\n", line
 			printf "volume/tmpfs:  import no .pyc %.2fx   with .pyc %.2fx   (median of %d rounds)\n", median(rc, prounds), median(rw, prounds), prounds
 		}
 	}'
