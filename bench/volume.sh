@@ -31,7 +31,8 @@
 #        root the first time, for bench/taskimg's debootstrap)
 # env:   MODULES=1000 (0 skips the Python case)  PROFILE_DIR=DIR (rungv
 #        --profile-dir: the Sentry's CPU profile and the volume's request
-#        counters per episode)  ONLY=untar|python
+#        counters per episode)  ONLY=untar|python  PATCHES=0 (rungv
+#        without gvx's gVisor patches)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 files=${1:-2000}
@@ -45,6 +46,10 @@ work=$(mktemp -d /var/tmp/gvx-volume-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prof=()
 if [ -n "${PROFILE_DIR:-}" ]; then mkdir -p "$PROFILE_DIR"; prof=(--profile-dir "$(realpath "$PROFILE_DIR")"); fi
+# rungv with gvx's gVisor patch series (docs/gvisor-patches.md), as
+# scripts/build.sh builds it: 0010-gofer-children-set saves the volume
+# two lookups per new file. PATCHES=0 builds upstream gVisor.
+if [ "${PATCHES:-1}" != 0 ]; then eval "$(GOWORK=off go run ./cmd/gvisorpatch env)"; fi
 CGO_ENABLED=0 go build -o "$work/rungv" ./cmd/rungv
 CGO_ENABLED=0 go build -o "$work/" ./cmd/gvx-vol
 CGO_ENABLED=0 go run ./runtime/runtimetest/mk "$work/image"
