@@ -113,3 +113,17 @@ func TestProfileFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeDentryCache: a volume's mount caches 16,384 dentries by
+// default and never more than a quarter of its max-open (each cached
+// dentry may hold two FDs on the server), at least one; the effect inside
+// an episode is cmd/rungv's TestVolumeDentryCache.
+func TestVolumeDentryCache(t *testing.T) {
+	for _, c := range []struct{ maxOpen, want int64 }{
+		{0, 16384}, {1 << 16, 16384}, {1 << 20, 16384}, {2500, 625}, {400, 100}, {9, 2}, {1, 1},
+	} {
+		if got := volumeDentryCache(c.maxOpen); got != c.want {
+			t.Errorf("volumeDentryCache(%d) = %d, want %d", c.maxOpen, got, c.want)
+		}
+	}
+}

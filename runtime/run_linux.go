@@ -306,11 +306,41 @@ func (p *plan) planMounts(vols []*os.File) error {
 			if v.readOnly {
 				opt = "ro"
 			}
-			p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: v.target, Type: "bind", Source: v.bind, Options: []string{opt, "rbind"}})
+			p.oci.Mounts = append(p.oci.Mounts, specs.Mount{Destination: v.target, Type: "bind", Source: v.bind,
+				Options: []string{opt, "rbind", "dcache=" + strconv.FormatInt(volumeDentryCache(v.maxOpen), 10)}})
 			p.volumes = append(p.volumes, v)
 		}
 	}
 	return nil
+}
+
+// volumeDentryCacheMax is how many unused dentries the Sentry keeps cached
+// on a volume mount (the gofer filesystem's per-mount "dcache" option;
+// gVisor's default is 1,000). A volume is exclusive, so a cached dentry
+// stays right, but one that is evicted takes its attributes, its cached
+// pages and its negative children with it, and the next stat or open is
+// a Walk and an OpenAt again: Python's import of a 1,000-module package
+// (a .py, a __pycache__ entry and a .pyc per module) overflowed 1,000
+// and re-walked every file on the next interpreter's import (2 Walks, an
+// OpenAt and a PRead per module, 7,459 RPCs; bench/volume.sh). Each cached
+// dentry holds one control FD on the volume server (a map entry and an
+// inode reference, counted against max-open); clean cached pages stay
+// evictable by the Sentry's memory file as before.
+const volumeDentryCacheMax = 16384
+
+// volumeDentryCache is the dcache option of a volume whose server allows
+// maxOpen FDs (0: volume.DefaultMaxOpen): volumeDentryCacheMax, at most a
+// quarter of maxOpen. A cached dentry holds up to two FDs on the server
+// (its control FD and the open handle the Sentry keeps for reads), so the
+// cache takes at most half of max-open and leaves the rest to the guest's
+// open files and their directories. gVisor's fixed default of 1,000 took
+// 2,000 of a max-open=1000 volume and the guest's opens failed with
+// ENFILE once it had touched a thousand files (TestVolumeDentryCache).
+func volumeDentryCache(maxOpen int64) int64 {
+	if maxOpen <= 0 {
+		maxOpen = volume.DefaultMaxOpen
+	}
+	return max(min(volumeDentryCacheMax, maxOpen/4), 1)
 }
 
 // writeBundle writes the OCI spec into the bundle, for runsc, with the

@@ -99,7 +99,8 @@ func fileMD5(t *testing.T, p string) string {
 // the thousand is refused past the mount's max-open (ENFILE) instead of
 // growing the volume server without bound, and works again once it lets
 // go. The default is 65536 (runtime/volume.DefaultMaxOpen). The Sentry
-// keeps up to 1000 unused dentries cached, two FDs each, which count too.
+// keeps up to a quarter of max-open in unused dentries cached (625 here;
+// runtime.volumeDentryCache), two FDs each, which count too.
 func TestVolumeOpenFilesBounded(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
