@@ -269,3 +269,54 @@ echo "inner exit $?"
 		}
 	}
 }
+
+// TestNestedSyscalls: in an episode inside an episode (seccomp-only and
+// namespaces outer; each probe in an inner episode of its own), many
+// threads' system calls get their own answers: 16
+// threads make futex(FUTEX_WAKE_PRIVATE) calls (answer 0) and lseek calls to
+// a known offset (answer: that offset) and nestedprobe prints every wrong
+// one, and a Go program's goroutine churn (the runtime's futex traffic and
+// preemption signals) survives. Without gVisor patch 0010-nested-stray-sigsys
+// the outer Sentry's SIGSYS for one thread's trapped call was taken by
+// another: futex "returned" 202 (its own number) or -EBADF (another
+// thread ran read(2) with futex's arguments), lseek returned 8, and Go's
+// runtime died in futexwakeup, as containerd did.
+func TestNestedSyscalls(t *testing.T) {
+	need(t, asRoot)
+	needPatch(t, "0004-nested-fault-access")
+	needPatch(t, "0010-nested-stray-sigsys")
+	tar := nestedTar(t)
+	for _, iso := range []string{"seccomp-only", "namespaces"} {
+		t.Run(iso, func(t *testing.T) {
+			outer := newVolume(t, asRoot, 64<<20)
+			script := `
+for c in syscalls churn; do
+	rungv run --rm --network none oci:/x/image sh -c '
+cat > /tmp/nestedprobe && chmod +x /tmp/nestedprobe || exit 96
+/tmp/nestedprobe '$c' > /tmp/out 2>&1; echo "'$c' exit $?"; tail -20 /tmp/out' < /x/nestedprobe
+	echo "inner $c exit $?"
+done
+`
+			r := nestedRun(t, iso, tar, outer, script)
+			t.Logf("outer (%s): exit %d\n%s\n%s", iso, r.code, r.stdout, tail(r.stderr))
+			if r.code != 0 || !strings.Contains(r.stdout, "inner syscalls exit 0") || !strings.Contains(r.stdout, "inner churn exit 0") {
+				t.Fatalf("outer or inner episode failed: exit %d", r.code)
+			}
+			if !regexp.MustCompile(`(?m)^syscalls 96000 bad 0$`).MatchString(r.stdout) {
+				t.Errorf("system calls in 16 threads: want \"syscalls 96000 bad 0\" (every answer right)")
+			}
+			switch {
+			case strings.Contains(r.stdout, "churn exit 0\nchurn true\n"):
+			case strings.Contains(r.stdout, "churn exit 139\n") && !strings.Contains(r.stdout, "fatal error"):
+				// Open (issue 28): in an inner episode a Go program that
+				// runs after another busy one dies of SIGSEGV without a
+				// Go traceback (the default action, not Go's handler),
+				// with or without patch 0010; each probe here has an
+				// inner episode of its own, where that was not seen.
+				t.Skipf("goroutine churn died of SIGSEGV with no Go traceback (known open in nested mode: a later process of an inner episode, the guest's SIGSEGV handler did not run)")
+			default:
+				t.Errorf("goroutine churn: want \"churn exit 0\" and \"churn true\" (the Go runtime survived)")
+			}
+		})
+	}
+}

@@ -11,6 +11,14 @@
 //	nestedprobe noexec          jumps into a readable, writable, non-executable page
 //	nestedprobe dial PATH MSG   connects to the unix socket PATH, writes MSG,
 //	                            prints what comes back until EOF (10 s at most)
+//	nestedprobe syscalls        16 threads each make 6000 system calls whose
+//	                            answer is known (futex FUTEX_WAKE_PRIVATE: 0;
+//	                            lseek to an offset: that offset) with
+//	                            floating point values live across each call;
+//	                            prints every wrong answer and "syscalls N bad M"
+//	nestedprobe churn           64 goroutines on 8 threads pass a token in a ring
+//	                            with timers, for 3 s (the Go runtime's futex and
+//	                            signal traffic); prints "churn N"
 //
 // The three violations must die of SIGSEGV (Go prints "unexpected fault
 // address" and "signal SIGSEGV"); printing "survived" means the access was
@@ -22,6 +30,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -52,6 +63,12 @@ func main() {
 		b := mmap(page, unix.PROT_READ|unix.PROT_WRITE)
 		b[0] = 0xc3 // ret (amd64); arm64 faults on fetch too
 		call(b)
+	case "syscalls":
+		syscalls()
+		return
+	case "churn":
+		churn()
+		return
 	case "dial":
 		if len(os.Args) != 4 {
 			fail("usage", fmt.Errorf("dial PATH MSG"))
@@ -141,4 +158,102 @@ func call(b []byte) {
 func fail(what string, err error) {
 	fmt.Fprintln(os.Stderr, "nestedprobe:", what+":", err)
 	os.Exit(1)
+}
+
+// syscalls makes system calls with known answers from many threads at once
+// and reports each wrong one (number, arguments, answer, errno).
+func syscalls() {
+	const threads, rounds = 16, 3000
+	var words [threads * 16]uint32
+	var calls, bad atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			f, err := os.CreateTemp("", "nestedprobe")
+			if err != nil {
+				fail("create", err)
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			fd := f.Fd()
+			x := float64(i) + 0.5
+			for r := 0; r < rounds; r++ {
+				addr := uintptr(unsafe.Pointer(&words[i*16]))
+				v, _, e := unix.RawSyscall6(unix.SYS_FUTEX, addr, 129 /* FUTEX_WAKE_PRIVATE */, 1, 0, 0, 0)
+				if v != 0 || e != 0 {
+					bad.Add(1)
+					fmt.Printf("thread %d round %d: futex(%#x, FUTEX_WAKE_PRIVATE, 1) = %d, errno %d (%v)\n", i, r, addr, int64(v), e, e)
+				}
+				off := uintptr(r*64 + i)
+				v, _, e = unix.RawSyscall(unix.SYS_LSEEK, fd, off, 0)
+				if v != off || e != 0 {
+					bad.Add(1)
+					fmt.Printf("thread %d round %d: lseek(%d, %d, SEEK_SET) = %d, errno %d (%v)\n", i, r, fd, off, int64(v), e, e)
+				}
+				if want := float64(i) + 0.5 + float64(r); x+float64(r) != want {
+					bad.Add(1)
+					fmt.Printf("thread %d round %d: a float register changed across a system call: %v, want %v\n", i, r, x+float64(r), want)
+				}
+				calls.Add(2)
+			}
+		}(i)
+	}
+	wg.Wait()
+	fmt.Println("syscalls", calls.Load(), "bad", bad.Load())
+}
+
+// churn passes a token around a ring of goroutines, each also arming a timer,
+// for 3 s with 8 Ps: the Go runtime parks and wakes threads (futex) and
+// preempts goroutines (SIGURG) all the time.
+func churn() {
+	runtime.GOMAXPROCS(8)
+	const n = 64
+	chans := make([]chan int, n)
+	for i := range chans {
+		chans[i] = make(chan int, 1)
+	}
+	var passes atomic.Int64
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			t := time.NewTimer(time.Millisecond)
+			for {
+				select {
+				case v := <-chans[i]:
+					passes.Add(1)
+					t.Reset(time.Duration(i%5) * time.Millisecond)
+					chans[(i+1)%n] <- v + 1
+				case <-t.C:
+					t.Reset(time.Millisecond)
+				case <-done:
+					return
+				}
+			}
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		chans[i*8] <- 0
+	}
+	// Busy goroutines for preemption.
+	for i := 0; i < 4; i++ {
+		go func() {
+			x := 0
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for j := 0; j < 1000000; j++ {
+					x += j
+				}
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	close(done)
+	fmt.Println("churn", passes.Load() > 0)
 }
