@@ -146,6 +146,14 @@ var nestedRunscFlags = []string{"--systrap-disable-syscall-patching"}
 // every demand fault for the application's crash.
 const nestedPatch = "0004-nested-fault-access"
 
+// nestedFixes are the other patches nested mode relies on, with what an
+// episode nested without each gets wrong: rungv runs without them (single
+// threaded guests work) and rungv info names the ones a build lacks.
+var nestedFixes = []struct{ patch, without string }{
+	{"0010-nested-stray-sigsys", "a multi-threaded program's system call may be served with another thread's registers (Go programs, containerd and dockerd die)"},
+	{"0011-nested-lost-wake", "an inner episode may never end (its Sentry waits for ever for a stub's reply whose wake the outer lost)"},
+}
+
 // NestedMode says whether this build runs episodes inside a gVisor sandbox
 // (rungv info).
 type NestedMode struct {
@@ -170,6 +178,13 @@ func nestedInfo(inGV bool) NestedMode {
 		m.Why = "inside gVisor, but this build lacks gVisor patch " + nestedPatch + ": rungv run refuses (every guest program would die of SIGSEGV at its first page fault); build with scripts/build.sh"
 	default:
 		m.Why = "this build lacks gVisor patch " + nestedPatch + ": it cannot run episodes inside a gVisor sandbox; build with scripts/build.sh"
+	}
+	if m.Available {
+		for _, f := range nestedFixes {
+			if !HasGVisorPatch(f.patch) {
+				m.Why += "; without gVisor patch " + f.patch + " " + f.without
+			}
+		}
 	}
 	return m
 }

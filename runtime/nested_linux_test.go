@@ -27,5 +27,12 @@ func TestCheckNested(t *testing.T) {
 		if m.Available != has || m.Active != inGV || !strings.Contains(m.Why, nestedPatch) {
 			t.Errorf("nestedInfo(%v) = %+v; this build has the patch: %v", inGV, m, has)
 		}
+		// A build with nested mode names each of its other fixes it lacks,
+		// and only those.
+		for _, f := range nestedFixes {
+			if named := strings.Contains(m.Why, f.patch); named != (has && !HasGVisorPatch(f.patch)) {
+				t.Errorf("nestedInfo(%v).Why names %s: %v; this build has it: %v\n%s", inGV, f.patch, named, HasGVisorPatch(f.patch), m.Why)
+			}
+		}
 	}
 }
