@@ -187,13 +187,47 @@ func loUp() error {
 // parent, opened now, since the locked-down host side and supervisor may
 // open nothing outside the state directory (Landlock: hostProfile,
 // supervisorProfile), and os.RemoveAll would open the parent.
+//
+// The directory stays, with its lock file and records, while a host
+// cgroup its record names (cgroups.json) is still there: GC (rungv gc,
+// the next start) removes the cgroup once the kernel has let go of its
+// tasks, and then the directory. The supervisor removes the cgroups at its
+// end (cgroup.Leave); when it was killed, the host side used to remove the
+// record with the directory and the cgroups were left for no one to find
+// (TestKilledEpisodeCgroupsSwept, in a PID namespace whose init reaps
+// slowly).
 func removeState(state string) (remove func()) {
 	parent, err := os.OpenRoot(filepath.Dir(state))
 	if err != nil {
-		return func() { _ = os.RemoveAll(state) }
+		return func() {
+			if !cgroupsLeft(state) {
+				_ = os.RemoveAll(state)
+			}
+		}
 	}
 	return func() {
-		_ = parent.RemoveAll(filepath.Base(state))
+		if !cgroupsLeft(state) {
+			_ = parent.RemoveAll(filepath.Base(state))
+		}
 		parent.Close()
 	}
+}
+
+// cgroupsLeft says whether a cgroup directory that state's record
+// (cgroups.json) names still exists.
+func cgroupsLeft(state string) bool {
+	b, err := readRecord(state, stateCgroups)
+	if err != nil {
+		return false
+	}
+	var dirs []string
+	if json.Unmarshal(b, &dirs) != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); err == nil {
+			return true
+		}
+	}
+	return false
 }
