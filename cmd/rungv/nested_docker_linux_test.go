@@ -61,17 +61,7 @@ echo "== inner exit $?"
 	if r.code != 0 {
 		t.Fatalf("outer episode: exit %d", r.code)
 	}
-	sections := map[string][]string{}
-	cur := ""
-	for _, l := range strings.Split(r.stdout, "\n") {
-		if strings.HasPrefix(l, "== ") {
-			cur = strings.TrimPrefix(l, "== ")
-			continue
-		}
-		if l != "" {
-			sections[cur] = append(sections[cur], l)
-		}
-	}
+	sections := outputSections(r.stdout)
 	if !strings.Contains(r.stdout, "== inner exit 0\n") {
 		t.Errorf("the inner episode failed (want \"inner exit 0\")")
 	}

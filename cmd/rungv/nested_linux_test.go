@@ -127,17 +127,7 @@ echo "== done"
 			if r.code != 0 {
 				t.Fatalf("outer episode: exit %d", r.code)
 			}
-			sections := map[string][]string{}
-			cur := ""
-			for _, l := range strings.Split(r.stdout, "\n") {
-				if strings.HasPrefix(l, "== ") {
-					cur = strings.TrimPrefix(l, "== ")
-					continue
-				}
-				if l != "" {
-					sections[cur] = append(sections[cur], l)
-				}
-			}
+			sections := outputSections(r.stdout)
 			// Known open (issue 28), two ways an inner step can stop
 			// that are not this test's to judge: an inner episode now and
 			// then does not end after its guest did (the CI run of 891cb89
@@ -190,6 +180,23 @@ echo "== done"
 			}
 		})
 	}
+}
+
+// outputSections splits a nested script's output into its "== NAME"
+// sections: the non-empty lines after each header, by name.
+func outputSections(out string) map[string][]string {
+	sections := map[string][]string{}
+	cur := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "== ") {
+			cur = strings.TrimPrefix(l, "== ")
+			continue
+		}
+		if l != "" {
+			sections[cur] = append(sections[cur], l)
+		}
+	}
+	return sections
 }
 
 // relayCrashed says whether out holds the Go runtime's report of a relay
