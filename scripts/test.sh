@@ -112,8 +112,28 @@ record "go test" "$status" "$passed" "$failed" "$skipped"
 # tail): the failing tests by name and, when a package hit -timeout, the
 # tests that were still running with the last lines each printed.
 tailnote=$logs/go-test-tail.txt
+# last_lines TEST N: the last N lines TEST printed (go test -v attributes
+# output with === RUN/CONT/NAME), indented.
+last_lines() {
+	awk -v t="$1" -v max="$2" '
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^(ok|FAIL|PASS|panic:)/ { cur = ""; next }
+		/^ *--- (PASS|FAIL|SKIP): / { next }
+		cur == t { buf[n++ % max] = $0 }
+		END { for (i = (n > max ? n - max : 0); i < n; i++) print "    " buf[i % max] }
+	' "$log"
+}
 {
 	grep -E '^ *--- FAIL' "$log" | sed 's/^ */  /' | head -40
+	# The last lines of the first failing tests that printed anything (a
+	# parent often only fails with its subtest), so that a log read from
+	# its tail (a CI summary) still says why.
+	grep -E '^ *--- FAIL' "$log" | awk '{ print $3 }' | while read -r name; do
+		lines=$(last_lines "$name" 20)
+		[ -n "$lines" ] || continue
+		echo "  --- $name: its last lines"
+		echo "$lines"
+	done | awk '/^  --- / { if (++n > 3) exit } { print }'
 	if grep -q '^panic: test timed out' "$log"; then
 		echo "  a package hit go test's -timeout; its running tests and the last lines each printed:"
 		awk '
@@ -123,12 +143,7 @@ tailnote=$logs/go-test-tail.txt
 			p { exit }
 		' "$log" | while read -r name _; do
 			echo "  --- $name (still running)"
-			awk -v t="$name" '
-				/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
-				/^(ok|FAIL|PASS|panic:)/ { cur = ""; next }
-				cur == t { buf[n++ % 30] = $0 }
-				END { for (i = (n > 30 ? n - 30 : 0); i < n; i++) print "    " buf[i % 30] }
-			' "$log"
+			last_lines "$name" 30
 		done
 	fi
 } >"$tailnote"
