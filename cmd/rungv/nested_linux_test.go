@@ -27,6 +27,18 @@ import (
 // guest's stdin.
 func nestedTar(t *testing.T) string {
 	t.Helper()
+	dir := nestedDir(t)
+	tar, err := exec.Command("tar", "-C", dir, "-cf", "-", "rungv", "nestedprobe", "image").Output()
+	if err != nil {
+		t.Fatalf("tar: %v", err)
+	}
+	return string(tar)
+}
+
+// nestedDir is a directory holding what nestedTar packs: rungv, nestedprobe
+// and image.
+func nestedDir(t *testing.T) string {
+	t.Helper()
 	dir := privateTmp(t, asRoot)
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nestedprobe"), "./testdata/nestedprobe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -39,11 +51,7 @@ func nestedTar(t *testing.T) string {
 	if out, err := exec.Command("cp", "-a", strings.TrimPrefix(imageRef, "oci:"), filepath.Join(dir, "image")).CombinedOutput(); err != nil {
 		t.Fatalf("cp image: %v\n%s", err, out)
 	}
-	tar, err := exec.Command("tar", "-C", dir, "-cf", "-", "rungv", "nestedprobe", "image").Output()
-	if err != nil {
-		t.Fatalf("tar: %v", err)
-	}
-	return string(tar)
+	return dir
 }
 
 // nestedRun runs script with sh in an outer episode of the given isolation

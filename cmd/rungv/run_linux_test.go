@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,9 +133,15 @@ type result struct {
 
 func runRungv(t *testing.T, u user, tmp string, stdin string, args ...string) result {
 	t.Helper()
+	return runRungvFrom(t, u, tmp, strings.NewReader(stdin), args...)
+}
+
+// runRungvFrom is runRungv with its standard input read from stdin.
+func runRungvFrom(t *testing.T, u user, tmp string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	c := command(t, u, tmp, args...)
 	var so, se bytes.Buffer
-	c.Stdout, c.Stderr, c.Stdin = &so, &se, strings.NewReader(stdin)
+	c.Stdout, c.Stderr, c.Stdin = &so, &se, stdin
 	err := c.Run()
 	code := 0
 	if err != nil {
