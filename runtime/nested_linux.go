@@ -152,6 +152,7 @@ const nestedPatch = "0004-nested-fault-access"
 var nestedFixes = []struct{ patch, without string }{
 	{"0010-nested-stray-sigsys", "a multi-threaded program's system call may be served with another thread's registers (Go programs, containerd and dockerd die)"},
 	{"0011-nested-lost-wake", "an inner episode may never end (its Sentry waits for ever for a stub's reply whose wake the outer lost)"},
+	{"0013-nested-keep-trap-table", "an inner episode may never end under an outer that patches system calls (a stub loses the outer's trap table, dies of SIGSEGV, and the Sentry waits for its reply)"},
 }
 
 // NestedMode says whether this build runs episodes inside a gVisor sandbox

@@ -71,7 +71,7 @@ for r in 1 2; do cat f* | wc -l; done`)
 	})
 }
 
-// TestVolumeChildrenSet (gVisor patch 0013-gofer-children-set): in a
+// TestVolumeChildrenSet (gVisor patch 0014-gofer-children-set): in a
 // directory the guest made on a volume, the Sentry knows every name and
 // answers a lookup of a missing one without asking the volume server: 500
 // files created there by the shell (a lookup, then a create, each) cost
@@ -83,8 +83,8 @@ for r in 1 2; do cat f* | wc -l; done`)
 func TestVolumeChildrenSet(t *testing.T) {
 	// The patch is held back (patches/gvisor-held/README.md): not in the
 	// series, so no build has it. Move it back and drop this skip.
-	t.Skip("gVisor patch 0013-gofer-children-set is held back (patches/gvisor-held/README.md): this test runs when it is back in the series")
-	needPatch(t, "0013-gofer-children-set")
+	t.Skip("gVisor patch 0014-gofer-children-set is held back (patches/gvisor-held/README.md): this test runs when it is back in the series")
+	needPatch(t, "0014-gofer-children-set")
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
 		dir := privateTmp(t, u)
