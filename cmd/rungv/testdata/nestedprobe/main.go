@@ -19,6 +19,13 @@
 //	nestedprobe churn           64 goroutines on 8 threads pass a token in a ring
 //	                            with timers, for 3 s (the Go runtime's futex and
 //	                            signal traffic); prints "churn N"
+//	nestedprobe lowmap          maps the first free page from 0x68000 up (where an
+//	                            outer gVisor keeps its trap table), writes a
+//	                            secret in it, prints "mapped ADDR" and exits
+//	nestedprobe lowread [ADDR]  reads ADDR (0x68000) without mapping it: dies of
+//	                            SIGSEGV or reads what this process has there;
+//	                            the secret means another process's memory
+//	                            was still mapped there
 //
 // The three violations must die of SIGSEGV (Go prints "unexpected fault
 // address" and "signal SIGSEGV"); printing "survived" means the access was
@@ -31,6 +38,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +71,42 @@ func main() {
 		b := mmap(page, unix.PROT_READ|unix.PROT_WRITE)
 		b[0] = 0xc3 // ret (amd64); arm64 faults on fetch too
 		call(b)
+	case "lowmap":
+		// The first free page from 0x68000 up: gVisor's own trap table
+		// (syscall patching) may hold one in [0x60000, 0x70000).
+		for a := uintptr(lowAddr); a < 0x70000; a += uintptr(page) {
+			b, err := unix.MmapPtr(-1, 0, unsafe.Pointer(a), uintptr(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
+			if err != nil {
+				continue
+			}
+			copy(unsafe.Slice((*byte)(b), page), lowSecret)
+			fmt.Printf("mapped %#x\n", a)
+			return
+		}
+		fail("mmap", fmt.Errorf("no free page in [0x68000, 0x70000)"))
+	case "lowread":
+		var a uintptr = lowAddr
+		if len(os.Args) > 2 {
+			fmt.Sscanf(os.Args[2], "0x%x", &a)
+		}
+		// Whether this process has a mapping there at all (its own trap
+		// table, say): if not, a read that succeeds reads memory left
+		// over from another process.
+		mapped := false
+		if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+			for _, l := range strings.Split(string(maps), "\n") {
+				var lo, hi uintptr
+				if n, _ := fmt.Sscanf(l, "%x-%x", &lo, &hi); n == 2 && lo <= a && a < hi {
+					mapped = true
+				}
+			}
+		}
+		fmt.Printf("own mapping: %v\n", mapped)
+		got := unsafe.Slice((*byte)(unsafe.Pointer(a)), len(lowSecret))
+		fmt.Printf("read %q\n", got)
+		if !mapped {
+			fmt.Println("read unmapped memory")
+		}
 	case "syscalls":
 		syscalls()
 		return
@@ -138,6 +182,12 @@ func ok(page int) {
 	call(c)
 	fmt.Println("ok", sum, m[1])
 }
+
+// lowAddr and lowSecret are nestedprobe lowmap's page and what it writes.
+const (
+	lowAddr   = 0x68000
+	lowSecret = "another process's secret"
+)
 
 func mmap(n, prot int) []byte {
 	b, err := unix.Mmap(-1, 0, n, prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
