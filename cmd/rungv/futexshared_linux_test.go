@@ -1,9 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,16 +21,7 @@ import (
 func TestFutexSharedWakeNotLost(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0011-nested-lost-wake")
-	dir := privateTmp(t, asRoot)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "futexshared"), "./testdata/futexshared")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build futexshared: %v\n%s", err, out)
-	}
-	bin, err := os.ReadFile(filepath.Join(dir, "futexshared"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := guestProgramBytes(t, "futexshared")
 	for _, iso := range []string{"seccomp-only", "namespaces"} {
 		t.Run(iso, func(t *testing.T) {
 			if iso == "namespaces" {

@@ -39,12 +39,8 @@ func nestedTar(t *testing.T) string {
 // and image.
 func nestedDir(t *testing.T) string {
 	t.Helper()
-	dir := privateTmp(t, asRoot)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nestedprobe"), "./testdata/nestedprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build nestedprobe: %v\n%s", err, out)
-	}
+	probe := guestProgram(t, "nestedprobe")
+	dir := filepath.Dir(probe)
 	if out, err := exec.Command("cp", rungvBin, filepath.Join(dir, "rungv")).CombinedOutput(); err != nil {
 		t.Fatalf("cp rungv: %v\n%s", err, out)
 	}
