@@ -281,28 +281,18 @@ func run(n int, anon, punch, churn bool, spin int) int {
 		}()
 	}
 	if churn {
-		go func() {
-			for i := 0; !done.Load(); i++ {
-				m, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-				if err == nil {
-					m[4096*(i%256)] = 1
-					unix.Munmap(m)
+		for k := 0; k < 2; k++ { // two churning goroutines
+			go func() {
+				for i := 0; !done.Load(); i++ {
+					m, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+					if err == nil {
+						m[4096*(i%256)] = 1
+						unix.Munmap(m)
+					}
+					time.Sleep(time.Duration(rand.Intn(100)) * time.Microsecond)
 				}
-				time.Sleep(time.Duration(rand.Intn(100)) * time.Microsecond)
-			}
-		}()
-	}
-	if churn {
-		go func() {
-			for i := 0; !done.Load(); i++ {
-				m, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-				if err == nil {
-					m[4096*(i%256)] = 1
-					unix.Munmap(m)
-				}
-				time.Sleep(time.Duration(rand.Intn(100)) * time.Microsecond)
-			}
-		}()
+			}()
+		}
 	}
 	unix.Setitimer(unix.ITIMER_REAL, unix.Itimerval{Interval: unix.Timeval{Usec: 1000}, Value: unix.Timeval{Usec: 1000}})
 	defer unix.Setitimer(unix.ITIMER_REAL, unix.Itimerval{})
