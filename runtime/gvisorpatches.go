@@ -7,7 +7,8 @@ import (
 // gvisorPatches names the patches of patches/gvisor this binary's gVisor
 // was built with. It stays empty in a plain `go build` (upstream gVisor, as
 // go.mod pins it); the overlay of cmd/gvisorpatch adds gvisorpatches_gen.go,
-// whose init sets it.
+// whose init sets it from the patched gVisor's own list
+// (gvisor.dev/gvisor/pkg/gvxpatches, which only the patched copy has).
 var gvisorPatches []string
 
 // GVisorPatch is one patch of gvx's gVisor series and whether this binary

@@ -3,8 +3,11 @@
 // the module with the patched files (go refuses -overlay for files in the
 // module cache), a go.work that replaces gvisor.dev/gvisor by that copy, and
 // an -overlay that adds a generated file to our runtime package telling
-// rungv which patches it has. cmd/gvisorpatch prints the GOWORK and GOFLAGS
-// that select them.
+// rungv which patches it has. That file reads the list from a package only
+// the patched copy has (MarkerPkg), so the overlay without the go.work does
+// not build: a binary cannot claim patches it was not compiled with.
+// cmd/gvisorpatch prints the GOWORK and GOFLAGS that select them, to be
+// set together.
 //
 // The applier is pure Go and strict: every context and removed line must
 // match the file at the hunk's stated line, with no offset or fuzz, since

@@ -104,6 +104,9 @@ func TestBuildCache(t *testing.T) {
 	if b, _ := os.ReadFile(patched); !strings.Contains(string(b), "return 3") {
 		t.Fatalf("tree's x.go: %s", b)
 	}
+	if b, _ := os.ReadFile(filepath.Join(res.Tree, "src", "pkg", "gvxpatches", "gvxpatches.go")); !strings.Contains(string(b), "var Applied = []string{\n\t\"0001-ret\",\n}") {
+		t.Fatalf("the tree's marker package names the patches it has: %s", b)
+	}
 	work, _ := os.ReadFile(res.Work)
 	if !strings.Contains(string(work), "use "+mainDir) || !strings.Contains(string(work), "replace gvisor.dev/gvisor v1.0.0 => "+filepath.Join(res.Tree, "src")) {
 		t.Fatalf("go.work:\n%s", work)
@@ -136,7 +139,7 @@ func TestBuildCache(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(res.Tree, "src", "go.mod")); err != nil {
 		t.Fatalf("missing file not restored: %v", err)
 	}
-	if b, _ := os.ReadFile(gen); !strings.Contains(string(b), `"0001-ret"`) {
+	if b, _ := os.ReadFile(gen); !strings.Contains(string(b), "gvxpatches.Applied") {
 		t.Fatalf("tampered gen file not rebuilt: %s", b)
 	}
 
@@ -181,5 +184,32 @@ func TestSeriesApplies(t *testing.T) {
 	}
 	if !strings.Contains(string(outs["pkg/sentry/kernel/task_signals.go"]), "func (t *Task) pidnsInitIgnoresLocked(") {
 		t.Fatal("0001-pidns-init-signals: the patched task_signals.go has no pidnsInitIgnoresLocked")
+	}
+}
+
+// TestOverlayNeedsWorkspace: a build that has the overlay (GOFLAGS) but not
+// the go.work that puts the patched gVisor in place (GOWORK=off) fails on
+// the marker package instead of giving a binary of upstream gVisor that
+// rungv info calls patched; with both, the runtime package loads. Runs
+// where the environment is cmd/gvisorpatch's (scripts/test.sh sets it).
+func TestOverlayNeedsWorkspace(t *testing.T) {
+	work, flags := os.Getenv("GOWORK"), os.Getenv("GOFLAGS")
+	if !strings.Contains(flags, "-overlay=") || filepath.Base(work) != "go.work" {
+		t.Skip(`not in cmd/gvisorpatch's environment: eval "$(go run ./cmd/gvisorpatch env)" first (scripts/test.sh does)`)
+	}
+	list := func(gowork string) string {
+		c := exec.Command("go", "list", "-e", "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}", "z.gfire.dev/gvx/runtime")
+		c.Env = append(os.Environ(), "GOWORK="+gowork)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list (GOWORK=%s): %v\n%s", gowork, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out := list(work); out != "" {
+		t.Errorf("with the go.work: %s", out)
+	}
+	if out := list("off"); !strings.Contains(out, "gvisor.dev/gvisor/"+MarkerPkg) {
+		t.Errorf("the overlay without the go.work: want an error naming %s, got %q", MarkerPkg, out)
 	}
 }
