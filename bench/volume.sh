@@ -47,8 +47,7 @@ trap 'rm -rf "$work"' EXIT
 prof=()
 if [ -n "${PROFILE_DIR:-}" ]; then mkdir -p "$PROFILE_DIR"; prof=(--profile-dir "$(realpath "$PROFILE_DIR")"); fi
 # rungv with gvx's gVisor patch series (docs/gvisor-patches.md), as
-# scripts/build.sh builds it (0014-gofer-children-set, now held back in
-# patches/gvisor-held, saved the volume
+# scripts/build.sh builds it (0014-gofer-children-set saves the volume
 # two lookups per new file). PATCHES=0 builds upstream gVisor.
 if [ "${PATCHES:-1}" != 0 ]; then eval "$(GOWORK=off go run ./cmd/gvisorpatch env)"; fi
 CGO_ENABLED=0 go build -o "$work/rungv" ./cmd/rungv

@@ -81,9 +81,6 @@ for r in 1 2; do cat f* | wc -l; done`)
 // they are, in this episode and in the next one (read from the volume),
 // and a name removed can be made again (no stale EEXIST).
 func TestVolumeChildrenSet(t *testing.T) {
-	// The patch is held back (patches/gvisor-held/README.md): not in the
-	// series, so no build has it. Move it back and drop this skip.
-	t.Skip("gVisor patch 0014-gofer-children-set is held back (patches/gvisor-held/README.md): this test runs when it is back in the series")
 	needPatch(t, "0014-gofer-children-set")
 	both(t, func(t *testing.T, u user) {
 		tmp := privateTmp(t, u)
