@@ -21,32 +21,30 @@ func testDindSeedShellLine(t *testing.T, s dindSetup) {
 	line := "dockerd-entrypoint.sh --tls=false >/var/log/dockerd.log 2>&1 & " +
 		"i=0; until docker info >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 300 ] || { tail -5 /var/log/dockerd.log; exit 9; }; sleep 0.2; done && " +
 		"docker load -i /in/hello.tar >/dev/null && docker run --rm hello:latest echo seed-ok"
-	for _, iso := range []string{"namespaces", "seccomp-only"} {
-		t.Run(iso, func(t *testing.T) {
-			tmp := privateTmp(t, asNobody)
-			vol := newVolume(t, asNobody, 4<<30)
-			args := []string{"run", "--isolation", iso, "-e", "DOCKER_TLS_CERTDIR=",
-				"--mount", "type=volume,src=" + vol + ",dst=/var/lib/docker", "--entrypoint", "sh"}
-			if iso == "namespaces" {
-				args = append(args, "--mount", "type=bind,src="+filepath.Dir(s.hello)+",dst=/in,readonly")
-			} else {
-				// No bind mounts without a gofer: the archive comes on a
-				// second volume.
-				in := newVolume(t, asNobody, 256<<20)
-				r := runRungv(t, asNobody, tmp, "", "run", "--network", "none", "--mount", "type=volume,src="+in+",dst=/in",
-					"--mount", "type=bind,src="+filepath.Dir(s.hello)+",dst=/host,readonly", imageRef, "cp", "/host/hello.tar", "/in/")
-				if r.code != 0 {
-					t.Fatalf("copy the archive: %d %s", r.code, r.stderr)
-				}
-				args = append(args, "--mount", "type=volume,src="+in+",dst=/in,readonly")
+	isolations(t, asNobody, func(t *testing.T, iso string) {
+		tmp := privateTmp(t, asNobody)
+		vol := newVolume(t, asNobody, 4<<30)
+		args := []string{"run", "--isolation", iso, "-e", "DOCKER_TLS_CERTDIR=",
+			"--mount", "type=volume,src=" + vol + ",dst=/var/lib/docker", "--entrypoint", "sh"}
+		if iso == "namespaces" {
+			args = append(args, "--mount", "type=bind,src="+filepath.Dir(s.hello)+",dst=/in,readonly")
+		} else {
+			// No bind mounts without a gofer: the archive comes on a
+			// second volume.
+			in := newVolume(t, asNobody, 256<<20)
+			r := runRungv(t, asNobody, tmp, "", "run", "--network", "none", "--mount", "type=volume,src="+in+",dst=/in",
+				"--mount", "type=bind,src="+filepath.Dir(s.hello)+",dst=/host,readonly", imageRef, "cp", "/host/hello.tar", "/in/")
+			if r.code != 0 {
+				t.Fatalf("copy the archive: %d %s", r.code, r.stderr)
 			}
-			args = append(args, "oci:"+s.layout, "-c", line)
-			r := runRungv(t, asNobody, tmp, "", args...)
-			if r.code != 0 || !strings.Contains(r.stdout, "seed-ok") {
-				t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, tail(r.stderr))
-			}
-			checkClean(t, tmp)
-			e2fsck(t, vol)
-		})
-	}
+			args = append(args, "--mount", "type=volume,src="+in+",dst=/in,readonly")
+		}
+		args = append(args, "oci:"+s.layout, "-c", line)
+		r := runRungv(t, asNobody, tmp, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "seed-ok") {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, tail(r.stderr))
+		}
+		checkClean(t, tmp)
+		e2fsck(t, vol)
+	})
 }

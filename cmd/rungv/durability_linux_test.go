@@ -92,54 +92,49 @@ func TestVolumeEpisodeDurabilityRefused(t *testing.T) {
 // no host path once set up, logs them to its runsc log (--debug-log).
 func TestVolumeStatsFile(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
-		for _, iso := range []string{"namespaces", "seccomp-only"} {
-			t.Run(iso, func(t *testing.T) {
-				if iso == "namespaces" {
-					needNamespaces(t, u)
+		isolations(t, u, func(t *testing.T, iso string) {
+			tmp := privateTmp(t, u)
+			dir := privateTmp(t, u)
+			logs := privateTmp(t, u)
+			vol := newVolume(t, u, 64<<20)
+			r := runRungv(t, u, tmp, "", "run", "--isolation", iso, "--network", "none", "--profile-dir", dir, "--debug-log", logs+"/",
+				"--mount", "type=volume,src="+vol+",dst=/d", imageRef, "sh", "-c",
+				`for i in 1 2 3 4 5; do echo $i > /tmp/x; dd if=/tmp/x of=/d/f$i conv=fsync 2>/dev/null; done; echo done`)
+			if r.code != 0 || r.stdout != "done\n" {
+				t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+			}
+			var b []byte
+			if iso == "seccomp-only" {
+				got, _ := filepath.Glob(filepath.Join(dir, "*.volume-0.json"))
+				if len(got) != 1 {
+					ents, _ := os.ReadDir(dir)
+					t.Fatalf("want one *.volume-0.json in %s, got %v (dir holds %v)", dir, got, ents)
 				}
-				tmp := privateTmp(t, u)
-				dir := privateTmp(t, u)
-				logs := privateTmp(t, u)
-				vol := newVolume(t, u, 64<<20)
-				r := runRungv(t, u, tmp, "", "run", "--isolation", iso, "--network", "none", "--profile-dir", dir, "--debug-log", logs+"/",
-					"--mount", "type=volume,src="+vol+",dst=/d", imageRef, "sh", "-c",
-					`for i in 1 2 3 4 5; do echo $i > /tmp/x; dd if=/tmp/x of=/d/f$i conv=fsync 2>/dev/null; done; echo done`)
-				if r.code != 0 || r.stdout != "done\n" {
-					t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+				var err error
+				if b, err = os.ReadFile(got[0]); err != nil {
+					t.Fatal(err)
 				}
-				var b []byte
-				if iso == "seccomp-only" {
-					got, _ := filepath.Glob(filepath.Join(dir, "*.volume-0.json"))
-					if len(got) != 1 {
-						ents, _ := os.ReadDir(dir)
-						t.Fatalf("want one *.volume-0.json in %s, got %v (dir holds %v)", dir, got, ents)
-					}
-					var err error
-					if b, err = os.ReadFile(got[0]); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					got, _ := filepath.Glob(filepath.Join(logs, "*gofer*"))
-					for _, g := range got {
-						lb, _ := os.ReadFile(g)
-						if _, after, ok := strings.Cut(string(lb), "gvx-ext4lite: volume stats "); ok {
-							b = []byte(strings.SplitN(after, "\n", 2)[0])
-						}
-					}
-					if b == nil {
-						t.Fatalf("no volume stats line in the gofer logs %v", got)
+			} else {
+				got, _ := filepath.Glob(filepath.Join(logs, "*gofer*"))
+				for _, g := range got {
+					lb, _ := os.ReadFile(g)
+					if _, after, ok := strings.Cut(string(lb), "gvx-ext4lite: volume stats "); ok {
+						b = []byte(strings.SplitN(after, "\n", 2)[0])
 					}
 				}
-				var st volume.Stats
-				if err := json.Unmarshal(b, &st); err != nil {
-					t.Fatalf("%v: %q", err, b)
+				if b == nil {
+					t.Fatalf("no volume stats line in the gofer logs %v", got)
 				}
-				if !st.Final || st.Target != "/d" || st.Requests["FSync"] < 5 || st.Syncs < 5 || st.Requests["OpenCreateAt"] < 5 || st.Total == 0 {
-					t.Fatalf("stats %s", b)
-				}
-				t.Logf("%s", b)
-				checkClean(t, tmp)
-			})
-		}
+			}
+			var st volume.Stats
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatalf("%v: %q", err, b)
+			}
+			if !st.Final || st.Target != "/d" || st.Requests["FSync"] < 5 || st.Syncs < 5 || st.Requests["OpenCreateAt"] < 5 || st.Total == 0 {
+				t.Fatalf("stats %s", b)
+			}
+			t.Logf("%s", b)
+			checkClean(t, tmp)
+		})
 	})
 }

@@ -22,18 +22,13 @@ func TestFutexSharedWakeNotLost(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0011-nested-lost-wake")
 	bin := guestProgramBytes(t, "futexshared")
-	for _, iso := range []string{"seccomp-only", "namespaces"} {
-		t.Run(iso, func(t *testing.T) {
-			if iso == "namespaces" {
-				needNamespaces(t, asRoot)
-			}
-			tmp := privateTmp(t, asRoot)
-			r := runRungv(t, asRoot, tmp, string(bin), "run", "--rm", "--network", "none", "--isolation", iso, imageRef,
-				"sh", "-c", "cat > /tmp/f && chmod +x /tmp/f && /tmp/f -n 500 && /tmp/f -n 500 -anon")
-			out := strings.Split(strings.TrimSpace(r.stdout), "\n")
-			if r.code != 0 || len(out) != 2 || !strings.HasPrefix(out[0], "ok 500:") || !strings.HasPrefix(out[1], "ok 500:") {
-				t.Fatalf("futexshared in the episode: exit %d: %s%s", r.code, r.stdout, r.stderr)
-			}
-		})
-	}
+	isolations(t, asRoot, func(t *testing.T, iso string) {
+		tmp := privateTmp(t, asRoot)
+		r := runRungv(t, asRoot, tmp, string(bin), "run", "--rm", "--network", "none", "--isolation", iso, imageRef,
+			"sh", "-c", "cat > /tmp/f && chmod +x /tmp/f && /tmp/f -n 500 && /tmp/f -n 500 -anon")
+		out := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(out) != 2 || !strings.HasPrefix(out[0], "ok 500:") || !strings.HasPrefix(out[1], "ok 500:") {
+			t.Fatalf("futexshared in the episode: exit %d: %s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }

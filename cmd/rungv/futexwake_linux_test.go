@@ -16,17 +16,12 @@ func TestFutexWakeNotLost(t *testing.T) {
 	need(t, asRoot)
 	needPatch(t, "0011-nested-lost-wake")
 	bin := guestProgramBytes(t, "futexwake")
-	for _, iso := range []string{"seccomp-only", "namespaces"} {
-		t.Run(iso, func(t *testing.T) {
-			if iso == "namespaces" {
-				needNamespaces(t, asRoot)
-			}
-			tmp := privateTmp(t, asRoot)
-			r := runRungv(t, asRoot, tmp, string(bin), "run", "--rm", "--network", "none", "--isolation", iso, imageRef,
-				"sh", "-c", "cat > /tmp/futexwake && chmod +x /tmp/futexwake && /tmp/futexwake 3000")
-			if r.code != 0 || strings.TrimSpace(r.stdout) != "ok 3000" {
-				t.Fatalf("futexwake in the episode: exit %d: %s%s", r.code, r.stdout, r.stderr)
-			}
-		})
-	}
+	isolations(t, asRoot, func(t *testing.T, iso string) {
+		tmp := privateTmp(t, asRoot)
+		r := runRungv(t, asRoot, tmp, string(bin), "run", "--rm", "--network", "none", "--isolation", iso, imageRef,
+			"sh", "-c", "cat > /tmp/futexwake && chmod +x /tmp/futexwake && /tmp/futexwake 3000")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "ok 3000" {
+			t.Fatalf("futexwake in the episode: exit %d: %s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }

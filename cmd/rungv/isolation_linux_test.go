@@ -267,44 +267,54 @@ func TestSeccompOnlyKillLeavesNothing(t *testing.T) {
 // is killed and leaves nothing.
 func TestStopTimeoutBothModes(t *testing.T) {
 	both(t, func(t *testing.T, u user) {
-		for _, iso := range []string{"namespaces", "seccomp-only"} {
-			t.Run(iso, func(t *testing.T) {
-				if iso == "namespaces" {
-					needNamespaces(t, u)
-				}
-				tmp := privateTmp(t, u)
-				c := command(t, u, tmp, "run", "--isolation", iso, "--network", "none", imageRef, "sh", "-c",
-					"trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.1; done")
-				line, _ := startLines(t, c)
-				if s := line(); s != "started" {
-					t.Fatalf("guest did not start: %q", s)
-				}
-				_ = c.Process.Signal(syscall.SIGTERM)
-				got := line()
-				if err := c.Wait(); got != "got-term" || c.ProcessState.ExitCode() != 3 {
-					t.Fatalf("after SIGTERM: output %q, wait %v; want got-term and exit 3", got, err)
-				}
-				checkClean(t, tmp)
+		isolations(t, u, func(t *testing.T, iso string) {
+			tmp := privateTmp(t, u)
+			c := command(t, u, tmp, "run", "--isolation", iso, "--network", "none", imageRef, "sh", "-c",
+				"trap 'echo got-term; exit 3' TERM; echo started; while :; do sleep 0.1; done")
+			line, _ := startLines(t, c)
+			if s := line(); s != "started" {
+				t.Fatalf("guest did not start: %q", s)
+			}
+			_ = c.Process.Signal(syscall.SIGTERM)
+			got := line()
+			if err := c.Wait(); got != "got-term" || c.ProcessState.ExitCode() != 3 {
+				t.Fatalf("after SIGTERM: output %q, wait %v; want got-term and exit 3", got, err)
+			}
+			checkClean(t, tmp)
 
-				c = command(t, u, tmp, "run", "--isolation", iso, "--network", "none", imageRef, "sh", "-c",
-					"trap '' TERM INT; echo started; while :; do sleep 0.1; done")
-				line, _ = startLines(t, c)
-				if s := line(); s != "started" {
-					t.Fatalf("guest did not start: %q", s)
-				}
-				start := time.Now()
-				_ = c.Process.Signal(syscall.SIGTERM)
-				// Without a stop timeout this would wait forever: fail instead.
-				watchdog := time.AfterFunc(30*time.Second, func() { c.Process.Kill() })
-				_ = c.Wait()
-				watchdog.Stop()
-				took := time.Since(start)
-				if code := c.ProcessState.ExitCode(); code != 137 || took > 30*time.Second {
-					t.Fatalf("a guest ignoring SIGTERM: exit %d after %v; want 137 (killed) after the stop timeout", code, took)
-				}
-				t.Logf("killed %v after SIGTERM", took.Round(100*time.Millisecond))
-				checkClean(t, tmp)
-			})
-		}
+			c = command(t, u, tmp, "run", "--isolation", iso, "--network", "none", imageRef, "sh", "-c",
+				"trap '' TERM INT; echo started; while :; do sleep 0.1; done")
+			line, _ = startLines(t, c)
+			if s := line(); s != "started" {
+				t.Fatalf("guest did not start: %q", s)
+			}
+			start := time.Now()
+			_ = c.Process.Signal(syscall.SIGTERM)
+			// Without a stop timeout this would wait forever: fail instead.
+			watchdog := time.AfterFunc(30*time.Second, func() { c.Process.Kill() })
+			_ = c.Wait()
+			watchdog.Stop()
+			took := time.Since(start)
+			if code := c.ProcessState.ExitCode(); code != 137 || took > 30*time.Second {
+				t.Fatalf("a guest ignoring SIGTERM: exit %d after %v; want 137 (killed) after the stop timeout", code, took)
+			}
+			t.Logf("killed %v after SIGTERM", took.Round(100*time.Millisecond))
+			checkClean(t, tmp)
+		})
 	})
+}
+
+// isolations runs f as a subtest for each isolation rungv has, namespaces
+// and seccomp-only; the namespaces one skips, saying why, where u cannot
+// make namespaces.
+func isolations(t *testing.T, u user, f func(t *testing.T, iso string)) {
+	t.Helper()
+	for _, iso := range []string{"namespaces", "seccomp-only"} {
+		t.Run(iso, func(t *testing.T) {
+			if iso == "namespaces" {
+				needNamespaces(t, u)
+			}
+			f(t, iso)
+		})
+	}
 }

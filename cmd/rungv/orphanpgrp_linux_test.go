@@ -51,13 +51,11 @@ func TestOrphanedGroupSignals(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(host)) != want {
 		t.Fatalf("on the host: %v\n%s\nthe test expects:\n%s", err, host, want)
 	}
-	for _, iso := range []string{"namespaces", "seccomp-only"} {
-		t.Run(iso, func(t *testing.T) {
-			tmp := privateTmp(t, asRoot)
-			r := runRungv(t, asRoot, tmp, "", "run", "--rm", "--isolation", iso, imageRef, "sh", "-c", orphanScript, "sh", "")
-			if got := strings.TrimSpace(r.stdout); r.code != 0 || got != want {
-				t.Fatalf("the episode disagrees with the host kernel: exit %d\nhost:\n%s\nepisode:\n%s\n%s", r.code, want, got, tail(r.stderr))
-			}
-		})
-	}
+	isolations(t, asRoot, func(t *testing.T, iso string) {
+		tmp := privateTmp(t, asRoot)
+		r := runRungv(t, asRoot, tmp, "", "run", "--rm", "--isolation", iso, imageRef, "sh", "-c", orphanScript, "sh", "")
+		if got := strings.TrimSpace(r.stdout); r.code != 0 || got != want {
+			t.Fatalf("the episode disagrees with the host kernel: exit %d\nhost:\n%s\nepisode:\n%s\n%s", r.code, want, got, tail(r.stderr))
+		}
+	})
 }

@@ -27,20 +27,18 @@ for i in 1 2 3 4 5 6; do
 	echo "lowread exit $?"
 done
 `
-	for _, iso := range []string{"namespaces", "seccomp-only"} {
-		t.Run(iso, func(t *testing.T) {
-			tmp := privateTmp(t, asRoot)
-			r := runRungv(t, asRoot, tmp, tar, "run", "--rm", "--isolation", iso, imageRef, "sh", "-c", script)
-			if r.code != 0 {
-				t.Fatalf("episode: exit %d\n%s\n%s", r.code, r.stdout, tail(r.stderr))
-			}
-			if strings.Contains(r.stdout, "secret") || strings.Contains(r.stdout, "read unmapped memory") {
-				t.Fatalf("a process read memory it never mapped (another process's, left in a reused stub):\n%s", r.stdout)
-			}
-			if n := strings.Count(r.stdout, "mapped 0x"); n != 6 {
-				t.Fatalf("lowmap ran %d times, want 6:\n%s\n%s", n, r.stdout, tail(r.stderr))
-			}
-			t.Logf("%s", r.stdout)
-		})
-	}
+	isolations(t, asRoot, func(t *testing.T, iso string) {
+		tmp := privateTmp(t, asRoot)
+		r := runRungv(t, asRoot, tmp, tar, "run", "--rm", "--isolation", iso, imageRef, "sh", "-c", script)
+		if r.code != 0 {
+			t.Fatalf("episode: exit %d\n%s\n%s", r.code, r.stdout, tail(r.stderr))
+		}
+		if strings.Contains(r.stdout, "secret") || strings.Contains(r.stdout, "read unmapped memory") {
+			t.Fatalf("a process read memory it never mapped (another process's, left in a reused stub):\n%s", r.stdout)
+		}
+		if n := strings.Count(r.stdout, "mapped 0x"); n != 6 {
+			t.Fatalf("lowmap ran %d times, want 6:\n%s\n%s", n, r.stdout, tail(r.stderr))
+		}
+		t.Logf("%s", r.stdout)
+	})
 }
