@@ -40,7 +40,10 @@
 # the seccomp-only mode only: the namespaced gofer logs its final counters
 # to its runsc log instead). GOLDEN_DURABILITY=full mounts the gvx
 # episodes' golden clones with durability=full (serve's
-# golden_durability; its default is episode).
+# golden_durability; its default is episode). GVX_DAEMON_ARGS="--iptables=false
+# --ip6tables=false --bridge=none" gives the gvx episodes' dockerd the host
+# side's network flags (space-separated, no quoting; default: none, Docker's
+# defaults, as a user's dockerd-entrypoint.sh runs it).
 # Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail
@@ -171,10 +174,12 @@ if [[ " $sides " == *" host "* ]]; then
 fi
 
 export PYTHONPATH=$PWD/clients/python PYTHONDONTWRITEBYTECODE=1
+daemon_args=()
+for a in ${GVX_DAEMON_ARGS:-}; do daemon_args+=(--daemon-arg="$a"); done
 drive() { # SIDE N → one JSON line
 	case $1 in
 	gvx) python3 bench/taskbench.py gvx --n "$2" --project bench/taskproject --cgroup "$cg_gvx" ${GOLDEN_DURABILITY:+--golden-durability "$GOLDEN_DURABILITY"} \
-		--socket "$sock" --image "$image" --golden "$mnt/golden.ext4" ;;
+		--socket "$sock" --image "$image" --golden "$mnt/golden.ext4" "${daemon_args[@]}" ;;
 	host) python3 bench/taskbench.py host --n "$2" --project bench/taskproject --cgroup "$cg_host" \
 		--docker-host "unix://$h/docker.sock" --cli-dir "$work/cli" --scratch "$h/scratch" ;;
 	esac

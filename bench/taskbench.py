@@ -105,7 +105,7 @@ def run_gvx(a, i, rec):
     before = set(os.listdir(prof)) if prof else None
     c = gvx.Client(socket_path=a.socket)
     t0 = time.monotonic()
-    ep = c.create(a.image, golden=a.golden, golden_durability=a.golden_durability, docker=True, service=["dockerd-entrypoint.sh"],
+    ep = c.create(a.image, golden=a.golden, golden_durability=a.golden_durability, docker=True, service=["dockerd-entrypoint.sh"] + a.daemon_arg,
                   env={"DOCKER_TLS_CERTDIR": ""}, ttl=7200, wait_for_capacity=600)
     try:
         r = ep.exec("i=0; until docker info >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 2400 ] || exit 1; sleep 0.05; done",
@@ -236,6 +236,8 @@ def main():
     ap.add_argument("--golden")
     ap.add_argument("--golden-durability", choices=["full", "episode"], default=None,
                     help="the golden clone's durability (serve's golden_durability; default episode)")
+    ap.add_argument("--daemon-arg", action="append", default=[],
+                    help="an argument for the episode's dockerd (gvx; repeat for more)")
     ap.add_argument("--docker-host")
     ap.add_argument("--cli-dir")
     ap.add_argument("--scratch", default=tempfile.gettempdir())
