@@ -153,6 +153,7 @@ var nestedFixes = []struct{ patch, without string }{
 	{"0010-nested-stray-sigsys", "a multi-threaded program's system call may be served with another thread's registers (Go programs, containerd and dockerd die)"},
 	{"0011-nested-lost-wake", "an inner episode may never end (its Sentry waits for ever for a stub's reply whose wake the outer lost)"},
 	{"0013-nested-keep-trap-table", "an inner episode may never end under an outer that patches system calls (a stub loses the outer's trap table, dies of SIGSEGV, and the Sentry waits for its reply)"},
+	{"0015-nested-private-code", "a program run a second time in an inner episode may die of SIGSEGV at its start, and the outer's syscall patches change the inner guest's files (its binary's code)"},
 }
 
 // NestedMode says whether this build runs episodes inside a gVisor sandbox
