@@ -35,6 +35,18 @@ func nestedTar(t *testing.T) string {
 	return string(tar)
 }
 
+// needNested skips t unless it runs as root and this build has patch
+// 0004-nested-fault-access and the other patches named, and returns
+// nestedTar.
+func needNested(t *testing.T, patches ...string) string {
+	t.Helper()
+	need(t, asRoot)
+	for _, p := range append([]string{"0004-nested-fault-access"}, patches...) {
+		needPatch(t, p)
+	}
+	return nestedTar(t)
+}
+
 // nestedDir is a directory holding what nestedTar packs: rungv, nestedprobe
 // and image.
 func nestedDir(t *testing.T) string {
@@ -110,9 +122,7 @@ func innerVolume(t *testing.T, outer, name string) string {
 // finds clean on the host afterwards), and serves a port published with
 // -p unix: that the outer guest (outside the inner episode) reaches.
 func TestNestedEpisode(t *testing.T) {
-	need(t, asRoot)
-	needPatch(t, "0004-nested-fault-access")
-	tar := nestedTar(t)
+	tar := needNested(t)
 	isolations(t, asRoot, func(t *testing.T, iso string) {
 		outer := newVolume(t, asRoot, 512<<20)
 		// Every inner episode has a time limit (90 s; one takes 2-15 s
@@ -252,9 +262,7 @@ func nestedKnownOpen(out string) string {
 // legitimate demand faults (read then write of fresh pages, copy on write
 // of a private file mapping, code in a page made executable) are served.
 func TestNestedFaultViolations(t *testing.T) {
-	need(t, asRoot)
-	needPatch(t, "0004-nested-fault-access")
-	tar := nestedTar(t)
+	tar := needNested(t)
 	outer := newVolume(t, asRoot, 64<<20)
 	script := `
 lim 90 rungv run --rm --network none oci:/x/image sh -c '
@@ -309,6 +317,31 @@ echo "inner exit $?"
 	}
 }
 
+// nestedProbe runs body with sh in one inner episode (a time limit of
+// limit seconds) inside an outer episode of isolation iso, with the
+// nestedprobe guest program at /tmp/p, and returns the outer's output. It
+// fails t unless both episodes exit 0, or skips it naming a known-open
+// stop (nestedKnownOpen). body must not hold a single quote.
+func nestedProbe(t *testing.T, iso, tar string, limit int, body string) result {
+	t.Helper()
+	outer := newVolume(t, asRoot, 64<<20)
+	script := fmt.Sprintf(`
+lim %d rungv run --rm --network none oci:/x/image sh -c '
+cat > /tmp/p && chmod +x /tmp/p || exit 96
+%s' < /x/nestedprobe
+echo "inner exit $?"
+`, limit, body)
+	r := nestedRun(t, iso, tar, outer, script)
+	t.Logf("outer (%s): exit %d\n%s\n%s", iso, r.code, r.stdout, tail(r.stderr))
+	if r.code != 0 || !strings.Contains(r.stdout, "inner exit 0") {
+		if why := nestedKnownOpen(r.stdout + r.stderr); r.code == 0 && why != "" {
+			t.Skipf("known open (issue 28), an inner episode stopped: %s", why)
+		}
+		t.Fatalf("outer or inner episode failed: exit %d", r.code)
+	}
+	return r
+}
+
 // TestNestedSyscalls: in an episode inside an episode (seccomp-only and
 // namespaces outer; each probe in an inner episode of its own), many
 // threads' system calls get their own answers: 16
@@ -321,28 +354,11 @@ echo "inner exit $?"
 // thread ran read(2) with futex's arguments), lseek returned 8, and Go's
 // runtime died in futexwakeup, as containerd did.
 func TestNestedSyscalls(t *testing.T) {
-	need(t, asRoot)
-	needPatch(t, "0004-nested-fault-access")
-	needPatch(t, "0010-nested-stray-sigsys")
-	tar := nestedTar(t)
+	tar := needNested(t, "0010-nested-stray-sigsys")
 	isolations(t, asRoot, func(t *testing.T, iso string) {
-		outer := newVolume(t, asRoot, 64<<20)
 		// Both probes in one inner episode, one after the other: before
 		// patch 0015 the second died at its start (TestNestedRunTwice).
-		script := `
-lim 150 rungv run --rm --network none oci:/x/image sh -c '
-cat > /tmp/nestedprobe && chmod +x /tmp/nestedprobe || exit 96
-for c in syscalls churn; do /tmp/nestedprobe $c > /tmp/out 2>&1; echo "$c exit $?"; tail -20 /tmp/out; done' < /x/nestedprobe
-echo "inner exit $?"
-`
-		r := nestedRun(t, iso, tar, outer, script)
-		t.Logf("outer (%s): exit %d\n%s\n%s", iso, r.code, r.stdout, tail(r.stderr))
-		if r.code != 0 || !strings.Contains(r.stdout, "inner exit 0") {
-			if why := nestedKnownOpen(r.stdout + r.stderr); r.code == 0 && why != "" {
-				t.Skipf("known open (issue 28), an inner episode stopped: %s", why)
-			}
-			t.Fatalf("outer or inner episode failed: exit %d", r.code)
-		}
+		r := nestedProbe(t, iso, tar, 150, `for c in syscalls churn; do /tmp/p $c > /tmp/out 2>&1; echo "$c exit $?"; tail -20 /tmp/out; done`)
 		if !regexp.MustCompile(`(?m)^syscalls 96000 bad 0$`).MatchString(r.stdout) {
 			t.Errorf("system calls in 16 threads: want \"syscalls 96000 bad 0\" (every answer right)")
 		}
@@ -360,28 +376,11 @@ echo "inner exit $?"
 // program's code: the file changed (md5sum) and every run after the
 // first jumped to address 0 and died of SIGSEGV within milliseconds.
 func TestNestedRunTwice(t *testing.T) {
-	need(t, asRoot)
-	needPatch(t, "0004-nested-fault-access")
-	needPatch(t, "0015-nested-private-code")
-	tar := nestedTar(t)
+	tar := needNested(t, "0015-nested-private-code")
 	isolations(t, asRoot, func(t *testing.T, iso string) {
-		outer := newVolume(t, asRoot, 64<<20)
-		script := `
-lim 90 rungv run --rm --network none oci:/x/image sh -c '
-cat > /tmp/p && chmod +x /tmp/p || exit 96
-md5sum < /tmp/p
+		r := nestedProbe(t, iso, tar, 90, `md5sum < /tmp/p
 for i in 1 2 3; do /tmp/p ok > /tmp/out 2>&1; echo "run $i exit $?"; done
-md5sum < /tmp/p' < /x/nestedprobe
-echo "inner exit $?"
-`
-		r := nestedRun(t, iso, tar, outer, script)
-		t.Logf("outer (%s): exit %d\n%s\n%s", iso, r.code, r.stdout, tail(r.stderr))
-		if r.code != 0 || !strings.Contains(r.stdout, "inner exit 0") {
-			if why := nestedKnownOpen(r.stdout + r.stderr); r.code == 0 && why != "" {
-				t.Skipf("known open (issue 28), an inner episode stopped: %s", why)
-			}
-			t.Fatalf("outer or inner episode failed: exit %d", r.code)
-		}
+md5sum < /tmp/p`)
 		sums := regexp.MustCompile(`(?m)^([0-9a-f]{32})  -$`).FindAllStringSubmatch(r.stdout, -1)
 		if len(sums) != 2 || sums[0][1] != sums[1][1] {
 			t.Errorf("the program's md5 before and after its runs: %q; want two, the same (running it must not write into its file)", sums)
