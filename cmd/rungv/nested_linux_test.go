@@ -119,8 +119,10 @@ func innerVolume(t *testing.T, outer, name string) string {
 // TestNestedEpisode: rungv runs episodes inside a rungv episode whose
 // isolation is seccomp-only or namespaces: the inner guest echoes, writes
 // 10 MiB to a volume that a second inner episode reads back (and e2fsck
-// finds clean on the host afterwards), and serves a port published with
-// -p unix: that the outer guest (outside the inner episode) reaches.
+// finds clean on the host afterwards), serves a port published with
+// -p unix: that the outer guest (outside the inner episode) reaches, and
+// with --network nat fetches a page from a server on the outer guest's
+// loopback (10.0.2.2, --allow-host-port).
 func TestNestedEpisode(t *testing.T) {
 	tar := needNested(t)
 	isolations(t, asRoot, func(t *testing.T, iso string) {
@@ -149,6 +151,12 @@ sleep 0.5
 done
 grep nested-pong /tmp/reply || { echo "no reply through -p unix:"; cat /tmp/reply /tmp/inner.out; }
 kill $inner; wait $inner
+echo "== nat"
+mkdir -p /www && echo nested-nat-pong > /www/index.html
+httpd -f -p 127.0.0.1:18080 -h /www &
+web=$!
+lim 90 rungv run --rm --network nat --allow-host-port 18080 oci:/x/image wget -qO- http://10.0.2.2:18080/index.html || echo "inner nat: exit $?"
+kill $web; wait $web
 echo "== done"
 `
 		r := nestedRun(t, iso, tar, outer, script)
@@ -198,7 +206,13 @@ echo "== done"
 		if got := sections["publish"]; len(got) != 1 || got[0] != "nested-pong" {
 			stopped(hung || relayCrashed(r.stdout), "inner -p unix: the outer guest got %.300q", got)
 		}
-		if len(open) == 3 {
+		// --network nat: the inner guest reaches a server of the outer
+		// guest's loopback through the inner NAT's host side (10.0.2.2,
+		// the one port allowed).
+		if got := sections["nat"]; len(got) != 1 || got[0] != "nested-nat-pong" {
+			stopped(hung, "inner --network nat: the inner guest got %.300q from the outer guest's server", got)
+		}
+		if len(open) == 4 {
 			t.Errorf("every nested step stopped: nested mode does not work at all here")
 		}
 		if len(open) > 0 {
