@@ -94,7 +94,7 @@ func MarkerSource(names []string) []byte {
 
 // GenSource is GenFile's content: the runtime package takes the applied
 // patches from MarkerPkg. Built without the go.work that puts the patched
-// copy in place, the import fails ("does not contain package
+// copy in place, the import fails ("no required module provides package
 // gvisor.dev/gvisor/pkg/gvxpatches"): use GOWORK and GOFLAGS together, as
 // eval "$(go run ./cmd/gvisorpatch env)" sets them.
 func GenSource() []byte {
