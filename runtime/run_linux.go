@@ -421,6 +421,9 @@ func (p *plan) runscGlobals() []string {
 	if inGVisor() {
 		args = append(args, nestedRunscFlags...)
 	}
+	if HasGVisorPatch(nativeCPUIDPatch) {
+		args = append(args, nativeCPUIDFlag)
+	}
 	if len(p.volumes) > 0 {
 		args = append(args, volumeRunscFlags...)
 	}
@@ -455,6 +458,16 @@ func (p *plan) volumeStatsPath(v volumePlan) string {
 func (p *plan) profilePath() string {
 	return filepath.Join(p.host.ProfileDir, p.id+".cpu.pprof")
 }
+
+// nativeCPUIDPatch gives runsc nativeCPUIDFlag, which leaves the guest's
+// cpuid instructions native: with CPUID faulting on, each one was a trap
+// and a round trip to the Sentry, about 68 per start of a glibc program
+// (patches/gvisor/0016-systrap-native-cpuid.patch; the guest then sees
+// the host's CPUID, as under gVisor on hosts without CPUID faulting).
+const (
+	nativeCPUIDPatch = "0016-systrap-native-cpuid"
+	nativeCPUIDFlag  = "--systrap-disable-cpuid-faulting"
+)
 
 // volumeRunscFlags are the runsc flags of an episode with ext4lite volumes.
 //
