@@ -43,7 +43,9 @@
 # golden_durability; its default is episode). GVX_DAEMON_ARGS="--iptables=false
 # --ip6tables=false --bridge=none" gives the gvx episodes' dockerd the host
 # side's network flags (space-separated, no quoting; default: none, Docker's
-# defaults, as a user's dockerd-entrypoint.sh runs it).
+# defaults, as a user's dockerd-entrypoint.sh runs it). PATCHES=0 builds
+# rungv on upstream gVisor (default: with gvx's patch series, as
+# scripts/build.sh does; before 2026-12-06 23:00 it built upstream's).
 # Writes the raw numbers as
 # JSON to $TASK_JSON (default ./task-bench.json). ~3 GiB in /var/tmp.
 set -euo pipefail
@@ -97,6 +99,9 @@ trap cleanup EXIT
 
 echo "== $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews every number)"
 export CGO_ENABLED=0
+# rungv with gvx's gVisor patch series (docs/gvisor-patches.md), as
+# scripts/build.sh builds it; PATCHES=0 builds upstream gVisor.
+if [ "${PATCHES:-1}" != 0 ]; then eval "$(GOWORK=off go run ./cmd/gvisorpatch env)"; fi
 go build -o "$work/rungv" ./cmd/rungv
 go build -o "$work/" ./cmd/gvx-vol
 go build -o "$work/taskimg" ./bench/taskimg

@@ -248,8 +248,12 @@ func outputSections(out string) map[string][]string {
 func relayCrashed(out string) bool {
 	return strings.Contains(out, "runtime: netpoll failed") ||
 		strings.Contains(out, "epollwait on fd") ||
-		regexp.MustCompile(`futexwakeup addr=0x[0-9a-f]+ returned -`).MatchString(out)
+		futexWakeupFailed.MatchString(out)
 }
+
+// futexWakeupFailed is the Go runtime's report of a FUTEX_WAKE that
+// returned an error.
+var futexWakeupFailed = regexp.MustCompile(`futexwakeup addr=0x[0-9a-f]+ returned -`)
 
 // nestedKnownOpen names the known-open nested failure (issue 28) that out
 // shows, or returns "": an inner episode killed at its time limit, or the
