@@ -2,15 +2,10 @@
 // the cpuid instruction for a fixed list of leaves and prints one line
 // per leaf, "LEAF.SUBLEAF EAX EBX ECX EDX" in hex, the same on a host and
 // in an episode. Leaf 1's EBX bits 31–24 (the initial APIC ID of the CPU
-// the thread happens to run on) are cleared. With "loop N" it runs cpuid
-// N times and prints "loop N".
+// the thread happens to run on) are cleared.
 package main
 
-import (
-	"fmt"
-	"os"
-	"strconv"
-)
+import "fmt"
 
 // cpuid runs the instruction (cpuid_amd64.s).
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
@@ -21,18 +16,6 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 var leaves = [][2]uint32{{0, 0}, {1, 0}, {6, 0}, {7, 0}, {0xa, 0}, {0x16, 0}, {0x40000000, 0}, {0x80000001, 0}}
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "loop" {
-		n, err := strconv.Atoi(os.Args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "usage: cpuidprobe [loop N]")
-			os.Exit(2)
-		}
-		for i := 0; i < n; i++ {
-			cpuid(0, 0)
-		}
-		fmt.Println("loop", n)
-		return
-	}
 	for _, l := range leaves {
 		a, b, c, d := cpuid(l[0], l[1])
 		if l[0] == 1 {
