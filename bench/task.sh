@@ -31,7 +31,10 @@
 # usage: sudo bench/task.sh [N...]     (default: 1 4 8)
 # Env: PROFILE=1 also records `perf record -a -g` over one more gvx episode
 # (N=1) and prints where its CPU went; SIDES="gvx host" (either alone);
-# TASK_PHASE_TIMEOUT=900 (seconds per phase); SENTRY_PROFILE=DIR profiles
+# TASK_PHASE_TIMEOUT=900 (seconds per phase); TASK_IDLE=S adds a phase
+# "idle" after healthy: S seconds of the healthy project doing nothing but
+# its two healthchecks, and the table's "CPU s per idle second" at N=1 (what
+# every episode pays per second it lives); SENTRY_PROFILE=DIR profiles
 # every gvx episode's Sentry into DIR (rungv's RUNGV_PROFILE_DIR: one
 # <episode id>.cpu.pprof each, read with `go tool pprof -top -cum FILE`;
 # it loosens the Sentry's seccomp filter and the profiler costs a little CPU

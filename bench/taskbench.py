@@ -12,6 +12,9 @@ Per episode, the phases (seconds, wall, each as the client sees it):
   up       docker compose up -d --build (builds the app image; redis must be
            healthy before app starts: depends_on service_healthy)
   healthy  docker compose up -d --wait: until every service is healthy
+  idle     with TASK_IDLE=S: S seconds of the healthy project doing
+           nothing but its healthchecks (a `sleep S`); the table at N=1
+           shows its CPU per second
   test1    docker compose run --rm app python3 -m pytest (30 tests)
   rebuild  edit app/kv.py, docker compose up -d --build --wait
   test2    the tests again, which now expect the edit
@@ -43,14 +46,20 @@ PYTEST = "python3 -m pytest -q -p no:cacheprovider tests"
 EDIT = "sed -i 's/^VERSION = \"v1\"$/VERSION = \"v2\"/' app/kv.py && grep -q '^VERSION = \"v2\"$' app/kv.py"
 NTESTS = 30
 TIMEOUT = float(os.environ.get("TASK_PHASE_TIMEOUT", "900"))
+# Seconds of an idle, healthy project between healthy and test1 (0: no
+# idle phase): its CPU is what the two healthchecks and the idle daemons
+# cost per second, which every episode pays for as long as it lives.
+IDLE = int(os.environ.get("TASK_IDLE", "0"))
 
 
 def phases(p):
     """The shell line of each step for compose project p, run in the project directory."""
     dc = f"docker compose -p {p}"
+    idle = [("idle", f"sleep {IDLE}")] if IDLE > 0 else []
     return [
         ("up", f"{dc} up -d --build --quiet-pull 2>&1"),
         ("healthy", f"{dc} up -d --wait 2>&1"),
+    ] + idle + [
         ("test1", f"{dc} run --rm -T app {PYTEST} 2>&1"),
         ("rebuild", f"{EDIT} && {dc} up -d --build --wait 2>&1"),
         ("test2", f"{dc} run --rm -T -e EXPECT_VERSION=v2 app {PYTEST} 2>&1"),
@@ -172,7 +181,7 @@ def run_host(a, i, rec):
     rec["whole"] = time.monotonic() - t0
 
 
-PHASES = ["create", "upload", "up", "healthy", "test1", "rebuild", "test2", "logs", "close", "whole"]
+PHASES = ["create", "upload", "up", "healthy", "idle", "test1", "rebuild", "test2", "logs", "close", "whole"]
 
 
 def p50(xs):
@@ -206,6 +215,8 @@ def table(lines):
                                                    if ph in e.get("cpu_phases", {}) and "error" not in e])
 
             rows += [("CPU s, " + ph, cval(g, ph), cval(h, ph)) for ph, _ in phases("")]
+            if IDLE > 0:
+                rows.append(("CPU s per idle second", *(None if x is None else x / IDLE for x in (cval(g, "idle"), cval(h, "idle")))))
 
             def rval(ph, key):
                 return None if g is None else p50([e["rpc_phases"][ph][key] for e in g["episodes"]
