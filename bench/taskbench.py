@@ -181,7 +181,7 @@ def run_host(a, i, rec):
     rec["whole"] = time.monotonic() - t0
 
 
-PHASES = ["create", "upload", "up", "healthy", "idle", "test1", "rebuild", "test2", "logs", "close", "whole"]
+PHASES = ["create", "upload", "up", "healthy"] + (["idle"] if IDLE > 0 else []) + ["test1", "rebuild", "test2", "logs", "close", "whole"]
 
 
 def p50(xs):
