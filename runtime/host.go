@@ -162,6 +162,14 @@ type Host struct {
 	// for episodes that run untrusted code in production.
 	ProfileDir string
 
+	// CPUs, when set, are the host CPUs the episode's processes (the
+	// Sentry, its stubs, the gofer) may run on: this process confines
+	// itself to them before it starts any. Not what the guest sees
+	// (spec limits.cpus is). On a machine where cross-CPU wake-ups are
+	// dear, one CPU per episode costs far less CPU than all of them
+	// (docs/runtime.md); spreading episodes over CPUs is the caller's.
+	CPUs []int
+
 	// OnStart, when set, is called once the episode is about to start.
 	OnStart func(StartInfo)
 	// StopTimeout is how long the guest has to exit after this process

@@ -63,6 +63,9 @@ func Run(ctx context.Context, s *spec.Spec, h Host) (int, error) {
 	if err := checkProfileDir(p.host.ProfileDir); err != nil {
 		return 0, err
 	}
+	if err := pinHostCPUs(p.host.CPUs); err != nil {
+		return 0, err
+	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	id := hex.EncodeToString(rnd[:])

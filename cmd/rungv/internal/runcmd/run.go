@@ -103,6 +103,7 @@ Examples:
 		&cli.IntFlag{Name: "error-fd", Value: -1, Hidden: true, Usage: "also write rungv's own error (not the guest's) to this fd"},
 		&cli.StringFlag{Name: "cache-dir", EnvVars: []string{"GVX_CACHE_DIR", "GVX_CACHE"}, Usage: "the image cache (default: $GVX_CACHE, /var/cache/gvx as root, else the user cache dir)"},
 		&cli.StringFlag{Name: "debug-log", EnvVars: []string{"RUNGV_DEBUG_LOG"}, Usage: "write runsc debug logs into this directory"},
+		&cli.StringFlag{Name: "host-cpus", EnvVars: []string{"RUNGV_HOST_CPUS"}, Usage: "run the episode's host processes (the Sentry, its stubs, the gofer) only on these host CPUs, `LIST` as taskset -c takes it (1 or 0,2 or 0-3); one CPU per episode costs far less CPU where cross-CPU wake-ups are dear (docs/runtime.md); the guest's own CPU count is --cpus"},
 		&cli.StringFlag{Name: "profile-dir", EnvVars: []string{"RUNGV_PROFILE_DIR"}, Usage: "write the Sentry's Go CPU profile over the episode's life into `DIR`/<episode id>.cpu.pprof (go tool pprof -top FILE); loosens the Sentry's seccomp filter: for measuring only"},
 		&cli.BoolFlag{Name: "json", Usage: "report rungv's own events (start, created volumes, exit or error) as JSON lines on stderr"},
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "prepare the episode to be checkpointed once into `DIR` on a request on --control-fd (rungv checkpoint drives this; --isolation seccomp-only)"},
@@ -291,6 +292,13 @@ func runEpisodeReport(c *cli.Context, rep *reporter) error {
 	}
 	h := runtime.Host{DebugLogDir: c.String("debug-log"), ProfileDir: c.String("profile-dir"), CacheDir: c.String("cache-dir")}
 	h.CheckpointDir, h.RestoreFrom = c.String("checkpoint-dir"), c.String("restore")
+	if l := c.String("host-cpus"); l != "" {
+		cpus, err := parseCPUList(l)
+		if err != nil {
+			return specflags.Usage(verb, "--host-cpus %q: %v", l, err)
+		}
+		h.CPUs = cpus
+	}
 	if fd := c.Int("control-fd"); fd >= 0 {
 		if fd <= 2 {
 			return specflags.Usage(verb, "--control-fd %d: standard input, output and error are the guest's; pass the socket on another descriptor", fd)
