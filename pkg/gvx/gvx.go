@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,6 +137,14 @@ type Config struct {
 	// default (256).
 	NATMaxRelays int
 
+	// HostCPUs, when set, are the host CPUs the episode's processes (the
+	// Sentry, its stubs, the gofer) may run on (rungv run --host-cpus);
+	// not what the guest sees (Resources' CPUs is). One CPU per episode
+	// costs far less CPU where cross-CPU wake-ups are dear
+	// (docs/runtime.md); which episode gets which is the caller's (a
+	// Pool gives every episode its Base's).
+	HostCPUs []int
+
 	// Stdin, Stdout and Stderr of the guest; nil means /dev/null.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -159,7 +168,7 @@ type Sandbox struct {
 	bin  string
 	spec *spec.Spec
 	json []byte // spec, as rungv reads it from --spec-fd
-	cfg  Config // Stdin, Stdout, Stderr
+	cfg  Config // HostCPUs, Stdin, Stdout, Stderr
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -218,7 +227,7 @@ func newSandbox(bin string, s *spec.Spec, proc Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gvx: %w", err)
 	}
-	return &Sandbox{bin: bin, spec: s, json: b, cfg: Config{Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: proc.Stderr}}, nil
+	return &Sandbox{bin: bin, spec: s, json: b, cfg: Config{HostCPUs: proc.HostCPUs, Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: proc.Stderr}}, nil
 }
 
 // runArgs is rungv's command line: the episode itself comes on fd 4.
@@ -282,7 +291,15 @@ func (s *Sandbox) Run(ctx context.Context) (int, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	cmd := exec.Command(s.bin, append(runArgs, s.ck.args()...)...)
+	args := append(append([]string{}, runArgs...), s.ck.args()...)
+	if len(s.cfg.HostCPUs) > 0 {
+		l := make([]string, len(s.cfg.HostCPUs))
+		for i, c := range s.cfg.HostCPUs {
+			l[i] = strconv.Itoa(c)
+		}
+		args = append(args, "--host-cpus="+strings.Join(l, ","))
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr
 	// Not the caller's whole environment (its secrets): env.go.
 	cmd.Env = rungvEnv(os.Environ())

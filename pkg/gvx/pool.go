@@ -534,7 +534,7 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int, warm *warmBoot) (ep 
 	var sb *Sandbox
 	if p.cfg.Checkpoint != nil {
 		ep.Sockets = p.sockets(seq)
-		proc := Config{Rungv: p.cfg.Base.Rungv, Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr),
+		proc := Config{Rungv: p.cfg.Base.Rungv, HostCPUs: p.cfg.Base.HostCPUs, Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr),
 			Ports: restorePorts(p.cfg.Checkpoint, p.cfg.Sockets, ep.Sockets)}
 		sb, err = p.cfg.Checkpoint.Restore(ctx, []string{vol}, proc)
 		ep.m.Reset = time.Since(t0)
@@ -560,7 +560,7 @@ func (p *Pool) boot(life, ctx context.Context, id, seq int, warm *warmBoot) (ep 
 	for _, name := range slices.Sorted(maps.Keys(ep.Sockets)) {
 		s.Ports = append(s.Ports, spec.Port{HostSocket: ep.Sockets[name], GuestPort: p.cfg.Sockets[name]})
 	}
-	proc := Config{Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr)}
+	proc := Config{HostCPUs: p.cfg.Base.HostCPUs, Stdout: p.tee(ep.stdout, p.cfg.Base.Stdout), Stderr: p.tee(ep.stderr, p.cfg.Base.Stderr)}
 	if sb, err = newSandbox(p.bin, s, proc); err != nil {
 		return ep, err
 	}

@@ -102,12 +102,12 @@ func configField(field string) string {
 }
 
 // onlyProcess reports whether cfg sets nothing but the fields that say how
-// rungv runs (Rungv, Stdin, Stdout, Stderr): with a whole spec, the
-// episode's own fields would be ignored.
+// rungv runs (Rungv, HostCPUs, Stdin, Stdout, Stderr): with a whole spec,
+// the episode's own fields would be ignored.
 func onlyProcess(cfg Config) error {
-	cfg.Rungv, cfg.Stdin, cfg.Stdout, cfg.Stderr = "", nil, nil, nil
+	cfg.Rungv, cfg.HostCPUs, cfg.Stdin, cfg.Stdout, cfg.Stderr = "", nil, nil, nil, nil
 	if !reflect.ValueOf(cfg).IsZero() {
-		return errors.New("gvx: with a whole spec, Config may set only Rungv, Stdin, Stdout and Stderr (the episode is the spec's)")
+		return errors.New("gvx: with a whole spec, Config may set only Rungv, HostCPUs, Stdin, Stdout and Stderr (the episode is the spec's)")
 	}
 	return nil
 }
