@@ -80,6 +80,7 @@ type episode struct {
 	runErr      error
 	exitCode    int
 	runDone     chan struct{} // closed when the sandbox's Run returned
+	hostCPU     int           // the host CPU its processes run on (Config.PinCPUs); -1: none
 	// unnice puts a warm boot's processes back at the server's priority
 	// (Config.RefillNice); nil: not niced.
 	unnice  func() error
@@ -328,7 +329,7 @@ func (s *Server) newEpisode(req *CreateRequest, t0 time.Time) *episode {
 	dir := filepath.Join(s.cfg.StateDir, epDir, id)
 	e := &episode{id: id, dir: dir, image: req.Spec.Image, created: t0, expires: t0.Add(ttl), lease: lease,
 		output: &tail{limit: outputLimit}, state: StateStarting, lastSeen: t0, exitCode: -1,
-		runDone: make(chan struct{}), gone: make(chan struct{}), idleMemory: -1}
+		runDone: make(chan struct{}), gone: make(chan struct{}), idleMemory: -1, hostCPU: -1}
 	if req.Docker {
 		e.dockerSock = filepath.Join(dir, dockerSock)
 	}
@@ -362,7 +363,7 @@ func (s *Server) start(ctx context.Context, req *CreateRequest, e *episode) erro
 	if err != nil {
 		return err
 	}
-	sb, err := gvx.NewFromSpec(ctx, sp, gvx.Config{Rungv: s.cfg.Rungv, Stdout: e.output, Stderr: e.output})
+	sb, err := gvx.NewFromSpec(ctx, sp, gvx.Config{Rungv: s.cfg.Rungv, HostCPUs: s.pin(e), Stdout: e.output, Stderr: e.output})
 	if err != nil {
 		return err
 	}
@@ -546,6 +547,7 @@ func (s *Server) teardown(e *episode, reason string) {
 		_ = sb.Close()
 		<-e.runDone
 	}
+	s.unpin(e) // its sandbox has ended (or never began)
 	if e.agent != nil {
 		e.agent.CloseIdleConnections()
 	}

@@ -141,7 +141,7 @@ func (s *Server) startChild(ctx context.Context, cp *gvx.Checkpoint, p, k *episo
 		ports = append(ports, gvx.Port{HostSocket: k.dockerSock})
 	}
 	t := time.Now()
-	sb, err := cp.Restore(ctx, vols, gvx.Config{Rungv: s.cfg.Rungv, Stdout: k.output, Stderr: k.output, Ports: ports})
+	sb, err := cp.Restore(ctx, vols, gvx.Config{Rungv: s.cfg.Rungv, HostCPUs: s.pin(k), Stdout: k.output, Stderr: k.output, Ports: ports})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,8 @@ type Server struct {
 	closed bool
 	// The warm sets (warm.go), by request key, in the warm-pool engine's
 	// group (whose Stop cuts the warm boots' start short).
+	// pins hands out host CPUs to episodes (Config.PinCPUs); nil: none.
+	pins      *cpuPins
 	warm      map[string]*warmSet
 	warmGroup *pool.Group[*episode]
 
@@ -61,6 +63,14 @@ func New(cfg Config) (*Server, error) {
 	if err := privdir.Ensure(eps); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("serve: episodes dir: %w; what is in it is trusted: remove it (rungv serve makes it again)", err)
+	}
+	if cfg.PinCPUs {
+		cpus, err := hostCPUs()
+		if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("serve: --pin-cpus: %w", err)
+		}
+		s.pins = newCPUPins(cpus)
 	}
 	n, err := reap(eps, rungvPath(cfg.Rungv), cfg.Logf)
 	s.metrics.reapedAtStart.Add(int64(n))
