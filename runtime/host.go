@@ -164,8 +164,9 @@ type Host struct {
 
 	// CPUs, when set, are the host CPUs the episode's processes (the
 	// Sentry, its stubs, the gofer) may run on: this process confines
-	// itself to them before it starts any. Not what the guest sees
-	// (spec limits.cpus is). On a machine where cross-CPU wake-ups are
+	// itself to them before it starts any. The guest then sees that many
+	// CPUs (gVisor counts the CPUs it may use when it boots) unless spec
+	// limits.cpus says otherwise. On a machine where cross-CPU wake-ups are
 	// dear, one CPU per episode costs far less CPU than all of them
 	// (docs/runtime.md); spreading episodes over CPUs is the caller's.
 	CPUs []int

@@ -139,7 +139,8 @@ type Config struct {
 
 	// HostCPUs, when set, are the host CPUs the episode's processes (the
 	// Sentry, its stubs, the gofer) may run on (rungv run --host-cpus);
-	// not what the guest sees (Resources' CPUs is). One CPU per episode
+	// the guest then sees that many CPUs (gVisor counts them when it
+	// boots) unless Resources' CPUs says otherwise. One CPU per episode
 	// costs far less CPU where cross-CPU wake-ups are dear
 	// (docs/runtime.md); which episode gets which is the caller's (a
 	// Pool gives every episode its Base's).
