@@ -34,8 +34,9 @@
 # TASK_PHASE_TIMEOUT=900 (seconds per phase); TASK_IDLE=S adds a phase
 # "idle" after healthy: S seconds of the healthy project doing nothing but
 # its two healthchecks, and the table's "CPU s per idle second" at N=1 (what
-# every episode pays per second it lives); PIN=1 runs rungv serve with
-# --pin-cpus (each gvx episode on one host CPU, spread); SENTRY_PROFILE=DIR profiles
+# every episode pays per second it lives); PIN=MODE runs rungv serve with
+# --pin-cpus MODE (packed, its default: each gvx episode on one host CPU,
+# spread, once they are as many as the CPUs; always; never); SENTRY_PROFILE=DIR profiles
 # every gvx episode's Sentry into DIR (rungv's RUNGV_PROFILE_DIR: one
 # <episode id>.cpu.pprof each, read with `go tool pprof -top -cum FILE`;
 # it loosens the Sentry's seccomp filter and the profiler costs a little CPU
@@ -140,7 +141,7 @@ if [[ " $sides " == *" gvx "* ]]; then
 		export RUNGV_PROFILE_DIR=$(realpath "$SENTRY_PROFILE")
 		echo "== Sentry profiles in $RUNGV_PROFILE_DIR (go tool pprof -top -cum FILE)"
 	fi
-	"${join[@]}" "$cg_gvx" "$rungv" serve --state-dir "$mnt/st" --clone auto --max-episodes 99 --ttl 2h -q ${PIN:+--pin-cpus} >"$work/hello" 2>"$work/serve.log" &
+	"${join[@]}" "$cg_gvx" "$rungv" serve --state-dir "$mnt/st" --clone auto --max-episodes 99 --ttl 2h -q ${PIN:+--pin-cpus "$PIN"} >"$work/hello" 2>"$work/serve.log" &
 	serve_pid=$!
 	for _ in $(seq 300); do [ -s "$work/hello" ] && break; sleep 0.1; done
 	sock=$(jq -r .socket "$work/hello")

@@ -87,16 +87,23 @@ type Config struct {
 	// gvx.PoolConfig.RefillNice): the claimed episodes get the CPUs first.
 	// 0 means gvx.DefaultRefillNice; negative, none.
 	RefillNice int
-	// PinCPUs runs each episode's host processes (its Sentry, stubs and
-	// gofer) on one host CPU, the one with the fewest of this server's
-	// live episodes (gvx.Config.HostCPUs, rungv run --host-cpus), among
-	// the CPUs the server itself may use; released when the episode ends.
-	// What the guest sees is unchanged (limits.cpus is that). Where waking
-	// a thread on another CPU is dear (a PVM guest, where an IPI is a
-	// hypercall) an episode then costs a third less CPU and its idle
-	// healthchecks ~40 % less (docs/runtime.md); the price is that one
-	// episode alone never uses more than one CPU. Linux only.
-	PinCPUs bool
+	// PinCPUs says when an episode's host processes (its Sentry, stubs
+	// and gofer) run on one host CPU, the one with the fewest of this
+	// server's pinned live episodes (gvx.Config.HostCPUs, rungv run
+	// --host-cpus), among the CPUs the server itself may use; released
+	// when the episode ends. PinPacked (the default, ""): once the live
+	// episodes are at least as many as those CPUs, the episode that makes
+	// them so and every live one still on all CPUs (its processes moved,
+	// gvx.Sandbox.SetHostCPUs), and every later one; PinAlways: every
+	// episode (one episode alone then never uses more than one CPU);
+	// PinNever: none. A pinned episode keeps its CPU until it ends. A
+	// guest pinned from its start sees one CPU (gVisor counts them when
+	// it boots) unless limits.cpus says otherwise; one moved later keeps
+	// the count it booted with. Where waking a thread on another CPU is
+	// dear (a PVM guest, where an IPI is a hypercall) a pinned episode
+	// costs a third less CPU and its idle healthchecks ~40 % less
+	// (docs/runtime.md). Linux only.
+	PinCPUs PinMode
 	// DefaultMemory is the memory limit (spec.Limits.MemoryBytes) of an
 	// episode whose create asks for none (0: DefaultEpisodeMemory, 4 GiB;
 	// negative: none, the host's memory). It is enforced as the create's

@@ -80,7 +80,7 @@ type episode struct {
 	runErr      error
 	exitCode    int
 	runDone     chan struct{} // closed when the sandbox's Run returned
-	hostCPU     int           // the host CPU its processes run on (Config.PinCPUs); -1: none
+	hostCPU     int           // the host CPU its sandbox was put on (Config.PinCPUs: pin, move); -1: all
 	// unnice puts a warm boot's processes back at the server's priority
 	// (Config.RefillNice); nil: not niced.
 	unnice  func() error
@@ -410,6 +410,7 @@ func (s *Server) launch(ctx context.Context, e *episode, sb *gvx.Sandbox, rec *r
 	}
 	rec.RungvPID = sb.Pid()
 	rec.RungvStart = procStart(rec.RungvPID)
+	s.move(e) // pinned while it started (Config.PinCPUs)
 	noteExe(rec)
 	if err := writeRecord(e.dir, rec); err != nil {
 		return err

@@ -64,13 +64,9 @@ func New(cfg Config) (*Server, error) {
 		lock.Close()
 		return nil, fmt.Errorf("serve: episodes dir: %w; what is in it is trusted: remove it (rungv serve makes it again)", err)
 	}
-	if cfg.PinCPUs {
-		cpus, err := hostCPUs()
-		if err != nil {
-			lock.Close()
-			return nil, fmt.Errorf("serve: --pin-cpus: %w", err)
-		}
-		s.pins = newCPUPins(cpus)
+	if s.pins, err = newPins(cfg.PinCPUs); err != nil {
+		lock.Close()
+		return nil, err
 	}
 	n, err := reap(eps, rungvPath(cfg.Rungv), cfg.Logf)
 	s.metrics.reapedAtStart.Add(int64(n))

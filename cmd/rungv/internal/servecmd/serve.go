@@ -78,7 +78,7 @@ Examples:
 		&cli.StringFlag{Name: "socket", Usage: "unix socket `PATH` of the API", DefaultText: "STATE_DIR/serve.sock"},
 		&cli.StringFlag{Name: "listen", Usage: "also serve on TCP `ADDR` (127.0.0.1:7300); needs a token"},
 		&cli.DurationFlag{Name: "refill-delay", Usage: "a claimed warm episode's replacement waits `D` before it boots (-1s: not at all)", DefaultText: "250ms"},
-		&cli.BoolFlag{Name: "pin-cpus", Usage: "run each episode's host processes on one host CPU, the least used by this server's episodes (one episode never gets more than one; what the guest sees is unchanged): a third less CPU per episode where cross-CPU wake-ups are dear (docs/runtime.md)"},
+		&cli.StringFlag{Name: "pin-cpus", Value: string(serve.PinPacked), Usage: "when an episode's host processes run on one host CPU, the least used by this server's episodes: `MODE` packed (every live episode, once they are as many as the CPUs), always (one episode never gets more than one) or never; a third less CPU per pinned episode where cross-CPU wake-ups are dear (docs/runtime.md)"},
 		&cli.IntFlag{Name: "refill-nice", Usage: "warm boots run at nice `N` (1–19) until ready, at most a second (-1: at the server's)", DefaultText: "10"},
 		&cli.StringFlag{Name: "warm-memory", Usage: "cap the idle memory of the waiting warm episodes together at `SIZE` (e.g. 8g; measured PSS)"},
 		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token (default: $GVX_SERVE_TOKEN)"},
@@ -130,7 +130,7 @@ func action(c *cli.Context) error {
 	cfg := serve.Config{
 		StateDir: c.String("state-dir"), Rungv: bin, MaxEpisodes: c.Int("max-episodes"),
 		DefaultTTL: c.Duration("ttl"), MaxTTL: c.Duration("max-ttl"), DefaultLease: c.Duration("lease"),
-		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), PinCPUs: c.Bool("pin-cpus"), RetryAfter: c.Duration("retry-after"), CloneMode: mode, RequireReflink: c.IsSet("clone") && mode == reflink.Always,
+		ReadyTimeout: c.Duration("ready-timeout"), RefillDelay: c.Duration("refill-delay"), RefillNice: c.Int("refill-nice"), PinCPUs: serve.PinMode(c.String("pin-cpus")), RetryAfter: c.Duration("retry-after"), CloneMode: mode, RequireReflink: c.IsSet("clone") && mode == reflink.Always,
 		ReadHeaderTimeout: c.Duration("read-header-timeout"), IdleTimeout: c.Duration("idle-timeout"),
 		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), MaxConns: c.Int("max-conns"),
 	}
