@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"z.gfire.dev/gvx/internal/hostcpu"
+	"z.gfire.dev/gvx/internal/hostiletest"
 	"z.gfire.dev/gvx/serve"
 )
 
@@ -143,22 +144,14 @@ func TestPinPacked(t *testing.T) {
 	}
 	for i, pid := range pids {
 		// Moved: every task of rungv and of every process below it.
-		n := 0
-		for _, p := range treePIDs(pid) {
-			tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(p), "task"))
-			for _, task := range tasks {
-				got, err := hostcpu.StatusList(filepath.Join("/proc", strconv.Itoa(p), "task", task.Name(), "status"))
-				if err != nil {
-					continue // ended meanwhile
-				}
-				n++
-				if got != cpus[i] {
-					t.Errorf("episode %s, task %s of pid %d: on CPUs %s, want %s (moved when the node filled)", ids[i], task.Name(), p, got, cpus[i])
-				}
+		tasks := hostcpu.Tasks(hostiletest.Descendants(pid))
+		for tid, got := range tasks {
+			if got != cpus[i] {
+				t.Errorf("episode %s, host task %d: on CPUs %s, want %s (moved when the node filled)", ids[i], tid, got, cpus[i])
 			}
 		}
-		if n < 10 {
-			t.Errorf("episode %s: checked only %d host tasks", ids[i], n)
+		if len(tasks) < 10 {
+			t.Errorf("episode %s: checked only %d host tasks", ids[i], len(tasks))
 		}
 	}
 	a.do("DELETE", "/v1/episodes/"+idA, nil, nil)
@@ -166,30 +159,4 @@ func TestPinPacked(t *testing.T) {
 	if _, c := create(); c != all {
 		t.Errorf("once fewer episodes than CPUs are live again: on CPUs %s, want all (%s)", c, all)
 	}
-}
-
-// treePIDs is pid and every process below it.
-func treePIDs(pid int) []int {
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) >= 2 {
-			pp, _ := strconv.Atoi(f[1])
-			kids[pp] = append(kids[pp], p)
-		}
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, kids[out[i]]...)
-	}
-	return out
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"z.gfire.dev/gvx/internal/hostcpu"
+	"z.gfire.dev/gvx/internal/hostiletest"
 )
 
 // TestHostCPUsPinned: rungv run --host-cpus N leaves every host thread of
@@ -34,27 +33,14 @@ func TestHostCPUsPinned(t *testing.T) {
 		if s := line(); s != "started 1" {
 			t.Fatalf("guest printed %q, want \"started 1\" (one CPU in its /proc/cpuinfo)", s)
 		}
-		kids := map[int][]int{}
-		for p, pp := range parents() {
-			kids[pp] = append(kids[pp], p)
-		}
 		want := strconv.Itoa(cpu)
-		n := 0
-		for todo := []int{c.Process.Pid}; len(todo) > 0; {
-			p := todo[len(todo)-1]
-			todo = append(todo[:len(todo)-1], kids[p]...)
-			tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(p), "task"))
-			for _, task := range tasks {
-				got, err := hostcpu.StatusList(filepath.Join("/proc", strconv.Itoa(p), "task", task.Name(), "status"))
-				if err != nil {
-					continue // ended meanwhile
-				}
-				n++
-				if got != want {
-					t.Errorf("task %s of pid %d may run on CPUs %s, want %s only", task.Name(), p, got, want)
-				}
+		tasks := hostcpu.Tasks(hostiletest.Descendants(c.Process.Pid))
+		for tid, got := range tasks {
+			if got != want {
+				t.Errorf("host task %d of the episode may run on CPUs %s, want %s only", tid, got, want)
 			}
 		}
+		n := len(tasks)
 		// rungv, supervisor, init, runsc's sandbox and gofer and their
 		// threads, the guest's stub: dozens.
 		if n < 10 {

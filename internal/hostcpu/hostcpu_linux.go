@@ -111,3 +111,24 @@ func StatusList(status string) (string, error) {
 	}
 	return "", fmt.Errorf("%s has no Cpus_allowed_list", filepath.Clean(status))
 }
+
+// Tasks maps every thread of the processes pids to the CPUs it may run
+// on (Cpus_allowed_list), by thread ID; threads and processes that end
+// meanwhile are left out.
+func Tasks(pids []int) map[int]string {
+	out := map[int]string{}
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+		tasks, _ := os.ReadDir(dir)
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			if l, err := StatusList(filepath.Join(dir, t.Name(), "status")); err == nil {
+				out[tid] = l
+			}
+		}
+	}
+	return out
+}
