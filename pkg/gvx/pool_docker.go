@@ -54,7 +54,11 @@ func WaitDocker(ctx context.Context, sock string, exited <-chan struct{}) error 
 				err = fmt.Errorf("GET /info: %q", resp.Status)
 			}
 		}
-		last = err
+		if ctx.Err() == nil || last == nil {
+			// An attempt the deadline cut short says less than the
+			// answer before it (a status line): keep that one.
+			last = err
+		}
 		select {
 		case <-exited:
 			return fmt.Errorf("%w before its Docker daemon answered on %s (last: %v)", ErrExited, sock, last)
