@@ -195,7 +195,11 @@ func TestWarmMemoryCap(t *testing.T) {
 	p = capped(limit)
 	waitWarm(t, p)
 	st := p.WarmStats()
-	if st.Ready < 1 || st.Ready > 2 || st.ReadyMemory > limit || st.Target != int(limit/st.MaxEpisodeMemory) {
+	// The pool learns an episode's cost from its own first boot, which
+	// may measure less than the one above (CI: 78 MiB there, 62 here): the
+	// cap holds when it keeps the pool below the 4 asked for, within the
+	// limit, at the target its measure gives.
+	if st.Ready < 1 || st.Ready > st.Target || st.Target >= 4 || st.ReadyMemory > limit || st.Target != int(limit/st.MaxEpisodeMemory) {
 		t.Errorf("cap %d KiB: %+v", limit>>10, st)
 	}
 	t.Logf("cap %d KiB: %+v", limit>>10, st)
